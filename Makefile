@@ -1,0 +1,31 @@
+# Two commands on a fresh machine with nothing but Python: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench-cpu clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# the CPU build of torch first (it lies on the machine's disk); everything else must not replace it
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/python -m linattn.demo
+
+test: $(BIN)/.installed
+	$(BIN)/ruff check linattn tests
+	$(BIN)/python -m pytest
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check linattn tests
+	$(BIN)/ruff format --check linattn tests
+
+bench-cpu: $(BIN)/.installed
+	$(BIN)/python -m linattn.bench cpu
+
+clean:
+	rm -rf $(VENV) demo_out

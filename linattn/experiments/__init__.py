@@ -1,0 +1,1 @@
+"""Named experiments that reproduce and check the papers' claims."""

@@ -1,0 +1,29 @@
+"""Writing results safely: atomically (write a temporary file, then rename) and never over an existing file
+unless asked."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, *, overwrite: bool = True) -> Path:
+    """Write `data` to `path` so that readers see either the old file or the whole new one, never a part.
+
+    With `overwrite=False` an existing file is an error (`FileExistsError`) rather than silently replaced.
+    """
+    path = Path(path)
+    if not overwrite and path.exists():
+        raise FileExistsError(f"{path} exists; refusing to overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,42 @@
+"""CCQ's query contraction on the chunkwise linear-attention machinery.
+
+`C_t q_t = Σ_s ω_ts k_s (k_sᵀ q_t)` is linear attention whose values are the keys, and `(m_t, Z_t)` is linear
+attention with a constant one-dimensional query and key and values `[k_s, 1]`. Both run through
+`chunk_gated_linear_attention` with the base op's scalar decay; the contraction is then elementwise.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from linattn.ops.checks import compute_dtype
+from linattn.ops.linear_attention.chunk import chunk_gated_linear_attention
+
+
+def chunk_ccq_query(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    lam: torch.Tensor,
+    g: torch.Tensor | None,
+    initial_state: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+    *,
+    centered: bool,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Same contract as `naive_ccq_query`."""
+    dt = compute_dtype(q)
+    q, k, lam = (x.to(dt) for x in (q, k, lam))
+    B, T, H, K = q.shape
+    C0 = mz0 = None
+    if initial_state is not None:
+        C0, m0, Z0 = (x.to(dt) for x in initial_state)
+        mz0 = torch.cat([m0, Z0[..., None]], dim=-1)[..., None, :]  # [B, H, 1, K + 1]
+    Cq, C = chunk_gated_linear_attention(q, k, k, g, C0, scale=1.0)  # [B, T, H, K]: C_t q_t
+    ones = q.new_ones(B, T, H, 1)
+    mz, mz_final = chunk_gated_linear_attention(ones, ones, torch.cat([k, ones], -1), g, mz0, scale=1.0)
+    m, Z = mz[..., :K], mz[..., K:]  # [B, T, H, K], [B, T, H, 1]
+    sigma_q = Cq / Z
+    if centered:
+        mu = m / Z
+        sigma_q = sigma_q - mu * (mu * q).sum(-1, keepdim=True)
+    q_clean = q - lam[..., None] * sigma_q
+    return q_clean, (C, mz_final[..., 0, :K], mz_final[..., 0, K])

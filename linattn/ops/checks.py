@@ -1,0 +1,144 @@
+"""Input validation shared by every op.
+
+Every public op validates its arguments here before dispatching to a backend, so a user gets one clear
+error naming the argument and the expected shape or dtype, never a silent broadcast or a crash deep inside
+a backend. Shape errors are `ValueError`, dtype errors are `TypeError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import torch
+
+BACKENDS = ("auto", "naive", "chunk", "triton")
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Sizes of one call: batch `B`, time `T`, heads `H`, key dim `K`, value dim `V`, sequences `N`.
+
+    `N` is the number of independent sequences: `B`, or `len(cu_seqlens) - 1` for a packed batch.
+    """
+
+    B: int
+    T: int
+    H: int
+    K: int
+    V: int
+    N: int
+
+
+def _shape(x: torch.Tensor) -> str:
+    return "[" + ", ".join(str(s) for s in x.shape) + "]"
+
+
+def check_float(name: str, x: object) -> torch.Tensor:
+    """`x` must be a floating-point tensor."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name}: expected a floating-point tensor, got dtype {x.dtype}")
+    return x
+
+
+def check_shape(name: str, x: object, expected: tuple[int, ...], layout: str) -> torch.Tensor:
+    """`x` must be a float tensor of exactly `expected` shape; `layout` names the dims, e.g. `"[B, T, H]"`."""
+    x = check_float(name, x)
+    if tuple(x.shape) != tuple(expected):
+        want = "[" + ", ".join(str(s) for s in expected) + "]"
+        raise ValueError(f"{name}: expected shape {layout} = {want}, got {_shape(x)}")
+    return x
+
+
+def check_qk(q: object, k: object, *, q_name: str = "q", k_name: str = "k") -> tuple[int, int, int, int]:
+    """`q` and `k` are `[B, T, H, K]` float tensors of one dtype and device; returns `(B, T, H, K)`."""
+    q = check_float(q_name, q)
+    k = check_float(k_name, k)
+    if q.dim() != 4:
+        raise ValueError(f"{q_name}: expected a 4-D tensor [B, T, H, K], got shape {_shape(q)}")
+    if q.shape[1] == 0:
+        raise ValueError(f"{q_name}: expected at least one time step (T >= 1), got shape {_shape(q)}")
+    check_shape(k_name, k, tuple(q.shape), "[B, T, H, K] (as q)")
+    if k.dtype != q.dtype:
+        raise TypeError(f"{k_name}: expected dtype {q.dtype} (as {q_name}), got {k.dtype}")
+    if k.device != q.device:
+        raise ValueError(f"{k_name}: expected device {q.device} (as {q_name}), got {k.device}")
+    return tuple(q.shape)  # type: ignore[return-value]
+
+
+def check_qkv(q: object, k: object, v: object, cu_seqlens: object = None) -> Dims:
+    """Validate `q, k: [B, T, H, K]`, `v: [B, T, H, V]` (one dtype, one device) and `cu_seqlens`."""
+    B, T, H, K = check_qk(q, k)
+    v = check_float("v", v)
+    if v.dim() != 4 or tuple(v.shape[:3]) != (B, T, H):
+        raise ValueError(f"v: expected shape [B, T, H, V] = [{B}, {T}, {H}, V], got {_shape(v)}")
+    if v.dtype != q.dtype:
+        raise TypeError(f"v: expected dtype {q.dtype} (as q), got {v.dtype}")
+    if v.device != q.device:
+        raise ValueError(f"v: expected device {q.device} (as q), got {v.device}")
+    N = check_cu_seqlens(cu_seqlens, B, T)
+    return Dims(B=B, T=T, H=H, K=K, V=v.shape[-1], N=N)
+
+
+def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> int:
+    """`cu_seqlens` is None or a 1-D integer tensor `[0, …, T]`, strictly increasing, with `B == 1`.
+
+    Returns the number of sequences `N`.
+    """
+    if cu_seqlens is None:
+        return B
+    if not isinstance(cu_seqlens, torch.Tensor):
+        raise TypeError(f"cu_seqlens: expected a torch.Tensor, got {type(cu_seqlens).__name__}")
+    if cu_seqlens.is_floating_point() or cu_seqlens.is_complex() or cu_seqlens.dtype == torch.bool:
+        raise TypeError(f"cu_seqlens: expected an integer tensor, got dtype {cu_seqlens.dtype}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise ValueError(f"cu_seqlens: expected shape [N + 1] with N >= 1, got {_shape(cu_seqlens)}")
+    if B != 1:
+        raise ValueError(f"cu_seqlens: packed sequences need batch size B == 1, got B = {B}")
+    c = cu_seqlens.tolist()
+    if c[0] != 0:
+        raise ValueError(f"cu_seqlens: expected to start at 0, got {c[0]}")
+    if any(b <= a for a, b in itertools.pairwise(c)):
+        raise ValueError(f"cu_seqlens: expected strictly increasing offsets, got {c}")
+    if c[-1] != T:
+        raise ValueError(f"cu_seqlens: expected to end at T = {T}, got {c[-1]}")
+    return len(c) - 1
+
+
+def check_gate(name: str, x: object, dims: Dims, *, log_decay: bool = False) -> torch.Tensor:
+    """A per-token, per-head scalar `[B, T, H]`; with `log_decay` every entry must be `<= 0`."""
+    x = check_shape(name, x, (dims.B, dims.T, dims.H), "[B, T, H]")
+    if log_decay:
+        check_log_decay(name, x)
+    return x
+
+
+def check_log_decay(name: str, g: torch.Tensor) -> None:
+    """A log-decay must be `<= 0` (decay `exp(g) <= 1`)."""
+    if bool((g > 0).any()):
+        raise ValueError(f"{name}: a log-decay must be <= 0 everywhere, got max {g.max().item():.3g}")
+
+
+def check_state(name: str, x: object, expected: tuple[int, ...], layout: str) -> torch.Tensor | None:
+    """An optional recurrent state of shape `expected` (None passes)."""
+    if x is None:
+        return None
+    return check_shape(name, x, expected, layout)
+
+
+def check_backend(backend: object, device: torch.device, available: tuple[str, ...]) -> str:
+    """Resolve `backend` to a concrete one among `available` (`"auto"` takes the fastest that runs here)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        return "triton" if device.type == "cuda" and "triton" in available else "chunk"
+    if backend not in available:
+        raise ValueError(f"backend: {backend!r} is not available for this op; available: {available}")
+    return backend
+
+
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """States and accumulation run in float64 for float64 inputs, float32 otherwise."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32

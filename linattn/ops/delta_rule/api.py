@@ -1,0 +1,70 @@
+"""Public `delta_rule`: validation, then the chosen backend."""
+
+from __future__ import annotations
+
+import torch
+
+from linattn.ops.checks import check_backend, check_gate, check_qk, check_qkv, check_state
+from linattn.ops.delta_rule.chunk import chunk_delta_rule
+from linattn.ops.delta_rule.naive import naive_delta_rule
+from linattn.ops.varlen import per_sequence
+
+BACKENDS = {"naive": naive_delta_rule, "chunk": chunk_delta_rule}
+
+
+def delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    w: torch.Tensor | None = None,
+    beta: torch.Tensor | None = None,
+    g: torch.Tensor | None = None,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    cu_seqlens: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The two-key gated delta rule (DeltaNet, Gated DeltaNet, KLA and VLA's state are configurations of it).
+
+    `S_t = exp(g_t) (I − β_t w_t k_tᵀ) S_{t-1} + β_t w_t v_tᵀ`,   `o_t = scale · S_tᵀ q_t`.
+
+    `k_t` is the erase/read key (the state predicts `S_{t-1}ᵀ k_t` for it), `w_t` the write direction.
+
+    Args:
+        q, k: `[B, T, H, K]`.  v: `[B, T, H, V]` (same dtype as q).
+        w: write direction `[B, T, H, K]`, default `k` (DeltaNet); VLA passes `α̂`.
+        beta: step `[B, T, H]`, default 1; KLA passes `kaczmarz_beta(k, eta)`.
+        g: log-decay `[B, T, H]`, `<= 0`, default 0 (no decay); Gated DeltaNet's gate.
+        scale: output scale, default `K ** -0.5`.
+        initial_state: `[N, H, K, V]` (`N = B`, or the number of packed sequences), any float dtype.
+        output_final_state: also return the final state `[N, H, K, V]` (float32; float64 for float64 inputs).
+        cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
+        backend: `"auto"`, `"naive"` or `"chunk"`.
+    Returns:
+        `(o, final_state)`, `o: [B, T, H, V]` in v's dtype; `final_state` is None unless requested.
+
+    Example (Gated DeltaNet):
+        >>> k = torch.nn.functional.normalize(torch.randn(1, 256, 4, 64), dim=-1)
+        >>> q, v = torch.randn(1, 256, 4, 64), torch.randn(1, 256, 4, 64)
+        >>> beta, g = torch.rand(1, 256, 4), -torch.rand(1, 256, 4) * 0.1
+        >>> o, S = delta_rule(q, k, v, beta=beta, g=g, output_final_state=True)
+    """
+    dims = check_qkv(q, k, v, cu_seqlens)
+    if w is not None:
+        check_qk(q, w, k_name="w")
+    if beta is not None:
+        check_gate("beta", beta, dims)
+    if g is not None:
+        check_gate("g", g, dims, log_decay=True)
+    check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
+    fn = BACKENDS[check_backend(backend, q.device, tuple(BACKENDS))]
+    scale = dims.K**-0.5 if scale is None else scale
+    o, S = per_sequence(
+        lambda q, k, v, w, beta, g, s: fn(q, k, v, w, beta, g, s, scale=scale),
+        cu_seqlens,
+        (q, k, v, w, beta, g),
+        initial_state,
+    )
+    return o.to(v.dtype), (S if output_final_state else None)

@@ -1,0 +1,117 @@
+"""Public `linear_attention` and `gated_linear_attention`: validation, then the chosen backend."""
+
+from __future__ import annotations
+
+import torch
+
+from linattn.ops.checks import (
+    check_backend,
+    check_log_decay,
+    check_qkv,
+    check_shape,
+    check_state,
+)
+from linattn.ops.linear_attention.chunk import chunk_gated_linear_attention
+from linattn.ops.linear_attention.naive import naive_gated_linear_attention
+from linattn.ops.varlen import per_sequence
+
+BACKENDS = {"naive": naive_gated_linear_attention, "chunk": chunk_gated_linear_attention}
+
+# Lower clamp of the normaliser `z_tᵀ q_t` (the VLA paper's value).
+NORMALIZER_EPS = 1e-4
+
+
+def gated_linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    *,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    cu_seqlens: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Gated linear attention: `S_t = exp(g_t) ⊙ S_{t-1} + k_t v_tᵀ`, `o_t = scale · S_tᵀ q_t`.
+
+    Args:
+        q, k: `[B, T, H, K]`.  v: `[B, T, H, V]` (same dtype as q).
+        g: log-decay `<= 0`, either `[B, T, H]` (one scalar per head: Mamba-2 / simple GLA) or
+            `[B, T, H, K]` (one per key channel: GLA).
+        scale: output scale, default `K ** -0.5`.
+        initial_state: `[N, H, K, V]` (`N = B`, or the number of packed sequences), any float dtype.
+        output_final_state: also return the final state `[N, H, K, V]` (float32; float64 for float64 inputs).
+        cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
+        backend: `"auto"`, `"naive"` or `"chunk"`.
+    Returns:
+        `(o, final_state)`, `o: [B, T, H, V]` in v's dtype; `final_state` is None unless requested.
+
+    Example:
+        >>> q = k = torch.randn(2, 100, 4, 32); v = torch.randn(2, 100, 4, 16)
+        >>> g = -torch.rand(2, 100, 4)
+        >>> o, S = gated_linear_attention(q, k, v, g, output_final_state=True)   # S: [2, 4, 32, 16]
+    """
+    dims = check_qkv(q, k, v, cu_seqlens)
+    if not isinstance(g, torch.Tensor) or g.dim() != 4:
+        check_shape("g", g, (dims.B, dims.T, dims.H), "[B, T, H] or [B, T, H, K]")
+    else:
+        check_shape("g", g, (dims.B, dims.T, dims.H, dims.K), "[B, T, H] or [B, T, H, K]")
+    check_log_decay("g", g)
+    return _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims)
+
+
+def linear_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    normalize: bool = False,
+    scale: float | None = None,
+    initial_state: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
+    output_final_state: bool = False,
+    cu_seqlens: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None]:
+    """Linear attention: `S_t = S_{t-1} + k_t v_tᵀ`, `o_t = scale · S_tᵀ q_t`.
+
+    With `normalize=True` the output is divided by the normaliser of the same query,
+    `o_t = S_tᵀ q_t / max(z_tᵀ q_t, 1e-4)` with `z_t = Σ_{s≤t} k_s` (q scaled by `scale` in both, so the scale
+    cancels except inside the clamp). The state is then the pair `(S: [N, H, K, V], z: [N, H, K])`, both for
+    `initial_state` and the returned final state.
+
+    Args and returns as `gated_linear_attention`, without `g`.
+
+    Example:
+        >>> phi = lambda x: torch.nn.functional.elu(x) + 1   # the paper baselines' feature map
+        >>> q, k = phi(torch.randn(1, 64, 2, 16)), phi(torch.randn(1, 64, 2, 16))
+        >>> o, (S, z) = linear_attention(q, k, torch.randn(1, 64, 2, 16), normalize=True, output_final_state=True)
+    """
+    dims = check_qkv(q, k, v, cu_seqlens)
+    if not normalize:
+        return _run(q, k, v, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims)
+    if initial_state is not None:
+        if not isinstance(initial_state, tuple) or len(initial_state) != 2:
+            raise TypeError("initial_state: with normalize=True expected a pair (S [N, H, K, V], z [N, H, K])")
+        S0, z0 = initial_state
+        check_state("initial_state[0]", S0, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
+        check_state("initial_state[1]", z0, (dims.N, dims.H, dims.K), "[N, H, K]")
+        initial_state = torch.cat([S0, z0[..., None].to(S0.dtype)], dim=-1)
+    # The normaliser is one more value column of ones: z_t is the state's last column.
+    v_aug = torch.cat([v, v.new_ones(*v.shape[:3], 1)], dim=-1)
+    o_aug, S_aug = _run(
+        q, k, v_aug, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims, cast=False
+    )
+    o = o_aug[..., : dims.V] / o_aug[..., dims.V :].clamp_min(NORMALIZER_EPS)
+    state = None if S_aug is None else (S_aug[..., : dims.V], S_aug[..., dims.V])
+    return o.to(v.dtype), state
+
+
+def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims, *, cast=True):
+    name = check_backend(backend, q.device, tuple(BACKENDS))
+    V = v.shape[-1]
+    check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, V), "[N, H, K, V]")
+    fn = BACKENDS[name]
+    scale = dims.K**-0.5 if scale is None else scale
+    o, S = per_sequence(lambda q, k, v, g, s: fn(q, k, v, g, s, scale=scale), cu_seqlens, (q, k, v, g), initial_state)
+    return (o.to(v.dtype) if cast else o), (S if output_final_state else None)

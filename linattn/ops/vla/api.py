@@ -1,0 +1,120 @@
+"""Public `vla_gate` and `vla`: validation, then the chosen backend."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from linattn.ops.checks import check_backend, check_cu_seqlens, check_qk, check_qkv, check_state
+from linattn.ops.delta_rule.chunk import chunk_delta_rule
+from linattn.ops.delta_rule.naive import naive_delta_rule
+from linattn.ops.varlen import per_sequence
+from linattn.ops.vla.chunk import chunk_vla_gate
+from linattn.ops.vla.naive import naive_vla_gate
+
+GATES = {"naive": naive_vla_gate, "chunk": chunk_vla_gate}
+STATES = {"naive": naive_delta_rule, "chunk": chunk_delta_rule}
+
+
+def _check_lam0(lam0: object) -> float:
+    if not isinstance(lam0, (int, float)) or isinstance(lam0, bool) or not lam0 > 0:
+        raise ValueError(f"lam0: expected a number > 0, got {lam0!r}")
+    return float(lam0)
+
+
+def vla_gate(
+    k: torch.Tensor,
+    u: torch.Tensor,
+    *,
+    lam0: float = 0.1,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    cu_seqlens: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """VLA's write direction: `α̂_t = A_t k̂_t / ‖A_t k̂_t‖` with `A_t = (λ0 I + Σ_{s≤t} u_s u_sᵀ)⁻¹`.
+
+    `A_t` is the inverse penalty of the online regularised least-squares write, updated by Sherman–Morrison
+    (`naive`) or by the equivalent chunk-parallel Cholesky form (`chunk`); `k̂ = k / ‖k‖`.
+
+    Args:
+        k: keys `[B, T, H, K]` (L2-normalised inside).  u: penalty directions `[B, T, H, K]` (same dtype).
+        lam0: ridge `λ0 > 0`, used when `initial_state` is None (`A_0 = I / λ0`).
+        initial_state: `A_0: [N, H, K, K]`, symmetric positive definite.
+        output_final_state: also return `A_T: [N, H, K, K]` (float32; float64 for float64 inputs).
+        cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
+        backend: `"auto"`, `"naive"` or `"chunk"`.
+    Returns:
+        `(alpha_hat, A)`, `alpha_hat: [B, T, H, K]` unit rows in k's dtype.
+
+    Example:
+        >>> k, u = torch.randn(1, 100, 2, 32), torch.randn(1, 100, 2, 32) / 32**0.5
+        >>> alpha_hat, A = vla_gate(k, u, lam0=0.1, output_final_state=True)   # A: [1, 2, 32, 32]
+    """
+    B, T, H, K = check_qk(k, u, q_name="k", k_name="u")
+    lam0 = _check_lam0(lam0)
+    N = check_cu_seqlens(cu_seqlens, B, T)
+    check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]")
+    gate = GATES[check_backend(backend, k.device, tuple(GATES))]
+    alpha_hat, A = per_sequence(lambda k, u, s: gate(k, u, s, lam0=lam0), cu_seqlens, (k, u), initial_state)
+    return alpha_hat.to(k.dtype), (A if output_final_state else None)
+
+
+def vla(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    u: torch.Tensor,
+    *,
+    lam0: float = 0.1,
+    scale: float | None = None,
+    initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
+    output_final_state: bool = False,
+    cu_seqlens: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+    """Variational linear attention: the VLA gate, then the delta rule with `k = k̂`, `w = α̂`, `β = γ = 1`.
+
+    `S_t = (I − α̂_t k̂_tᵀ) S_{t-1} + α̂_t v_tᵀ`,  `o_t = scale · S_tᵀ q_t`  (the paper's
+    `S_t = S_{t-1} + (v_t − S_{t-1} k̂_t) α̂_tᵀ` in its `[V, K]` orientation).
+
+    The paper's output normaliser `max(z_tᵀ q_t, ε)` with `z_t = Σ k_s` is a layer option, not part of the op.
+
+    Args:
+        q, k: `[B, T, H, K]` (k is L2-normalised inside).  v: `[B, T, H, V]`.  u: `[B, T, H, K]`.
+        lam0: ridge `λ0 > 0` for `A_0 = I / λ0` when no initial state is given.
+        scale: output scale, default `K ** -0.5`.
+        initial_state: `(S_0: [N, H, K, V], A_0: [N, H, K, K])` or None.
+        output_final_state: also return `(S_T, A_T)`.
+        cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
+        backend: `"auto"`, `"naive"` or `"chunk"`.
+    Returns:
+        `(o, (S, A))`, `o: [B, T, H, V]` in v's dtype; the state is None unless requested.
+
+    Example:
+        >>> phi = lambda x: torch.nn.functional.elu(x) + 1
+        >>> q, k = phi(torch.randn(1, 128, 4, 32)), phi(torch.randn(1, 128, 4, 32))
+        >>> u = torch.nn.functional.normalize(torch.randn(1, 128, 4, 32), dim=-1) / 32**0.5
+        >>> o, (S, A) = vla(q, k, torch.randn(1, 128, 4, 32), u, output_final_state=True)
+    """
+    dims = check_qkv(q, k, v, cu_seqlens)
+    check_qk(k, u, q_name="k", k_name="u")
+    lam0 = _check_lam0(lam0)
+    if initial_state is not None:
+        if not isinstance(initial_state, tuple) or len(initial_state) != 2:
+            raise TypeError("initial_state: expected a pair (S [N, H, K, V], A [N, H, K, K]) or None")
+        check_state("initial_state[0]", initial_state[0], (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
+        check_state("initial_state[1]", initial_state[1], (dims.N, dims.H, dims.K, dims.K), "[N, H, K, K]")
+    name = check_backend(backend, q.device, tuple(GATES))
+    gate, state = GATES[name], STATES[name]
+    scale = dims.K**-0.5 if scale is None else scale
+
+    def one_sequence(q, k, v, u, s):
+        S0, A0 = (None, None) if s is None else s
+        alpha_hat, A = gate(k, u, A0, lam0=lam0)
+        k_hat = F.normalize(k.to(alpha_hat.dtype), dim=-1)
+        o, S = state(q, k_hat, v, alpha_hat, None, None, S0, scale=scale)
+        return o, (S, A)
+
+    o, (S, A) = per_sequence(one_sequence, cu_seqlens, (q, k, v, u), initial_state)
+    return o.to(v.dtype), ((S, A) if output_final_state else None)

@@ -1,0 +1,44 @@
+"""VLA's write gate, token by token (Sherman–Morrison): the definition the chunk gate is checked against."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from linattn.ops.checks import compute_dtype
+
+
+def naive_vla_gate(
+    k: torch.Tensor,
+    u: torch.Tensor,
+    initial_state: torch.Tensor | None,
+    *,
+    lam0: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`A_t = A_{t-1} − z_t z_tᵀ / (1 + u_tᵀ z_t)` with `z_t = A_{t-1} u_t`;  `α̂_t = A_t k̂_t / ‖A_t k̂_t‖`.
+
+    `A_t = (λ0 I + Σ_{s≤t} u_s u_sᵀ)⁻¹` is the inverse penalty of VLA's online least squares, kept exactly
+    by rank-one Sherman–Morrison updates. The denominator is `≥ 1` because `A_{t-1}` is positive definite,
+    so no clamp is needed.
+
+    Args:
+        k: keys `[B, T, H, K]` (normalised here: `k̂ = k / ‖k‖`).  u: penalty directions `[B, T, H, K]`.
+        initial_state: `A_0: [B, H, K, K]` or None (`I / λ0`).
+    Returns:
+        α̂ `[B, T, H, K]` and the final `A_T: [B, H, K, K]`, both in the compute dtype.
+    """
+    dt = compute_dtype(k)
+    B, T, H, K = k.shape
+    k_hat = F.normalize(k.to(dt), dim=-1)
+    u = u.to(dt)
+    if initial_state is None:
+        A = torch.eye(K, dtype=dt, device=k.device).expand(B, H, K, K) / lam0
+    else:
+        A = initial_state.to(dt)
+    alphas = []
+    for t in range(T):
+        z = torch.einsum("bhij,bhj->bhi", A, u[:, t])  # [B, H, K]
+        denom = 1 + (u[:, t] * z).sum(-1)  # [B, H]
+        A = A - z[..., :, None] * z[..., None, :] / denom[..., None, None]
+        alphas.append(F.normalize(torch.einsum("bhij,bhj->bhi", A, k_hat[:, t]), dim=-1))
+    return torch.stack(alphas, dim=1), A

@@ -1,0 +1,19 @@
+"""Shared test fixtures: uninitialised memory is poisoned with NaN so that reading it fails loudly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def poison_empty(monkeypatch):
+    """`torch.empty` / `torch.empty_like` return NaN-filled float tensors during every test."""
+    empty, empty_like = torch.empty, torch.empty_like
+
+    def poisoned(x):
+        return x.fill_(float("nan")) if x.is_floating_point() else x
+
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: poisoned(empty(*a, **k)))
+    monkeypatch.setattr(torch, "empty_like", lambda *a, **k: poisoned(empty_like(*a, **k)))
+    yield

@@ -1,0 +1,79 @@
+"""Every backend against the `naive` recurrence in float64: outputs, final states, gradients, varlen, chaining."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.ops.cases import CASES, Sizes, draw, rel_err
+
+TOL = 1e-9
+IDS = [c.id for c in CASES]
+
+
+def _assert_close(got, want, what):
+    assert len(got) == len(want), what
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert a.shape == b.shape, f"{what}[{i}]: shape {tuple(a.shape)} != {tuple(b.shape)}"
+        assert torch.isfinite(a).all(), f"{what}[{i}]: non-finite values"
+        err = rel_err(a, b)
+        assert err <= TOL, f"{what}[{i}]: relative error {err:.2e} > {TOL:.0e}"
+
+
+@pytest.mark.parametrize("T", [1, 63, 64, 65, 200])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_chunk_forward_matches_naive(case, T):
+    tokens, state = draw(case, Sizes(B=2, T=T))
+    for init in (state, None):
+        want = case.run(tokens, init, "naive")
+        got = case.run(tokens, init, "chunk")
+        _assert_close(got, want, f"{case.id} T={T} initial_state={'yes' if init else 'no'}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_chunk_gradients_match_naive(case):
+    tokens, state = draw(case, Sizes(B=2, T=70), requires_grad=True)
+    leaves = [*tokens.values(), *state]
+    gen = torch.Generator().manual_seed(1)
+
+    def grads(backend):
+        outs = case.run(tokens, state, backend)
+        cotangents = [torch.randn(o.shape, generator=gen.manual_seed(i), dtype=o.dtype) for i, o in enumerate(outs)]
+        loss = sum((o * c).sum() for o, c in zip(outs, cotangents))
+        return torch.autograd.grad(loss, leaves)
+
+    want, got = grads("naive"), grads("chunk")
+    names = [*tokens, *(f"initial_state[{i}]" for i in range(len(state)))]
+    for name, a, b in zip(names, got, want):
+        err = rel_err(a, b)
+        assert err <= TOL, f"{case.id}: d/d{name} relative error {err:.2e} > {TOL:.0e}"
+
+
+@pytest.mark.parametrize("backend", ["naive", "chunk"])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_varlen_equals_separate_sequences(case, backend):
+    lengths = [1, 70, 5, 64]
+    tokens, state = draw(case, Sizes(B=1, T=sum(lengths)), N=len(lengths))
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
+    packed = case.run(tokens, state, backend, cu_seqlens=cu)
+    pieces = []
+    for i, (bos, eos) in enumerate(zip(cu[:-1].tolist(), cu[1:].tolist())):
+        piece = {name: x[:, bos:eos] for name, x in tokens.items()}
+        pieces.append(case.run(piece, tuple(s[i : i + 1] for s in state), backend))
+    want = [torch.cat([p[0] for p in pieces], dim=1)]
+    want += [torch.cat([p[j] for p in pieces], dim=0) for j in range(1, len(packed))]
+    _assert_close(packed, want, f"{case.id} varlen")
+    if backend == "chunk":
+        _assert_close(packed, case.run(tokens, state, "naive", cu_seqlens=cu), f"{case.id} varlen chunk/naive")
+
+
+@pytest.mark.parametrize("backend", ["naive", "chunk"])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_state_chaining(case, backend):
+    """Running `[0:t]`, then `[t:T]` from the carried state, equals running `[0:T]`."""
+    T, t = 150, 67
+    tokens, _ = draw(case, Sizes(B=2, T=T))
+    whole = case.run(tokens, None, backend)
+    first = case.run({n: x[:, :t] for n, x in tokens.items()}, None, backend)
+    second = case.call({n: x[:, t:] for n, x in tokens.items()}, tuple(first[1:]), backend, None)
+    _assert_close([torch.cat([first[0], second[0]], dim=1), *second[1:]], whole, f"{case.id} chaining")

@@ -1,0 +1,150 @@
+"""Bad input gets a clear error naming the argument (ValueError for shapes/values, TypeError for types)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from linattn.ops import (
+    ccq_query,
+    delta_rule,
+    gated_linear_attention,
+    kaczmarz_beta,
+    linear_attention,
+    softmax_attention,
+    vla,
+    vla_gate,
+)
+
+B, T, H, K, V = 1, 10, 2, 8, 6
+
+
+def qkv():
+    return torch.randn(B, T, H, K), torch.randn(B, T, H, K), torch.randn(B, T, H, V)
+
+
+def raises(exc, argument):
+    """Expect `exc` whose message starts with the argument's name."""
+    return pytest.raises(exc, match=rf"^{argument}")
+
+
+@pytest.mark.parametrize("op", [linear_attention, delta_rule, softmax_attention], ids=lambda f: f.__name__)
+def test_qkv_shapes_and_types(op):
+    q, k, v = qkv()
+    with raises(ValueError, "q"):
+        op(q[0], k, v)  # wrong rank
+    with raises(ValueError, "k"):
+        op(q, k[:, :5], v)  # mismatched T
+    with raises(ValueError, "k"):
+        op(q, torch.randn(B, T, H + 1, K), v)  # mismatched H
+    with raises(ValueError, "v"):
+        op(q, k, torch.randn(2, T, H, V))  # mismatched B
+    with raises(TypeError, "q"):
+        op(q.long(), k, v)  # non-float
+    with raises(TypeError, "k"):
+        op(q, k.double(), v)  # mixed dtypes
+    with raises(TypeError, "v"):
+        op(q, k, "v")
+    with raises(ValueError, "q"):
+        op(q[:, :0], k[:, :0], v[:, :0])  # empty sequence
+
+
+def test_cu_seqlens():
+    q, k, v = qkv()
+    for bad, exc, msg in [
+        (torch.tensor([1, 4, 10]), ValueError, "start at 0"),
+        (torch.tensor([0, 6, 4, 10]), ValueError, "strictly increasing"),
+        (torch.tensor([0, 4, 4, 10]), ValueError, "strictly increasing"),
+        (torch.tensor([0, 4, 9]), ValueError, "end at T"),
+        (torch.tensor([0.0, 10.0]), TypeError, "integer"),
+        (torch.tensor([[0, 10]]), ValueError, "shape"),
+        ([0, 10], TypeError, "Tensor"),
+    ]:
+        with pytest.raises(exc, match=rf"^cu_seqlens: .*{msg}"):
+            delta_rule(q, k, v, cu_seqlens=bad)
+    with pytest.raises(ValueError, match=r"^cu_seqlens: .*B == 1"):
+        delta_rule(*(torch.cat([x, x]) for x in (q, k, v)), cu_seqlens=torch.tensor([0, 10]))
+
+
+def test_gates_and_states():
+    q, k, v = qkv()
+    with raises(ValueError, "g"):
+        gated_linear_attention(q, k, v, torch.rand(B, T, H))  # positive log-decay
+    with raises(ValueError, "g"):
+        gated_linear_attention(q, k, v, -torch.rand(B, T, H, K + 1))
+    with raises(ValueError, "g"):
+        delta_rule(q, k, v, g=torch.rand(B, T, H))
+    with raises(ValueError, "g"):
+        delta_rule(q, k, v, g=-torch.rand(B, T, H, K))  # per-channel decay is not a delta-rule option
+    with raises(ValueError, "beta"):
+        delta_rule(q, k, v, beta=torch.rand(B, T))
+    with raises(TypeError, "beta"):
+        delta_rule(q, k, v, beta=torch.ones(B, T, H, dtype=torch.int32))
+    with raises(ValueError, "w"):
+        delta_rule(q, k, v, w=torch.randn(B, T, H, K + 1))
+    with raises(ValueError, "initial_state"):
+        delta_rule(q, k, v, initial_state=torch.zeros(B, H, V, K))
+    with raises(ValueError, "initial_state"):
+        delta_rule(q, k, v, initial_state=torch.zeros(3, H, K, V), cu_seqlens=torch.tensor([0, 4, 10]))
+    with raises(TypeError, "initial_state"):
+        linear_attention(q, k, v, normalize=True, initial_state=torch.zeros(B, H, K, V))
+    with raises(ValueError, "initial_state"):
+        linear_attention(q, k, v, normalize=True, initial_state=(torch.zeros(B, H, K, V), torch.zeros(B, H, V)))
+
+
+def test_vla_arguments():
+    q, k, v = qkv()
+    u = torch.randn(B, T, H, K)
+    for lam0 in (0, -1.0, float("nan"), "0.1", True):
+        with raises(ValueError, "lam0"):
+            vla_gate(k, u, lam0=lam0)
+        with raises(ValueError, "lam0"):
+            vla(q, k, v, u, lam0=lam0)
+    with raises(ValueError, "u"):
+        vla_gate(k, u[..., :4])
+    with raises(ValueError, "u"):
+        vla(q, k, v, u[:, :3])
+    with raises(ValueError, "initial_state"):
+        vla_gate(k, u, initial_state=torch.eye(K + 1).expand(B, H, K + 1, K + 1))
+    with raises(TypeError, "initial_state"):
+        vla(q, k, v, u, initial_state=torch.zeros(B, H, K, V))
+    with raises(ValueError, r"initial_state\[1\]"):
+        vla(q, k, v, u, initial_state=(torch.zeros(B, H, K, V), torch.zeros(B, H, K, V)))
+
+
+def test_ccq_and_kaczmarz_arguments():
+    q, k, _ = qkv()
+    with raises(ValueError, "lam"):
+        ccq_query(q, k, torch.rand(B, T, H, 1))
+    with raises(ValueError, "g"):
+        ccq_query(q, k, torch.rand(B, T, H), g=torch.rand(B, T, H))
+    with raises(TypeError, "initial_state"):
+        ccq_query(q, k, torch.rand(B, T, H), initial_state=torch.zeros(B, H, K, K))
+    with raises(ValueError, r"initial_state\[2\]"):
+        ccq_query(
+            q,
+            k,
+            torch.rand(B, T, H),
+            initial_state=(torch.zeros(B, H, K, K), torch.zeros(B, H, K), torch.zeros(B, H, 1)),
+        )
+    with raises(ValueError, "eta"):
+        kaczmarz_beta(k, torch.rand(B, T))
+    with raises(ValueError, "k"):
+        kaczmarz_beta(k[0], torch.rand(B, T, H))
+    with raises(ValueError, "eps"):
+        kaczmarz_beta(k, torch.rand(B, T, H), eps=-1.0)
+
+
+@pytest.mark.parametrize("backend", ["fast", "Triton", None])
+def test_unknown_backend(backend):
+    q, k, v = qkv()
+    with raises(ValueError, "backend"):
+        delta_rule(q, k, v, backend=backend)
+    with raises(ValueError, "backend"):
+        vla_gate(k, k, backend=backend)
+
+
+def test_backend_not_available_yet():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=r"^backend: 'triton' is not available"):
+        linear_attention(q, k, v, backend="triton")

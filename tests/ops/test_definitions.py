@@ -1,0 +1,115 @@
+"""Each op against an independent statement of its math (explicit sums, inverses, covariances)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from linattn.ops import (
+    ccq_query,
+    delta_rule,
+    gated_linear_attention,
+    kaczmarz_beta,
+    linear_attention,
+    softmax_attention,
+    vla_gate,
+)
+from tests.ops.cases import rel_err
+
+F64 = torch.float64
+BACKENDS = ["naive", "chunk"]
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_linear_attention_normalized_is_a_ratio_of_sums(backend):
+    B, T, H, K, V = 2, 90, 2, 6, 5
+    q, k = F.elu(randn(B, T, H, K, seed=1)) + 1, F.elu(randn(B, T, H, K, seed=2)) + 1
+    v = randn(B, T, H, V, seed=3)
+    scores = torch.einsum("bthk,bshk->bhts", q, k).tril()  # [B, H, T, T]
+    want = torch.einsum("bhts,bshv->bthv", scores, v) / scores.sum(-1).transpose(1, 2)[..., None]
+    o, (S, z) = linear_attention(q, k, v, normalize=True, output_final_state=True, backend=backend)
+    assert rel_err(o, want) < 1e-12
+    assert rel_err(z, k.sum(1)) < 1e-12
+    assert rel_err(S, torch.einsum("bthk,bthv->bhkv", k, v)) < 1e-12
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gla_is_a_decayed_sum(backend, per_channel):
+    B, T, H, K, V = 1, 40, 2, 4, 3
+    q, k, v = randn(B, T, H, K, seed=1), randn(B, T, H, K, seed=2), randn(B, T, H, V, seed=3)
+    g = -torch.rand(B, T, H, K if per_channel else 1, dtype=F64) * 3
+    G = g.cumsum(1).expand(B, T, H, K)  # [B, T, H, K]
+    decay = (G[:, :, None] - G[:, None, :]).exp() * torch.ones(T, T).tril()[None, :, :, None, None]  # [B,t,s,H,K]
+    want = torch.einsum("bthk,bshk,btshk,bshv->bthv", q, k, decay, v) * K**-0.5
+    o, _ = gated_linear_attention(q, k, v, g if per_channel else g[..., 0], backend=backend)
+    assert rel_err(o, want) < 1e-12
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kaczmarz_step_is_an_exact_projection(backend):
+    """With η = 1, ε = 0 and no decay, each write makes the state recall its value exactly: `S_tᵀ k_t = v_t`."""
+    B, T, H, K, V = 1, 7, 2, 5, 3
+    k, v = randn(B, T, H, K, seed=1) * 4, randn(B, T, H, V, seed=2)
+    beta = kaczmarz_beta(k, torch.ones(B, T, H, dtype=F64), eps=0.0)
+    for t in range(1, T + 1):
+        _, S = delta_rule(k[:, :t], k[:, :t], v[:, :t], beta=beta[:, :t], output_final_state=True, backend=backend)
+        recalled = torch.einsum("bhkv,bhk->bhv", S, k[:, t - 1])
+        assert rel_err(recalled, v[:, t - 1]) < 1e-12
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vla_gate_is_the_normalised_regularised_inverse(backend):
+    B, T, H, K, lam0 = 1, 80, 2, 6, 0.5
+    k, u = randn(B, T, H, K, seed=1), randn(B, T, H, K, seed=2) / K
+    alpha_hat, A = vla_gate(k, u, lam0=lam0, output_final_state=True, backend=backend)
+    M = lam0 * torch.eye(K, dtype=F64) + torch.einsum("bthi,bthj->bthij", u, u).cumsum(1)  # [B, T, H, K, K]
+    want = F.normalize(torch.linalg.solve(M, F.normalize(k, dim=-1)[..., None])[..., 0], dim=-1)
+    assert rel_err(alpha_hat, want) < 1e-10
+    assert rel_err(A, torch.linalg.inv(M[:, -1])) < 1e-10
+    assert torch.allclose(alpha_hat.norm(dim=-1), torch.ones(B, T, H, dtype=F64))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ccq_uses_the_running_key_covariance(backend):
+    B, T, H, K = 1, 30, 1, 4
+    q, k, lam = randn(B, T, H, K, seed=1), randn(B, T, H, K, seed=2), torch.rand(B, T, H, dtype=F64)
+    q_clean, _ = ccq_query(q, k, lam, normalize_keys=False, backend=backend)
+    for t in range(T):
+        sigma = torch.cov(k[0, : t + 1, 0].T, correction=0).reshape(K, K)
+        want = q[0, t, 0] - lam[0, t, 0] * sigma @ q[0, t, 0]
+        assert rel_err(q_clean[0, t, 0], want) < 1e-12
+
+
+def test_softmax_attention_matches_explicit_softmax():
+    B, T, H, K, V = 2, 33, 2, 8, 5
+    q, k, v = randn(B, T, H, K, seed=1), randn(B, T, H, K, seed=2), randn(B, T, H, V, seed=3)
+    scores = torch.einsum("bthk,bshk->bhts", q, k) * K**-0.5
+    scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    want = torch.einsum("bhts,bshv->bthv", scores.softmax(-1), v)
+    assert rel_err(softmax_attention(q, k, v)[0], want) < 1e-12
+    cu = torch.tensor([0, 10, 33])
+    packed, _ = softmax_attention(q[:1], k[:1], v[:1], cu_seqlens=cu)
+    for bos, eos in [(0, 10), (10, 33)]:
+        alone, _ = softmax_attention(q[:1, bos:eos], k[:1, bos:eos], v[:1, bos:eos])
+        assert rel_err(packed[:, bos:eos], alone) < 1e-12
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_strong_decay_stays_finite_in_float32(per_channel):
+    """A chunk can span hundreds of e-folds of decay; the chunk path never forms `e^{-G}`."""
+    B, T, H, K = 1, 130, 2, 8
+    q, k, v = (randn(B, T, H, K, seed=s).float() for s in (1, 2, 3))
+    g = torch.full((B, T, H, K) if per_channel else (B, T, H), -20.0)
+    want, _ = gated_linear_attention(q, k, v, g, backend="naive")
+    got, _ = gated_linear_attention(q, k, v, g, backend="chunk")
+    assert torch.isfinite(got).all() and rel_err(got, want) < 1e-5
+    if not per_channel:
+        want, _ = delta_rule(q, F.normalize(k, dim=-1), v, g=g, backend="naive")
+        got, _ = delta_rule(q, F.normalize(k, dim=-1), v, g=g, backend="chunk")
+        assert torch.isfinite(got).all() and rel_err(got, want) < 1e-5

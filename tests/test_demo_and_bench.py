@@ -1,0 +1,35 @@
+"""The demo and the CPU benchmark run end to end at tiny sizes (their numbers are not asserted: speed is
+reported by benchmarks, never tested)."""
+
+from __future__ import annotations
+
+import json
+
+from linattn import demo
+from linattn.bench.__main__ import main as bench_main
+from linattn.experiments import state_norm
+
+
+def test_demo_writes_table_and_plot(tmp_path, capsys):
+    assert demo.main(["--T", "300", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| coherent | linear |" in out
+    assert (tmp_path / "state_norm.png").stat().st_size > 10_000
+    assert "slope" in (tmp_path / "state_norm.md").read_text()
+
+
+def test_state_norm_shapes_of_growth():
+    """Coherent streams make linear attention grow as t; the delta rules stay bounded."""
+    result = state_norm.run(state_norm.StateNormConfig(T=2000, points=12, H=2, K=16))
+    assert 0.8 < result.slope("coherent", "linear") < 1.1
+    assert 0.3 < result.slope("isotropic", "linear") < 0.7
+    for mixer in ("deltanet", "vla"):
+        assert abs(result.slope("coherent", mixer)) < 0.1
+
+
+def test_bench_cpu_runs(tmp_path, capsys):
+    path = tmp_path / "bench.json"
+    assert bench_main(["cpu", "--T", "70", "--H", "1", "--K", "8", "--min-run-time", "0.01", "--json", str(path)]) == 0
+    assert "| `vla` |" in capsys.readouterr().out
+    rows = json.loads(path.read_text())["rows"]
+    assert {r["op"] for r in rows} == {"delta_rule", "vla"}
