@@ -1,0 +1,89 @@
+"""The interface every sequence mixer implements, and the head reshapes they share.
+
+A mixer maps `x: [B, T, d_model]` to `y: [B, T, d_model]` and carries a recurrent state between calls:
+
+    y, state = mixer(x, state=None, cu_seqlens=None)     # prefill / training (chunk backend)
+    y_t, state = mixer.step(x_t, state)                  # decoding one token, x_t: [B, d_model]
+
+A state is a dict of tensors (or tuples of tensors) whose first dim is the sequence (`B`, or `N` packed
+sequences with `cu_seqlens`). `step` runs the same code as `forward` on one token with the token-by-token
+backend, so a full forward equals a prefill followed by steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+State = dict[str, Any]
+
+
+class Mixer(nn.Module):
+    """Base class: subclasses implement `mix(x, state, cu_seqlens, backend)` and `init_state(batch_size)`."""
+
+    d_model: int
+    n_heads: int
+
+    def __init__(self, d_model: int, n_heads: int, *, backend: str = "auto"):
+        super().__init__()
+        if not isinstance(d_model, int) or d_model <= 0:
+            raise ValueError(f"d_model: expected a positive int, got {d_model!r}")
+        if not isinstance(n_heads, int) or n_heads <= 0 or d_model % n_heads:
+            raise ValueError(f"n_heads: expected a positive divisor of d_model = {d_model}, got {n_heads!r}")
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.backend = backend
+
+    def forward(
+        self, x: torch.Tensor, state: State | None = None, cu_seqlens: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, State]:
+        """`x: [B, T, d_model]` -> `(y: [B, T, d_model], final state)`; `state` continues an earlier call."""
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x: expected shape [B, T, d_model={self.d_model}], got {list(x.shape)}")
+        return self.mix(x, state, cu_seqlens, self.backend)
+
+    def step(self, x_t: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        """Decode one token: `x_t: [B, d_model]` -> `(y_t: [B, d_model], state)`."""
+        if x_t.dim() != 2 or x_t.shape[-1] != self.d_model:
+            raise ValueError(f"x_t: expected shape [B, d_model={self.d_model}], got {list(x_t.shape)}")
+        y, state = self.mix(x_t[:, None], state, None, "naive")
+        return y[:, 0], state
+
+    def mix(
+        self, x: torch.Tensor, state: State | None, cu_seqlens: torch.Tensor | None, backend: str
+    ) -> tuple[torch.Tensor, State]:
+        raise NotImplementedError
+
+    def init_state(self, batch_size: int) -> State:
+        """The state before any token (what `state=None` means)."""
+        raise NotImplementedError
+
+    def zeros(self, *shape: int) -> torch.Tensor:
+        """A float32 zero tensor on this module's device (states are float32 whatever the weights' dtype)."""
+        return torch.zeros(*shape, device=next(self.parameters()).device)
+
+    def state_size(self, seq_len: int | None = None) -> int:
+        """Floats of recurrent state per sequence (for softmax attention: its KV cache at `seq_len`)."""
+        return sum(_numel(v) for v in self.init_state(1).values())
+
+
+def _numel(x) -> int:
+    if isinstance(x, tuple):
+        return sum(_numel(t) for t in x)
+    return x.numel() if isinstance(x, torch.Tensor) else 0
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """`[B, T, H * d] -> [B, T, H, d]`."""
+    return x.unflatten(-1, (n_heads, -1))
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """`[B, T, H, d] -> [B, T, H * d]`."""
+    return x.flatten(-2)
+
+
+def elu_plus_one(x: torch.Tensor) -> torch.Tensor:
+    """The positive feature map `ELU(x) + 1` of the linear-attention and VLA papers."""
+    return torch.nn.functional.elu(x) + 1

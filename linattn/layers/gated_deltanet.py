@@ -1,0 +1,104 @@
+"""Gated DeltaNet (Yang et al. 2025) and KLA (Kaczmarz linear attention), one layer with a switch."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from linattn.layers.base import Mixer, State, merge_heads, split_heads
+from linattn.layers.ccq import CurvatureQuery
+from linattn.layers.short_conv import ConvProjections
+from linattn.ops import delta_rule, kaczmarz_beta
+
+
+class MambaDecay(nn.Module):
+    """Mamba-2's per-head log-decay `g = −exp(A_log) · softplus(W_a x + dt_bias)` (`≤ 0`), `[B, T, H]`.
+
+    Init as in Mamba-2: `A ~ U(1, 16)` (`A_log = log A`), `dt ~ logU[1e-3, 0.1]` with `dt_bias = softplus⁻¹(dt)`.
+    `delta(x)` gives `Δ = softplus(W_a x + dt_bias)` alone (Mamba-2 also scales its input by it).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, dt_min: float = 1e-3, dt_max: float = 0.1):
+        super().__init__()
+        self.a_proj = nn.Linear(d_model, n_heads, bias=False)
+        self.A_log = nn.Parameter(torch.empty(n_heads).uniform_(1, 16).log())
+        dt = torch.exp(torch.rand(n_heads) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))
+
+    def delta(self, x: torch.Tensor) -> torch.Tensor:
+        return F.softplus(self.a_proj(x).float() + self.dt_bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return -self.A_log.exp() * self.delta(x)
+
+
+class GatedDeltaNet(Mixer):
+    """Gated DeltaNet: `S_t = exp(g_t)(I − β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ`, `o_t = S_tᵀ q_t / √d`;
+    output `RMSNorm(o) ⊙ SiLU(W_g x)` per head, then `W_o` (DESIGN §2.4).
+
+    `q = L2norm(SiLU(conv(W_q x)))`, `v = SiLU(conv(W_v x))`, `η = σ(W_β x + b)`, `g` the Mamba-2 gate, and
+      - GDN (`kaczmarz=False`): `k = L2norm(SiLU(conv(W_k x)))`, `β = η`;
+      - KLA (`kaczmarz=True`): `k = SiLU(conv(W_k x))` (raw), `β = η / (‖k‖² + 1e-6)`.
+    Options: `short_conv`, `conv_size`, `ccq` (+ `ccq_options`): contract q by the running, decayed
+    covariance of the keys before the read.
+    State: `{"S": [B, H, d, d], "conv_q", "conv_k", "conv_v"[, "ccq"]}`.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        kaczmarz: bool = False,
+        short_conv: bool = True,
+        conv_size: int = 4,
+        ccq: bool = False,
+        ccq_options: dict | None = None,
+        backend: str = "auto",
+    ):
+        super().__init__(d_model, n_heads, backend=backend)
+        self.kaczmarz = kaczmarz
+        self.qkv = ConvProjections(d_model, dict.fromkeys("qkv", d_model), short_conv=short_conv, conv_size=conv_size)
+        self.b_proj = nn.Linear(d_model, n_heads, bias=True)
+        self.decay = MambaDecay(d_model, n_heads)
+        self.g_proj = nn.Linear(d_model, d_model, bias=False)
+        self.o_norm = nn.RMSNorm(self.head_dim)
+        self.out = nn.Linear(d_model, d_model, bias=False)
+        self.ccq = CurvatureQuery(n_heads, self.head_dim, **(ccq_options or {})) if ccq else None
+
+    def init_state(self, batch_size: int) -> State:
+        d, device = self.head_dim, self.out.weight.device
+        state = {"S": self.zeros(batch_size, self.n_heads, d, d), **self.qkv.init_state(batch_size, device=device)}
+        if self.ccq is not None:
+            state["ccq"] = self.ccq.init_state(batch_size, device=device)
+        return state
+
+    def mix(self, x, state, cu_seqlens, backend):
+        state = state or {}
+        h, new = self.qkv(x, state, cu_seqlens)
+        q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]
+        q = F.normalize(q, dim=-1)
+        eta = torch.sigmoid(self.b_proj(x))  # [B, T, H]
+        if self.kaczmarz:
+            beta = kaczmarz_beta(k, eta)
+        else:
+            k, beta = F.normalize(k, dim=-1), eta
+        g = self.decay(x)  # [B, T, H]
+        if self.ccq is not None:
+            q, new["ccq"] = self.ccq(q, k, g, state.get("ccq"), cu_seqlens, backend)
+        o, new["S"] = delta_rule(
+            q,
+            k,
+            v,
+            beta=beta,
+            g=g,
+            initial_state=state.get("S"),
+            output_final_state=True,
+            cu_seqlens=cu_seqlens,
+            backend=backend,
+        )
+        gate = F.silu(split_heads(self.g_proj(x), self.n_heads))
+        return self.out(merge_heads(self.o_norm(o) * gate)), new

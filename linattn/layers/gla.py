@@ -1,0 +1,60 @@
+"""Gated linear attention (Yang et al. 2024): per-key-channel, data-dependent decay."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import nn
+
+from linattn.layers.base import Mixer, State, merge_heads, split_heads
+from linattn.layers.ccq import CurvatureQuery
+from linattn.ops import gated_linear_attention
+
+
+class GatedLinearAttention(Mixer):
+    """`S_t = diag(exp(g_t)) S_{t-1} + k_t v_tᵀ`, `o_t = S_tᵀ q_t / √d`, with the low-rank gate
+    `g = logsigmoid(W_2 W_1 x + b) / 16` (rank 16, as in GLA); output `RMSNorm(o) ⊙ SiLU(W_g x)` → `W_o`.
+
+    Options: `gate_rank` (16), `gate_normalizer` (16), `ccq` (+ `ccq_options`; the covariance is not decayed,
+    since GLA's decay differs per channel). State: `{"S": [B, H, d, d][, "ccq"]}`.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        gate_rank: int = 16,
+        gate_normalizer: float = 16.0,
+        ccq: bool = False,
+        ccq_options: dict | None = None,
+        backend: str = "auto",
+    ):
+        super().__init__(d_model, n_heads, backend=backend)
+        self.q_proj = nn.Linear(d_model, d_model, bias=False)
+        self.k_proj = nn.Linear(d_model, d_model, bias=False)
+        self.v_proj = nn.Linear(d_model, d_model, bias=False)
+        self.gk = nn.Sequential(nn.Linear(d_model, gate_rank, bias=False), nn.Linear(gate_rank, d_model, bias=True))
+        self.gate_normalizer = gate_normalizer
+        self.g_proj = nn.Linear(d_model, d_model, bias=False)
+        self.o_norm = nn.RMSNorm(self.head_dim)
+        self.out = nn.Linear(d_model, d_model, bias=False)
+        self.ccq = CurvatureQuery(n_heads, self.head_dim, **(ccq_options or {})) if ccq else None
+
+    def init_state(self, batch_size: int) -> State:
+        state = {"S": self.zeros(batch_size, self.n_heads, self.head_dim, self.head_dim)}
+        if self.ccq is not None:
+            state["ccq"] = self.ccq.init_state(batch_size, device=self.out.weight.device)
+        return state
+
+    def mix(self, x, state, cu_seqlens, backend):
+        state = state or {}
+        new: State = {}
+        q, k, v = (split_heads(p(x), self.n_heads) for p in (self.q_proj, self.k_proj, self.v_proj))
+        g = split_heads(F.logsigmoid(self.gk(x).float()) / self.gate_normalizer, self.n_heads)  # [B, T, H, d]
+        if self.ccq is not None:
+            q, new["ccq"] = self.ccq(q, k, None, state.get("ccq"), cu_seqlens, backend)
+        o, new["S"] = gated_linear_attention(
+            q, k, v, g, initial_state=state.get("S"), output_final_state=True, cu_seqlens=cu_seqlens, backend=backend
+        )
+        gate = F.silu(split_heads(self.g_proj(x), self.n_heads))
+        return self.out(merge_heads(self.o_norm(o) * gate)), new

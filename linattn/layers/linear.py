@@ -1,0 +1,73 @@
+"""Linear attention layer (the VLA paper's baseline): ELU+1 features, optional sum normaliser, optional CCQ."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, split_heads
+from linattn.layers.ccq import CurvatureQuery
+from linattn.ops import linear_attention
+
+
+class LinearAttention(Mixer):
+    """`S_t = S_{t-1} + φ(k_t) v_tᵀ`, `o_t = S_tᵀ φ(q_t) / max(z_tᵀ φ(q_t), ε)` (`normalize=True`) with φ = ELU+1;
+    heads merged → LayerNorm → `W_o`.
+
+    Options: `normalize` (the sum normaliser, default True), `ccq` (contract φ(q) by the running covariance of
+    φ(k) before the read), `ccq_options` (kwargs of `CurvatureQuery`).
+    State: `{"S": [B, H, d, d], "z": [B, H, d]` (with `normalize`)`, "ccq": (C, m, Z)` (with `ccq`)`}`.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        normalize: bool = True,
+        ccq: bool = False,
+        ccq_options: dict | None = None,
+        backend: str = "auto",
+    ):
+        super().__init__(d_model, n_heads, backend=backend)
+        self.normalize = normalize
+        self.q_proj = nn.Linear(d_model, d_model, bias=False)
+        self.k_proj = nn.Linear(d_model, d_model, bias=False)
+        self.v_proj = nn.Linear(d_model, d_model, bias=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.out = nn.Linear(d_model, d_model, bias=False)
+        self.ccq = CurvatureQuery(n_heads, self.head_dim, **(ccq_options or {})) if ccq else None
+
+    def init_state(self, batch_size: int) -> State:
+        H, d = self.n_heads, self.head_dim
+        state = {"S": self.zeros(batch_size, H, d, d)}
+        if self.normalize:
+            state["z"] = self.zeros(batch_size, H, d)
+        if self.ccq is not None:
+            state["ccq"] = self.ccq.init_state(batch_size, device=self.out.weight.device)
+        return state
+
+    def mix(self, x, state, cu_seqlens, backend):
+        state = state or {}
+        q = elu_plus_one(split_heads(self.q_proj(x), self.n_heads))  # [B, T, H, d]
+        k = elu_plus_one(split_heads(self.k_proj(x), self.n_heads))
+        v = split_heads(self.v_proj(x), self.n_heads)
+        new: State = {}
+        if self.ccq is not None:
+            q, new["ccq"] = self.ccq(q, k, None, state.get("ccq"), cu_seqlens, backend)
+        if self.normalize:
+            init = (state["S"], state["z"]) if "S" in state else None
+            o, (new["S"], new["z"]) = linear_attention(
+                q,
+                k,
+                v,
+                normalize=True,
+                initial_state=init,
+                output_final_state=True,
+                cu_seqlens=cu_seqlens,
+                backend=backend,
+            )
+        else:
+            o, new["S"] = linear_attention(
+                q, k, v, initial_state=state.get("S"), output_final_state=True, cu_seqlens=cu_seqlens, backend=backend
+            )
+        return self.out(self.norm(merge_heads(o))), new

@@ -1,0 +1,54 @@
+"""Softmax attention layer (the baseline), decoding with a KV cache."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from linattn.layers.base import Mixer, State, merge_heads, split_heads
+from linattn.ops import softmax_attention
+
+
+class SoftmaxAttention(Mixer):
+    """Multi-head causal softmax attention: `y = W_o · merge_h(softmax(q kᵀ / √d) v)`.
+
+    No positional encoding inside (the LM adds learned positions). The state is the KV cache
+    `{"k", "v": [B, T_past, H, d]}`; it grows with the context, so `state_size(seq_len)` is `2·d_model·seq_len`.
+    With `cu_seqlens` the packed sequences run separately and no cache is returned (lengths differ).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, bias: bool = False, backend: str = "auto"):
+        super().__init__(d_model, n_heads, backend=backend)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out = nn.Linear(d_model, d_model, bias=bias)
+
+    def init_state(self, batch_size: int) -> State:
+        empty = self.out.weight.new_zeros(batch_size, 0, self.n_heads, self.head_dim)
+        return {"k": empty, "v": empty.clone()}
+
+    def state_size(self, seq_len: int | None = None) -> int:
+        if seq_len is None:
+            raise ValueError("seq_len: softmax attention's state (its KV cache) grows with the context; pass seq_len")
+        return 2 * self.d_model * seq_len
+
+    def mix(self, x, state, cu_seqlens, backend):
+        q, k, v = (split_heads(t, self.n_heads) for t in self.qkv(x).chunk(3, dim=-1))  # [B, T, H, d]
+        if cu_seqlens is not None:
+            if state is not None:
+                raise ValueError("state: softmax attention cannot continue packed sequences (cu_seqlens) from a cache")
+            o, _ = softmax_attention(q, k, v, cu_seqlens=cu_seqlens)
+            return self.out(merge_heads(o)), None
+        if state is None or state["k"].shape[1] == 0:
+            o, _ = softmax_attention(q, k, v)
+        else:
+            k_all = torch.cat([state["k"].to(k.dtype), k], dim=1)
+            v_all = torch.cat([state["v"].to(v.dtype), v], dim=1)
+            P, T = state["k"].shape[1], q.shape[1]
+            # query t sees the whole cache and new keys up to itself
+            mask = torch.ones(T, P + T, dtype=torch.bool, device=x.device).tril(P)
+            o = F.scaled_dot_product_attention(
+                q.transpose(1, 2), k_all.transpose(1, 2), v_all.transpose(1, 2), attn_mask=mask
+            ).transpose(1, 2)
+            k, v = k_all, v_all
+        return self.out(merge_heads(o)), {"k": k, "v": v}

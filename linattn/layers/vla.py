@@ -1,0 +1,96 @@
+"""Variational linear attention layer (DESIGN §2.3): the least-squares write gate, ELU+1 features."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, split_heads
+from linattn.layers.ccq import CurvatureQuery
+from linattn.ops import linear_attention, vla
+from linattn.ops.linear_attention.api import NORMALIZER_EPS
+
+
+class VariationalLinearAttention(Mixer):
+    """Per head: `q = ELU(W_q x)+1`, `k = ELU(W_k x)+1`, `k̂ = k/‖k‖`, `v = W_v x`,
+    `u = normalize(W_u k_raw)/√d` (`k_raw = W_k x`, `W_u` per head, bias-free);
+    `A_t = (λ0 I + Σ u uᵀ)⁻¹`, `α̂_t = A_t k̂_t/‖A_t k̂_t‖`, `S_t = (I − α̂_t k̂_tᵀ) S_{t-1} + α̂_t v_tᵀ`;
+    read `o_t = S_tᵀ q_t / max(z_tᵀ q_t, 1e-4)` with `z_t = Σ_{s≤t} k_s` (`normalizer="sum"`, the paper's) or
+    `S_tᵀ q_t / √d` (`normalizer="none"`); heads merged → LayerNorm → `W_o`.
+
+    Options: `lam0` (0.1), `normalizer`, `ccq` (+ `ccq_options`: contract q by the covariance of `k̂`).
+    State: `{"S": [B, H, d, d], "A": [B, H, d, d][, "z": [B, H, d]][, "ccq"]}`.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        lam0: float = 0.1,
+        normalizer: str = "sum",
+        ccq: bool = False,
+        ccq_options: dict | None = None,
+        backend: str = "auto",
+    ):
+        super().__init__(d_model, n_heads, backend=backend)
+        if normalizer not in ("sum", "none"):
+            raise ValueError(f"normalizer: expected 'sum' or 'none', got {normalizer!r}")
+        if not lam0 > 0:
+            raise ValueError(f"lam0: expected a number > 0, got {lam0!r}")
+        self.lam0, self.normalizer = float(lam0), normalizer
+        d = self.head_dim
+        self.q_proj = nn.Linear(d_model, d_model, bias=False)
+        self.k_proj = nn.Linear(d_model, d_model, bias=False)
+        self.v_proj = nn.Linear(d_model, d_model, bias=False)
+        self.W_u = nn.Parameter(torch.stack([nn.init.orthogonal_(torch.empty(d, d)) for _ in range(n_heads)]))
+        self.norm = nn.LayerNorm(d_model)
+        self.out = nn.Linear(d_model, d_model, bias=False)
+        self.ccq = CurvatureQuery(n_heads, d, **(ccq_options or {})) if ccq else None
+
+    def init_state(self, batch_size: int) -> State:
+        H, d = self.n_heads, self.head_dim
+        A = (torch.eye(d, device=self.W_u.device) / self.lam0).expand(batch_size, H, d, d).clone()
+        state = {"S": self.zeros(batch_size, H, d, d), "A": A}
+        if self.normalizer == "sum":
+            state["z"] = self.zeros(batch_size, H, d)
+        if self.ccq is not None:
+            state["ccq"] = self.ccq.init_state(batch_size, device=self.W_u.device)
+        return state
+
+    def mix(self, x, state, cu_seqlens, backend):
+        state = state or {}
+        new: State = {}
+        H, d = self.n_heads, self.head_dim
+        q = elu_plus_one(split_heads(self.q_proj(x), H))  # [B, T, H, d]
+        k_raw = split_heads(self.k_proj(x), H)
+        k = elu_plus_one(k_raw)
+        v = split_heads(self.v_proj(x), H)
+        u = F.normalize(torch.einsum("bthi,hji->bthj", k_raw, self.W_u.to(k_raw.dtype)), dim=-1) / d**0.5
+        if self.ccq is not None:
+            q, new["ccq"] = self.ccq(q, F.normalize(k, dim=-1), None, state.get("ccq"), cu_seqlens, backend)
+        init = (state["S"], state["A"]) if "S" in state else None
+        scale = 1.0 if self.normalizer == "sum" else None
+        o, (new["S"], new["A"]) = vla(
+            q,
+            k,
+            v,
+            u,
+            lam0=self.lam0,
+            scale=scale,
+            initial_state=init,
+            output_final_state=True,
+            cu_seqlens=cu_seqlens,
+            backend=backend,
+        )
+        if self.normalizer == "sum":
+            # z_tᵀ q_t is linear attention with a single value column of ones
+            ones = v.new_ones(*v.shape[:3], 1)
+            z0 = state["z"][..., None] if "z" in state else None
+            den, z = linear_attention(
+                q, k, ones, scale=1.0, initial_state=z0, output_final_state=True, cu_seqlens=cu_seqlens, backend=backend
+            )
+            new["z"] = z[..., 0]
+            o = o / den.clamp_min(NORMALIZER_EPS)
+        return self.out(self.norm(merge_heads(o))), new

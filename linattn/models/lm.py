@@ -1,0 +1,158 @@
+"""A decoder-only language model whose sequence mixer is chosen by name."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from linattn.layers import build_layer
+from linattn.layers.base import State
+from linattn.layers.gated_conv import GatedConv
+from linattn.models.config import ModelConfig
+
+
+class Block(nn.Module):
+    """One residual block.
+
+    `transformer`: `x + mixer(LN(x))`, then `x + MLP(LN(x))`; `zoology`: `x + conv(LN(x))`, then `x + mixer(LN(x))`.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        d = config.d_model
+        self.conv = GatedConv(d) if config.block == "zoology" else None
+        self.conv_norm = nn.LayerNorm(d) if self.conv is not None else None
+        self.mixer_norm = nn.LayerNorm(d)
+        self.mixer = build_layer(config.mixer, d, config.n_heads, **config.mixer_options)
+        self.mlp = None
+        if config.block == "transformer" and config.mlp_hidden > 0:
+            self.mlp_norm = nn.LayerNorm(d)
+            self.mlp = nn.Sequential(nn.Linear(d, config.mlp_hidden), nn.GELU(), nn.Linear(config.mlp_hidden, d))
+        self.drop = nn.Dropout(config.dropout)
+
+    def init_state(self, batch_size: int) -> State:
+        state = {"mixer": self.mixer.init_state(batch_size)}
+        if self.conv is not None:
+            state["conv"] = self.conv.init_state(batch_size)
+        return state
+
+    def forward(self, x, state: State | None, cu_seqlens) -> tuple[torch.Tensor, State]:
+        state = state or {}
+        new = {}
+        if self.conv is not None:
+            h, new["conv"] = self.conv(self.conv_norm(x), state.get("conv"), cu_seqlens)
+            x = x + self.drop(h)
+        h, new["mixer"] = self.mixer(self.mixer_norm(x), state.get("mixer"), cu_seqlens)
+        x = x + self.drop(h)
+        if self.mlp is not None:
+            x = x + self.drop(self.mlp(self.mlp_norm(x)))
+        return x, new
+
+
+class DecoderLM(nn.Module):
+    """Token embedding (+ learned positions) → blocks → LayerNorm → head (tied to the embedding by default).
+
+    `forward(input_ids: [B, T], state=None, cu_seqlens=None) -> (logits: [B, T, vocab], state)`;
+    `step(token: [B], state) -> (logits: [B, vocab], state)` decodes one token with fixed-size state
+    (softmax attention: a KV cache). A state is `{"pos": [B] int64, "layers": [per-block states]}`.
+
+    Example:
+        >>> model = DecoderLM(preset("vla-tinylm", mixer="deltanet"))
+        >>> logits, state = model(torch.randint(0, 128, (2, 20)))
+        >>> next_logits, state = model.step(logits[:, -1].argmax(-1), state)
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.pos = nn.Embedding(config.max_seq_len, config.d_model) if config.positions == "learned" else None
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.norm = nn.LayerNorm(config.d_model)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        if config.tie_embeddings:
+            self.head.weight = self.embed.weight
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=0.02)
+
+    def init_state(self, batch_size: int) -> State:
+        device = self.embed.weight.device
+        return {
+            "pos": torch.zeros(batch_size, dtype=torch.long, device=device),
+            "layers": [b.init_state(batch_size) for b in self.blocks],
+        }
+
+    def state_size(self, seq_len: int | None = None) -> int:
+        """Floats of recurrent state per sequence, all layers (softmax attention: its KV cache at `seq_len`)."""
+        total = 0
+        for b in self.blocks:
+            total += b.mixer.state_size(seq_len)
+            if b.conv is not None:
+                total += b.conv.state_size()
+        return total
+
+    def forward(
+        self, input_ids: torch.Tensor, state: State | None = None, cu_seqlens: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, State]:
+        if input_ids.dim() != 2 or input_ids.dtype != torch.long:
+            raise ValueError(
+                f"input_ids: expected an int64 tensor [B, T], got {input_ids.dtype} {list(input_ids.shape)}"
+            )
+        B, T = input_ids.shape
+        start = state["pos"] if state is not None else None
+        positions = self._positions(B, T, start, cu_seqlens, input_ids.device)  # [B, T]
+        x = self.embed(input_ids)
+        if self.pos is not None:
+            if int(positions.max()) >= self.config.max_seq_len:
+                raise ValueError(
+                    f"input_ids: position {int(positions.max())} exceeds max_seq_len = "
+                    f"{self.config.max_seq_len} of the learned position embeddings"
+                )
+            x = x + self.pos(positions)
+        layer_states = state["layers"] if state is not None else [None] * len(self.blocks)
+        new_layers = []
+        for block, s in zip(self.blocks, layer_states):
+            x, s = block(x, s, cu_seqlens)
+            new_layers.append(s)
+        if cu_seqlens is None:
+            pos = positions[:, -1] + 1
+        else:
+            pos = positions[0, cu_seqlens[1:] - 1] + 1  # [N]
+        return self.head(self.norm(x)), {"pos": pos, "layers": new_layers}
+
+    def step(self, token: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
+        """Decode one token per sequence: `token: [B]` -> `(logits: [B, vocab], state)`."""
+        if token.dim() != 1:
+            raise ValueError(f"token: expected shape [B], got {list(token.shape)}")
+        x = self.embed(token)
+        if self.pos is not None:
+            x = x + self.pos(state["pos"])
+        new_layers = []
+        for block, s in zip(self.blocks, state["layers"]):
+            h = x
+            s = dict(s)
+            if block.conv is not None:
+                y, s["conv"] = block.conv.step(block.conv_norm(h), s["conv"])
+                h = h + y
+            y, s["mixer"] = block.mixer.step(block.mixer_norm(h), s["mixer"])
+            h = h + y
+            if block.mlp is not None:
+                h = h + block.mlp(block.mlp_norm(h))
+            x = h
+            new_layers.append(s)
+        return self.head(self.norm(x)), {"pos": state["pos"] + 1, "layers": new_layers}
+
+    @staticmethod
+    def _positions(B, T, start, cu_seqlens, device) -> torch.Tensor:
+        t = torch.arange(T, device=device)
+        if cu_seqlens is None:
+            return t.expand(B, T) + (0 if start is None else start[:, None])
+        seq = torch.searchsorted(cu_seqlens.to(device), t, right=True) - 1  # sequence index of each token
+        pos = t - cu_seqlens.to(device)[seq]
+        if start is not None:
+            pos = pos + start[seq]
+        return pos[None]

@@ -1,0 +1,118 @@
+"""Every layer and option: full forward == prefill + token-by-token `step`; varlen/padding == separate runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from linattn.layers import CCQ_LAYERS, LAYERS, build_layer
+from linattn.layers.gated_conv import GatedConv
+from tests.ops.cases import rel_err
+
+D, H = 32, 4
+TOL = 1e-8
+
+VARIANTS = [(name, {}) for name in LAYERS]
+VARIANTS += [(name, {"ccq": True}) for name in CCQ_LAYERS]
+VARIANTS += [
+    ("linear", {"normalize": False}),
+    ("vla", {"normalizer": "none"}),
+    ("vla", {"lam0": 2.0, "ccq": True, "ccq_options": {"centered": False}}),
+    ("deltanet", {"short_conv": False}),
+    ("gated_deltanet", {"ccq": True, "ccq_options": {"normalize_keys": False}}),
+    ("mamba2", {"d_state": 12}),
+]
+IDS = [f"{n}{'-' + '-'.join(f'{k}={v}' for k, v in o.items()) if o else ''}" for n, o in VARIANTS]
+
+
+def make(name, options, seed=0):
+    torch.manual_seed(seed)
+    return build_layer(name, D, H, **options).double()
+
+
+def x_of(B, T, seed=1):
+    return torch.randn(B, T, D, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _flat(state):
+    if state is None:
+        return []
+    out = []
+    for key in sorted(state):
+        v = state[key]
+        out += list(v) if isinstance(v, tuple) else [v]
+    return out
+
+
+@pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
+def test_prefill_then_step_equals_forward(name, options):
+    layer = make(name, options)
+    x = x_of(2, 45)
+    y, final = layer(x)
+    y_pre, state = layer(x[:, :17])
+    steps = [y_pre]
+    for t in range(17, 45):
+        y_t, state = layer.step(x[:, t], state)
+        steps.append(y_t[:, None])
+    assert rel_err(torch.cat(steps, dim=1), y) <= TOL
+    for a, b in zip(_flat(state), _flat(final)):
+        assert rel_err(a, b) <= TOL
+
+
+@pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
+def test_init_state_is_the_empty_state(name, options):
+    layer = make(name, options)
+    x = x_of(3, 20)
+    state = {
+        k: (tuple(t.double() for t in v) if isinstance(v, tuple) else v.double())
+        for k, v in layer.init_state(3).items()
+    }
+    assert rel_err(layer(x, state)[0], layer(x)[0]) <= TOL
+
+
+@pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
+def test_varlen_and_padding_equal_separate_runs(name, options):
+    layer = make(name, options)
+    lengths = [7, 30, 1, 12]
+    xs = [x_of(1, n, seed=10 + i) for i, n in enumerate(lengths)]
+    alone = [layer(x) for x in xs]
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
+    y, state = layer(torch.cat(xs, dim=1), cu_seqlens=cu)
+    assert rel_err(y, torch.cat([a[0] for a in alone], dim=1)) <= TOL
+    if name != "softmax":  # a packed KV cache is not returned (its sequences have different lengths)
+        for i, (_, s) in enumerate(alone):
+            for a, b in zip(_flat(state), _flat(s)):
+                assert rel_err(a[i : i + 1], b) <= TOL
+    # right padding: the real positions of a padded batch equal the separate runs
+    T = max(lengths)
+    padded = torch.cat([torch.nn.functional.pad(x, (0, 0, 0, T - x.shape[1])) for x in xs])
+    y_pad, _ = layer(padded)
+    for i, (a, _) in enumerate(alone):
+        assert rel_err(y_pad[i : i + 1, : lengths[i]], a) <= TOL
+
+
+def test_state_sizes():
+    assert build_layer("vla", 128, 4).state_size() == 4 * (32 * 32 * 2 + 32)
+    assert build_layer("gated_deltanet", 128, 4).state_size() == 4 * 32 * 32 + 3 * 128 * 3
+    assert build_layer("softmax", 128, 4).state_size(1000) == 2 * 128 * 1000
+    with pytest.raises(ValueError, match="^seq_len"):
+        build_layer("softmax", 128, 4).state_size()
+    assert GatedConv(16).state_size() == 16 * 3
+
+
+def test_build_layer_errors():
+    with pytest.raises(ValueError, match="^name: unknown mixer 'fast'"):
+        build_layer("fast", 32, 4)
+    with pytest.raises(ValueError, match="^ccq: not available for 'softmax'"):
+        build_layer("softmax", 32, 4, ccq=True)
+    with pytest.raises(TypeError):
+        build_layer("vla", 32, 4, lambda0=0.1)  # misspelt option: never silently swallowed
+    with pytest.raises(ValueError, match="^n_heads"):
+        build_layer("vla", 32, 5)
+    with pytest.raises(ValueError, match="^normalizer"):
+        build_layer("vla", 32, 4, normalizer="max")
+    with pytest.raises(ValueError, match="^x: expected shape"):
+        build_layer("linear", 32, 4)(torch.randn(2, 5, 16))
+    with pytest.raises(ValueError, match="^x_t: expected shape"):
+        layer = build_layer("linear", 32, 4)
+        layer.step(torch.randn(2, 1, 32), layer.init_state(2))
