@@ -1,5 +1,69 @@
-"""Synthetic tasks: typed configs and pure generators (a local `torch.Generator`, never global RNG)."""
+"""Synthetic tasks: typed configs and pure generators (a local `torch.Generator`, never global RNG).
 
+`generate(config, batch_size, generator) -> Batch` works for every task config; each module also has its own
+`generate` (`linattn.tasks.mqar.generate_vla`, … for a single MQAR format). Accuracy per slice: `accuracy`,
+`AccuracyMeter`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from linattn.tasks import copy, mqar, sniah
 from linattn.tasks.batch import IGNORE, Batch
+from linattn.tasks.copy import CopyConfig
+from linattn.tasks.metrics import AccuracyMeter, accuracy
+from linattn.tasks.mqar import (
+    KLA_EVAL_SEQ_LENS,
+    VLA_LONG_SEQ_LENS,
+    VLA_N_PAIRS,
+    ZOOLOGY_TEST_MIX,
+    ZOOLOGY_TRAIN_MIX,
+    ZOOLOGY_TRAIN_WEIGHTS,
+    KLAMQARConfig,
+    MQARConfig,
+    VLAMQARConfig,
+    ZoologyMQARConfig,
+    generate_mixture,
+    zoology_mix,
+)
+from linattn.tasks.sniah import SNIAH_EVAL_SEQ_LENS, SNIAHConfig
 
-__all__ = ["IGNORE", "Batch"]
+TaskConfig = MQARConfig | CopyConfig | SNIAHConfig
+
+
+def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) -> Batch:
+    """One batch of the task `config` describes, drawn from `generator` only, on `generator.device`.
+
+    Example: `generate(CopyConfig(), 32, torch.Generator().manual_seed(0)).inputs.shape == (32, 63)`.
+    """
+    if isinstance(config, CopyConfig):
+        return copy.generate(config, batch_size, generator)
+    if isinstance(config, SNIAHConfig):
+        return sniah.generate(config, batch_size, generator)
+    return mqar.generate(config, batch_size, generator)
+
+
+__all__ = [
+    "IGNORE",
+    "KLA_EVAL_SEQ_LENS",
+    "SNIAH_EVAL_SEQ_LENS",
+    "VLA_LONG_SEQ_LENS",
+    "VLA_N_PAIRS",
+    "ZOOLOGY_TEST_MIX",
+    "ZOOLOGY_TRAIN_MIX",
+    "ZOOLOGY_TRAIN_WEIGHTS",
+    "AccuracyMeter",
+    "Batch",
+    "CopyConfig",
+    "KLAMQARConfig",
+    "MQARConfig",
+    "SNIAHConfig",
+    "TaskConfig",
+    "VLAMQARConfig",
+    "ZoologyMQARConfig",
+    "accuracy",
+    "generate",
+    "generate_mixture",
+    "zoology_mix",
+]

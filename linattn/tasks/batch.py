@@ -20,9 +20,7 @@ class Batch:
     slices: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(
-            self.inputs.to(device), self.targets.to(device), {k: v.to(device) for k, v in self.slices.items()}
-        )
+        return Batch(self.inputs.to(device), self.targets.to(device), {k: v.to(device) for k, v in self.slices.items()})
 
     @property
     def supervised(self) -> torch.Tensor:
