@@ -11,6 +11,15 @@ import torch
 import torch.nn.functional as F
 
 
+def chunk_size(T: int, largest: int = 64, smallest: int = 16) -> int:
+    """The chunk size for `T` tokens: the largest power of two in `[smallest, largest]` that pads `T` by at most
+    a quarter (else `smallest`), so short sequences are not padded up to a mostly empty chunk."""
+    C = largest
+    while C > smallest and -(-T // C) * C > 1.25 * T:
+        C //= 2
+    return C
+
+
 def to_chunks(x: torch.Tensor, C: int) -> torch.Tensor:
     """`[B, T, H, *D]` -> `[B, H, N, C, *D]` with `N = ceil(T / C)`, zero-padded in time."""
     B, T, H = x.shape[:3]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from linattn.ops.checks import compute_dtype
-from linattn.ops.chunking import causal, decay_matrix, from_chunks, to_chunks
+from linattn.ops.chunking import causal, chunk_size, decay_matrix, from_chunks, to_chunks
 
 CHUNK_SIZE = 64
 
@@ -40,7 +40,7 @@ def chunk_delta_rule(
     dt = compute_dtype(q)
     B, T, H, K = q.shape
     V = v.shape[-1]
-    C = CHUNK_SIZE
+    C = chunk_size(T, CHUNK_SIZE)
     q, k, v = (to_chunks(x.to(dt), C) for x in (q, k, v))  # [B, H, N, C, K|V]
     w = k if w is None else to_chunks(w.to(dt), C)
     # Padding tokens have k = w = v = 0, so they write nothing whatever their β.

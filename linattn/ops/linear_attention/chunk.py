@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from linattn.ops.checks import compute_dtype
-from linattn.ops.chunking import causal_mask, decay_matrix, from_chunks, to_chunks
+from linattn.ops.chunking import causal_mask, chunk_size, decay_matrix, from_chunks, to_chunks
 
 CHUNK_SIZE = 64
 CHUNK_SIZE_PER_CHANNEL = 16
@@ -37,7 +37,7 @@ def chunk_gated_linear_attention(
     B, T, H, K = q.shape
     V = v.shape[-1]
     per_channel = g is not None and g.dim() == 4
-    C = CHUNK_SIZE_PER_CHANNEL if per_channel else CHUNK_SIZE
+    C = chunk_size(T, CHUNK_SIZE_PER_CHANNEL if per_channel else CHUNK_SIZE)
     q, k, v = (to_chunks(x.to(dt), C) for x in (q, k, v))  # [B, H, N, C, K|V]
     if g is None:
         g = q.new_zeros(B, T, H)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from linattn.ops.checks import compute_dtype
-from linattn.ops.chunking import from_chunks, to_chunks
+from linattn.ops.chunking import chunk_size, from_chunks, to_chunks
 
 CHUNK_SIZE = 64
 
@@ -38,7 +38,7 @@ def chunk_vla_gate(
     """Same contract as `naive_vla_gate`."""
     dt = compute_dtype(k)
     B, T, H, K = k.shape
-    C = CHUNK_SIZE
+    C = chunk_size(T, CHUNK_SIZE)
     eye_d = torch.eye(K, dtype=dt, device=k.device)
     k_hat = to_chunks(F.normalize(k.to(dt), dim=-1), C)  # [B, H, N, C, d]; padded rows are 0
     u = to_chunks(u.to(dt), C)  # [B, H, N, C, d]; padded rows are 0 and add nothing to M

@@ -1,0 +1,98 @@
+"""`linattn list | run NAME | bench …`: the command line over the named experiments and benchmarks.
+
+Bad input (unknown experiment or mixer, a device that is not there, an output folder that cannot be written)
+gets one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from linattn.experiments.mixers import parse_mixers
+from linattn.experiments.registry import EXPERIMENTS
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse's default prints the usage too)
+        print(f"linattn: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _fail(message: str) -> int:
+    print(f"linattn: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="linattn", description="Stable linear attention: experiments and benchmarks.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub.add_parser("list", help="the named experiments")
+    run = sub.add_parser("run", help="run (or resume) a named experiment")
+    run.add_argument("name", help="experiment name (see `linattn list`)")
+    run.add_argument("--protocol", default="paper", help="'paper' (exactly the paper's recipe) or 'fair'")
+    run.add_argument("--quick", action="store_true", help="a smaller version that runs on a 2-core CPU in minutes")
+    run.add_argument("--device", default="auto", help="'cpu', 'cuda' or 'auto' (cuda when available)")
+    run.add_argument("--mixers", help="comma-separated subset of the experiment's mixers")
+    run.add_argument("--jobs", type=int, default=1, help="training runs at a time, as separate processes")
+    run.add_argument("--out", default="results", help="results root (default results/)")
+    run.add_argument("--force", action="store_true", help="run again even if results exist (discards them)")
+    sub.add_parser("bench", help="benchmarks: `linattn bench cpu …` (see python -m linattn.bench -h)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:
+        from linattn.bench.__main__ import main as bench_main
+
+        return bench_main(argv[1:])
+    args = _parser().parse_args(argv)
+    if args.command == "list":
+        for e in EXPERIMENTS.values():
+            print(f"{e.name:<20} {e.description}  [protocols: {', '.join(e.protocols)}]")
+        return 0
+    if args.name not in EXPERIMENTS:
+        return _fail(f"unknown experiment {args.name!r}; expected one of {sorted(EXPERIMENTS)}")
+    experiment = EXPERIMENTS[args.name]
+    if args.protocol not in experiment.protocols:
+        return _fail(f"--protocol: expected one of {list(experiment.protocols)}, got {args.protocol!r}")
+    try:
+        mixers = parse_mixers(args.mixers, experiment.mixers)
+    except ValueError as e:
+        return _fail(str(e))
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        return _fail(f"--device: expected 'cpu', 'cuda' or 'auto', got {args.device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        return _fail("--device: cuda requested but no CUDA device is available")
+    if args.jobs < 1:
+        return _fail(f"--jobs: expected >= 1, got {args.jobs}")
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as e:
+        return _fail(f"--out: cannot write to {out}: {e.strerror or e}")
+    command = "linattn " + " ".join(argv)
+    experiment.run(
+        args.protocol,
+        quick=args.quick,
+        mixers=mixers,
+        device=device,
+        jobs=args.jobs,
+        root=out,
+        force=args.force,
+        command=command,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""A named experiment: its runs, and the report it writes (`results.json`, `table.md`, `plot.png`).
+
+`linattn run NAME --protocol P` writes `results/NAME/P[-quick]/`: every run's folder under `runs/` (checkpoint,
+metrics log, `result.json`; an interrupted command resumes them), then the summary. For each mixer and setting
+the learning rate with the best validation accuracy is chosen, and its test accuracy (a held-out set) reported.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from linattn.bench.environment import describe
+from linattn.experiments.runner import RunSpec, run_all
+from linattn.io import write_atomic
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    x_name: str  # the swept setting, e.g. "n_pairs"
+    plan: Callable[[str, bool, tuple[str, ...]], list[RunSpec]]  # (protocol, quick, mixers) -> runs
+    mixers: tuple[str, ...]  # compared by default
+    paper: dict[str, dict[int, float]]  # the paper's numbers, mixer -> setting -> accuracy
+    protocols: tuple[str, ...] = ("paper", "fair")
+
+    def output_dir(self, root: Path, protocol: str, quick: bool) -> Path:
+        return Path(root) / self.name / (f"{protocol}-quick" if quick else protocol)
+
+    def run(
+        self,
+        protocol: str,
+        *,
+        quick: bool,
+        mixers: tuple[str, ...],
+        device: str,
+        jobs: int,
+        root: Path,
+        force: bool,
+        command: str,
+    ) -> Path:
+        """Run (or resume) every training run and write the report; returns the output folder."""
+        out = self.output_dir(root, protocol, quick)
+        if (out / "results.json").exists() and not force:
+            print(f"{out / 'results.json'} exists: kept (use --force to run again)")
+            return out
+        if force and out.exists():
+            shutil.rmtree(out)
+        specs = self.plan(protocol, quick, mixers)
+        records = run_all(specs, out / "runs", device=device, jobs=jobs)
+        summary = summarize(records)
+        results = {
+            "experiment": self.name,
+            "description": self.description,
+            "protocol": protocol,
+            "quick": quick,
+            "command": command,
+            "environment": describe(device),
+            "x_name": self.x_name,
+            "mixers": list(mixers),
+            "table": summary["acc"],
+            "chosen_lr": summary["lr"],
+            "paper": {m: {str(x): a for x, a in row.items()} for m, row in self.paper.items()},
+            "runs": [
+                {
+                    k: r[k]
+                    for k in (
+                        "id",
+                        "mixer",
+                        "x",
+                        "lr",
+                        "steps",
+                        "stop_reason",
+                        "best_val",
+                        "test",
+                        "wall_time_s",
+                        "params",
+                    )
+                }
+                for r in records
+            ],
+        }
+        write_atomic(out / "results.json", json.dumps(results, indent=2))
+        write_atomic(out / "table.md", table_markdown(results))
+        plot(results, out / "plot.png")
+        print(table_markdown(results))
+        return out
+
+
+def summarize(records: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per mixer and setting: the test accuracy (and lr) of the run with the best validation accuracy."""
+    best: dict[tuple[str, str], dict] = {}
+    for r in records:
+        key = (r["mixer"], str(r["x"]))
+        if key not in best or _val_acc(r) > _val_acc(best[key]):
+            best[key] = r
+    acc: dict[str, dict[str, float]] = {}
+    lr: dict[str, dict[str, float]] = {}
+    for (mixer, x), r in best.items():
+        acc.setdefault(mixer, {})[x] = r["test"]["acc"]
+        lr.setdefault(mixer, {})[x] = r["lr"]
+    return {"acc": acc, "lr": lr}
+
+
+def _val_acc(record: dict) -> float:
+    return (record["best_val"] or record["val"] or {}).get("acc", -math.inf)
+
+
+def table_markdown(results: dict) -> str:
+    """Our accuracy with the paper's in parentheses, one row per setting, one column per mixer."""
+    env = results["environment"]
+    mixers, table, paper = results["mixers"], results["table"], results["paper"]
+    xs = sorted({int(x) for row in table.values() for x in row})
+    lines = [
+        f"# {results['experiment']} — protocol `{results['protocol']}`{' (quick)' if results['quick'] else ''}",
+        "",
+        results["description"],
+        "",
+        f"Command: `{results['command']}`  ",
+        f"Hardware: {env.get('gpu') or env.get('cpu')}; torch {env['torch']}; {env['date']}",
+        "",
+        "Test accuracy at query positions (ours), with the paper's number in parentheses where it reports one.",
+        "",
+        f"| {results['x_name']} | " + " | ".join(mixers) + " |",
+        "|---:|" + "---:|" * len(mixers),
+    ]
+    for x in xs:
+        cells = []
+        for m in mixers:
+            ours = table.get(m, {}).get(str(x))
+            theirs = paper.get(m, {}).get(str(x))
+            cell = "—" if ours is None else f"{ours:.3f}"
+            if theirs is not None:
+                cell += f" ({theirs:.3f})"
+            cells.append(cell)
+        lines.append(f"| {x} | " + " | ".join(cells) + " |")
+    if results["protocol"].startswith("fair"):
+        lines += ["", "Learning rate chosen on validation accuracy:", ""]
+        lines += [
+            f"- {m}: "
+            + ", ".join(
+                f"{x}: {lr:g}" for x, lr in sorted(results["chosen_lr"].get(m, {}).items(), key=lambda kv: int(kv[0]))
+            )
+            for m in mixers
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path: Path) -> None:
+    """Accuracy against the swept setting: ours solid, the paper's dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, m in enumerate(results["mixers"]):
+        row = results["table"].get(m, {})
+        xs = sorted(int(x) for x in row)
+        ax.plot(xs, [row[str(x)] for x in xs], marker="o", color=colors[i % len(colors)], label=m)
+        theirs = results["paper"].get(m, {})
+        if theirs:
+            pxs = sorted(int(x) for x in theirs)
+            ax.plot(
+                pxs,
+                [theirs[str(x)] for x in pxs],
+                ls="--",
+                marker="x",
+                color=colors[i % len(colors)],
+                alpha=0.6,
+                label=f"{m} (paper)",
+            )
+    ax.set_xlabel(results["x_name"])
+    ax.set_ylabel("test accuracy")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"{results['experiment']} ({results['protocol']}{', quick' if results['quick'] else ''})")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    tmp.replace(path)
+    plt.close(fig)

@@ -1,0 +1,42 @@
+"""The mixers compared in the experiments: a display name -> the layer name and its options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class MixerSpec:
+    name: str  # as shown in tables and accepted by `--mixers`
+    layer: str  # a name of `linattn.layers.LAYERS`
+    options: dict = field(default_factory=dict)
+
+
+MIXERS: dict[str, MixerSpec] = {
+    spec.name: spec
+    for spec in (
+        MixerSpec("softmax", "softmax"),
+        MixerSpec("linear", "linear"),
+        MixerSpec("deltanet", "deltanet"),
+        MixerSpec("gated_deltanet", "gated_deltanet"),
+        MixerSpec("kla", "kla"),
+        MixerSpec("vla", "vla"),
+        MixerSpec("ccq-gated_deltanet", "gated_deltanet", {"ccq": True}),
+        MixerSpec("gla", "gla"),
+        MixerSpec("mamba2", "mamba2"),
+    )
+}
+
+# the VLA paper's comparison, plus KLA, GDN and CCQ on GDN
+VLA_COMPARISON = ("softmax", "linear", "deltanet", "gated_deltanet", "kla", "vla", "ccq-gated_deltanet")
+
+
+def parse_mixers(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """`"vla,deltanet"` -> `("vla", "deltanet")`, checked against `MIXERS`."""
+    if not text:
+        return default
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in MIXERS]
+    if unknown or not names:
+        raise ValueError(f"--mixers: unknown mixer(s) {unknown or [text]}; expected names from {sorted(MIXERS)}")
+    return names

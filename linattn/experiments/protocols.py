@@ -1,0 +1,70 @@
+"""Training protocols: the paper's (exactly EXPERIMENTS.md) and a fair one (same budget, lr tuned per mixer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from linattn.train import TrainConfig
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    train: TrainConfig  # lr is replaced by each value of `lrs`
+    lrs: tuple[float, ...]  # one run per lr; the best by validation accuracy is reported
+    eval_batches: int = 20
+    eval_batch_size: int = 32
+
+    def configs(self) -> list[TrainConfig]:
+        return [replace(self.train, lr=lr) for lr in self.lrs]
+
+
+def paper(steps: int, batch_size: int, warmup: int, lr: float = 3e-4) -> Protocol:
+    """The VLA paper's recipe: AdamW, wd 0.01, warmup then cosine, clip 1.0, seed 42, no early stopping."""
+    train = TrainConfig(
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=0.01,
+        warmup_steps=warmup,
+        clip=1.0,
+        seed=42,
+        eval_every=0,
+        checkpoint_every=500,
+    )
+    return Protocol("paper", train, (lr,))
+
+
+def fair(max_steps: int, batch_size: int, warmup: int, lrs: tuple[float, ...] = (3e-4, 1e-3, 3e-3)) -> Protocol:
+    """The same budget for every mixer: up to `max_steps` (stop once validation accuracy ≥ 0.995), and the
+    learning rate picked per mixer and setting from `lrs` by validation accuracy."""
+    train = TrainConfig(
+        steps=max_steps,
+        batch_size=batch_size,
+        lr=lrs[0],
+        weight_decay=0.01,
+        warmup_steps=warmup,
+        clip=1.0,
+        seed=42,
+        eval_every=250,
+        early_stop_metric="acc",
+        early_stop_threshold=0.995,
+        checkpoint_every=500,
+    )
+    return Protocol("fair", train, lrs)
+
+
+def quick(
+    protocol: Protocol, steps: int = 500, lrs: tuple[float, ...] = (3e-3,), batch_size: int = 32, eval_batches: int = 4
+) -> Protocol:
+    """A smaller, still meaningful version of `protocol` for a 2-core CPU: `steps` updates (warmup 10%) at the
+    larger learning rates `lrs` that so few steps need."""
+    train = replace(
+        protocol.train,
+        steps=steps,
+        batch_size=batch_size,
+        warmup_steps=steps // 10,
+        eval_every=min(protocol.train.eval_every, steps // 4),
+        checkpoint_every=steps,
+    )
+    return replace(protocol, name=f"{protocol.name}-quick", train=train, lrs=lrs, eval_batches=eval_batches)

@@ -1,0 +1,123 @@
+"""Training runs as data: a `RunSpec` is one (mixer, setting, learning rate) model trained and evaluated.
+
+`run_one` trains a fresh model on a task, resuming from its run folder, and writes the run's `result.json`;
+`run_all` runs many specs, in this process or as concurrent worker processes (`jobs > 1`: independent small
+trainings share one GPU or many CPU cores better than they run one after another).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from linattn.io import write_atomic
+from linattn.models import DecoderLM, ModelConfig
+from linattn.tasks import AccuracyMeter, Batch, generate
+from linattn.train import TrainConfig, train
+
+VAL_SEED_OFFSET, TEST_SEED_OFFSET = 1_000, 2_000  # eval sets are drawn from their own seeds
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    mixer: str  # display name (see `mixers.MIXERS`)
+    x: int  # the swept setting: n_pairs, or seq_len
+    task: object  # a task config of `linattn.tasks`
+    model: ModelConfig
+    train: TrainConfig
+    eval_batches: int = 20
+    eval_batch_size: int = 32
+
+    @property
+    def id(self) -> str:
+        return f"{self.mixer}-x{self.x}-lr{self.train.lr:g}"
+
+
+def eval_set(spec: RunSpec, seed: int) -> list[Batch]:
+    gen = torch.Generator().manual_seed(seed)
+    return [generate(spec.task, spec.eval_batch_size, gen) for _ in range(spec.eval_batches)]
+
+
+@torch.no_grad()
+def evaluate_on(model: torch.nn.Module, batches: list[Batch], device: torch.device) -> dict[str, float]:
+    """Accuracy of `model` over `batches` (eval mode, bf16 autocast on CUDA as in training)."""
+    was_training = model.training
+    model.eval()
+    meter = AccuracyMeter()
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        for batch in batches:
+            batch = batch.to(device)
+            meter.update(model(batch.inputs)[0].float(), batch)
+    model.train(was_training)
+    return meter.compute()
+
+
+def run_one(spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = True) -> dict:
+    """Train `spec`'s model (resuming from `run_dir`), evaluate it on a held-out test set, write `result.json`."""
+    result_path = run_dir / "result.json"
+    if result_path.exists():
+        return json.loads(result_path.read_text())
+    device = torch.device(device)
+    torch.manual_seed(spec.train.seed)
+    model = DecoderLM(spec.model)
+    val = eval_set(spec, spec.train.seed + VAL_SEED_OFFSET)
+    test = eval_set(spec, spec.train.seed + TEST_SEED_OFFSET)
+    bs = spec.train.batch_size
+    outcome = train(
+        model,
+        spec.train,
+        lambda step, gen: generate(spec.task, bs, gen),
+        lambda m: evaluate_on(m, val, device),
+        run_dir,
+        device=device,
+        progress=progress,
+    )
+    record = {
+        "id": spec.id,
+        "mixer": spec.mixer,
+        "x": spec.x,
+        "lr": spec.train.lr,
+        "steps": outcome.step,
+        "stop_reason": outcome.stop_reason,
+        "val": outcome.last_eval,
+        "best_val": outcome.best_eval,
+        "test": evaluate_on(model, test, device),
+        "wall_time_s": outcome.wall_time_s,
+        "params": sum(p.numel() for p in model.parameters()),
+        "task": {"type": type(spec.task).__name__, **asdict(spec.task)},
+        "model": asdict(spec.model),
+        "train": asdict(spec.train),
+    }
+    write_atomic(result_path, json.dumps(record, indent=2))
+    return record
+
+
+def _worker(spec: RunSpec, run_dir: Path, device: str, threads: int) -> dict:
+    torch.set_num_threads(threads)
+    return run_one(spec, run_dir, device, progress=False)
+
+
+def run_all(specs: list[RunSpec], runs_dir: Path, *, device: str = "cpu", jobs: int = 1) -> list[dict]:
+    """Run every spec (finished ones are read back, interrupted ones resume), `jobs` at a time."""
+    if jobs <= 1:
+        return [run_one(s, runs_dir / s.id, device, progress=True) for s in specs]
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    records: dict[str, dict] = {}
+    context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = {pool.submit(_worker, s, runs_dir / s.id, device, threads): s for s in specs}
+        with tqdm(total=len(specs), desc="runs", unit="run") as bar:
+            for future in as_completed(futures):
+                record = future.result()
+                records[record["id"]] = record
+                acc = record["test"].get("acc", float("nan"))
+                bar.set_postfix_str(f"{record['id']}: test acc {acc:.3f}")
+                bar.update()
+    return [records[s.id] for s in specs]

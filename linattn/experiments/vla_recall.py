@@ -1,0 +1,70 @@
+"""The VLA paper's recall experiments on its TinyLM: MQAR capacity, MQAR over length, and Copy."""
+
+from __future__ import annotations
+
+from linattn.experiments import paper
+from linattn.experiments.experiment import Experiment
+from linattn.experiments.mixers import MIXERS, VLA_COMPARISON
+from linattn.experiments.protocols import Protocol, fair, quick
+from linattn.experiments.protocols import paper as paper_protocol
+from linattn.experiments.runner import RunSpec
+from linattn.models import preset
+from linattn.tasks import CopyConfig, VLAMQARConfig
+
+
+def _specs(mixers, settings: dict[int, object], protocol: Protocol, max_seq_len: int) -> list[RunSpec]:
+    specs = []
+    for mixer in mixers:
+        m = MIXERS[mixer]
+        model = preset("vla-tinylm", mixer=m.layer, mixer_options=m.options, max_seq_len=max_seq_len)
+        for x, task in settings.items():
+            for train in protocol.configs():
+                specs.append(RunSpec(mixer, x, task, model, train, protocol.eval_batches, protocol.eval_batch_size))
+    return specs
+
+
+def _protocol(name: str, is_quick: bool, steps: int, batch_size: int, warmup: int, fair_steps: int) -> Protocol:
+    """The paper's recipe or the fair one; `--quick` shrinks either (at lr 3e-3, or a 1e-3/3e-3 sweep)."""
+    protocol = paper_protocol(steps, batch_size, warmup) if name == "paper" else fair(fair_steps, batch_size, warmup)
+    if is_quick:
+        protocol = quick(protocol, lrs=(3e-3,) if name == "paper" else (1e-3, 3e-3))
+    return protocol
+
+
+def capacity_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
+    ns = (4, 8) if is_quick else (4, 8, 12, 16, 24)
+    protocol = _protocol(protocol_name, is_quick, 3000, 64, 300, fair_steps=8000)
+    return _specs(mixers, {n: VLAMQARConfig(n_pairs=n) for n in ns}, protocol, max_seq_len=128)
+
+
+def length_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
+    lengths = (49, 128) if is_quick else (49, 64, 128, 256, 512)
+    protocol = _protocol(protocol_name, is_quick, 2000, 64, 200, fair_steps=8000)
+    settings = {T: VLAMQARConfig(n_pairs=8, seq_len=T) for T in lengths}
+    return _specs(mixers, settings, protocol, max_seq_len=512)
+
+
+def copy_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
+    protocol = _protocol(protocol_name, is_quick, 1500, 32, 150, fair_steps=4000)
+    return _specs(mixers, {31: CopyConfig(n_tokens=31)}, protocol, max_seq_len=128)
+
+
+EXPERIMENTS = [
+    Experiment(
+        "vla-mqar-capacity",
+        "MQAR (VLA format), T = 3n+1, n ∈ {4, 8, 12, 16, 24}: recall vs number of pairs",
+        "n_pairs",
+        capacity_plan,
+        VLA_COMPARISON,
+        paper.VLA_MQAR_CAPACITY,
+    ),
+    Experiment(
+        "vla-mqar-length",
+        "MQAR (VLA format), n = 8, T ∈ {49, 64, 128, 256, 512} with filler before SEP",
+        "seq_len",
+        length_plan,
+        VLA_COMPARISON,
+        paper.VLA_MQAR_LENGTH,
+    ),
+    Experiment("vla-copy", "Copy 31 tokens after SEP", "n_tokens", copy_plan, VLA_COMPARISON, paper.VLA_COPY),
+]

@@ -1,0 +1,347 @@
+"""The training loop of every experiment: AdamW with warmup + cosine, gradient clipping, bf16 autocast, evals with
+early stopping, a JSONL metrics log, and atomic checkpoints from which an interrupted run resumes bit-identically.
+
+Files in `out_dir`:
+- `checkpoint.pt`: see `linattn.train.checkpoint`; written every `checkpoint_every` steps and at the end.
+- `metrics.jsonl`: one JSON object a line, appended as training goes:
+  `{"step", "loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}` every `log_every` steps (`loss` is the mean
+  over those steps and ranks; `lr` and `grad_norm` are the last update's; `tokens_per_s` counts input tokens of
+  all ranks, eval and checkpoint time excluded) and `{"step", "eval": {...}}` after each eval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from linattn.io import write_atomic
+from linattn.tasks.batch import IGNORE, Batch
+from linattn.train import distributed
+from linattn.train.checkpoint import CHECKPOINT_NAME, check_config, load_checkpoint, save_checkpoint
+from linattn.train.config import TrainConfig
+from linattn.train.distributed import DistInfo
+from linattn.train.schedule import warmup_cosine
+
+METRICS_NAME = "metrics.jsonl"
+
+TrainBatch = Callable[[int, torch.Generator], Batch]  # (step, data generator) -> the batch of that update
+Evaluate = Callable[[nn.Module], dict[str, float]]  # model -> metrics, e.g. {"acc": 0.93, "acc/n_pairs=8": 0.71}
+LossFn = Callable[[nn.Module, Batch], torch.Tensor]  # (model, batch) -> scalar loss
+
+
+@dataclass
+class TrainResult:
+    """How a run ended. `last_eval` / `best_eval` / `best_step` are None when no eval ran."""
+
+    step: int  # updates done
+    stop_reason: str | None  # why training stopped before `config.steps`; None when it ran them all
+    last_eval: dict[str, float] | None
+    best_eval: dict[str, float] | None  # the eval with the highest `early_stop_metric` (the last one if unnamed)
+    best_step: int | None
+    wall_time_s: float  # training time summed over every invocation that worked on this run
+    metrics_path: Path | None  # `out_dir/metrics.jsonl`; None without `out_dir`
+
+    @property
+    def stopped_early(self) -> bool:
+        return self.stop_reason is not None
+
+
+@dataclass
+class _Run:
+    """The trainer's bookkeeping, stored in checkpoints as `run` (field names are `TrainResult`'s)."""
+
+    step: int = 0
+    stop_reason: str | None = None
+    last_eval: dict[str, float] | None = None
+    best_eval: dict[str, float] | None = None
+    best_step: int | None = None
+    evals_since_best: int = 0
+    wall_time_s: float = 0.0
+
+    def result(self, metrics_path: Path | None) -> TrainResult:
+        return TrainResult(
+            step=self.step,
+            stop_reason=self.stop_reason,
+            last_eval=self.last_eval,
+            best_eval=self.best_eval,
+            best_step=self.best_step,
+            wall_time_s=self.wall_time_s,
+            metrics_path=metrics_path,
+        )
+
+
+@dataclass
+class _Window:
+    """The steps since the last metrics-log line: summed loss `[]` (on the device, so adding does not sync),
+    step and token counts, start time and the seconds spent on evals and checkpoints since."""
+
+    loss: torch.Tensor
+    steps: int = 0
+    tokens: int = 0
+    start: float = 0.0
+    paused: float = 0.0
+
+    def add(self, loss: torch.Tensor, tokens: int) -> None:
+        self.loss += loss.float()
+        self.steps += 1
+        self.tokens += tokens
+
+    def close(self, info: DistInfo, device: torch.device) -> dict[str, float]:
+        """Mean loss and tokens/s over the window and all ranks; starts the next window."""
+        totals = torch.tensor([self.loss.item(), self.steps, self.tokens], dtype=torch.float64, device=device)
+        loss_sum, steps, tokens = distributed.all_reduce_sum(totals, info).tolist()
+        now = time.perf_counter()
+        rate = tokens / max(now - self.start - self.paused, 1e-9)
+        self.loss.zero_()
+        self.steps, self.tokens, self.start, self.paused = 0, 0, now, 0.0
+        return {"loss": loss_sum / steps, "tokens_per_s": rate}
+
+
+def token_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """Mean cross-entropy of the logits `[B, T, V]` of `model(batch.inputs)` (or element 0 of a returned tuple)
+    over the supervised positions (`batch.targets != IGNORE`); computed in float32."""
+    out = model(batch.inputs)
+    logits = out[0] if isinstance(out, tuple) else out  # [B, T, V]
+    return F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE)
+
+
+def build_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters, decaying the ≥2-D ones (weight matrices and embeddings, as nanoGPT
+    does) and not the 1-D ones (biases, norm gains, per-channel scales and gates); fused kernel on CUDA."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(
+        [g for g in groups if g["params"]], lr=config.lr, betas=config.betas, fused=device.type == "cuda"
+    )
+
+
+def autocast_dtype(amp: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of `TrainConfig.amp` on `device`: bf16, or None for full precision."""
+    if amp == "off" or (amp == "auto" and device.type != "cuda"):
+        return None
+    return torch.bfloat16
+
+
+def train(
+    model: nn.Module,
+    config: TrainConfig,
+    train_batch: TrainBatch,
+    evaluate: Evaluate | None,
+    out_dir: str | Path | None,
+    *,
+    device: str | torch.device = "cpu",
+    progress: bool = True,
+    loss_fn: LossFn | None = None,
+) -> TrainResult:
+    """Train `model` for `config.steps` AdamW updates on `train_batch(step, generator)`, resuming from
+    `out_dir/checkpoint.pt` when it exists.
+
+    - `train_batch(step, generator)`: the `Batch` of update `step` (0-based), `config.batch_size` rows, drawn from
+      the trainer's CPU `torch.Generator` (seeded `config.seed + rank`, checkpointed with the run).
+    - `evaluate(model)`: metrics of the (unwrapped) model, called in eval mode under `torch.no_grad()` and the
+      training autocast every `config.eval_every` steps and at the end; None skips evals (and early stopping).
+    - `out_dir`: where the checkpoint and the metrics log go; None writes nothing and cannot resume.
+    - `device`: moves `model` there; under torchrun on CUDA each process uses `cuda:LOCAL_RANK`.
+    - `progress`: a tqdm bar (loss, lr and the last eval's `early_stop_metric`, or its first metric).
+    - `loss_fn(model, batch)`: the scalar loss; default `token_cross_entropy`.
+
+    A run whose checkpoint is finished (all steps done, or stopped early) loads the final weights into `model`
+    and returns its result without training. Launched by torchrun (`WORLD_SIZE > 1`), the model is wrapped in
+    DDP, rank `r` draws its own data stream, and only rank 0 writes files; every rank must get the same arguments.
+
+    Example: `train(model, TrainConfig(steps=500, warmup_steps=50), task_batch, evaluate, Path("runs/x"))`.
+    """
+    if config.early_stop_metric is not None and evaluate is None:
+        raise ValueError(f"config.early_stop_metric={config.early_stop_metric!r} needs an evaluate function, got None")
+    info, device = distributed.init(device)
+    loss_fn = loss_fn or token_cross_entropy
+    model.to(device)
+    optimizer = build_optimizer(model, config, device)
+    schedule = partial(
+        warmup_cosine, warmup_steps=config.warmup_steps, total_steps=config.steps, min_ratio=config.min_lr_ratio
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    data_rng = torch.Generator().manual_seed(config.seed + info.rank)
+    window = _Window(torch.zeros((), device=device))
+    run = _Run()
+
+    out_dir = Path(out_dir) if out_dir is not None else None
+    checkpoint_path = out_dir / CHECKPOINT_NAME if out_dir is not None else None
+    metrics_path = out_dir / METRICS_NAME if out_dir is not None else None
+    if checkpoint_path is not None and checkpoint_path.exists():
+        checkpoint = load_checkpoint(checkpoint_path)
+        check_config(checkpoint["config"], config, checkpoint_path)
+        if checkpoint["world_size"] != info.world_size:
+            raise ValueError(
+                f"cannot resume {checkpoint_path}: written by {checkpoint['world_size']} processes, "
+                f"resumed by {info.world_size}"
+            )
+        model.load_state_dict(checkpoint["model"])
+        run = _Run(**checkpoint["run"])
+        if run.step >= config.steps or run.stop_reason is not None:
+            return run.result(metrics_path)
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        scheduler.load_state_dict(checkpoint["scheduler"])
+        _restore_rank_state(checkpoint["ranks"][info.rank], data_rng, window, device)
+    if metrics_path is not None and info.is_main:
+        _truncate_metrics(metrics_path, run.step)
+
+    ddp_model = distributed.wrap_model(model, info, device)
+    amp = autocast_dtype(config.amp, device)
+    autocast = partial(torch.autocast, device.type, dtype=amp, enabled=amp is not None)
+    started, wall_before = time.perf_counter(), run.wall_time_s
+    window.start = started
+    postfix: dict[str, str] = {}
+    model.train()
+    bar = tqdm(total=config.steps, initial=run.step, desc="train", unit="step", disable=not (progress and info.is_main))
+    with bar:
+        while run.step < config.steps and run.stop_reason is None:
+            batch = train_batch(run.step, data_rng)
+            if batch.inputs.shape[0] != config.batch_size:
+                raise ValueError(
+                    f"train_batch(step={run.step}) returned inputs of shape {tuple(batch.inputs.shape)}; "
+                    f"expected config.batch_size={config.batch_size} rows"
+                )
+            batch = batch.to(device)
+            with autocast():
+                loss = loss_fn(ddp_model, batch)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip or math.inf)
+            lr = optimizer.param_groups[0]["lr"]  # the rate of this update
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            run.step += 1
+            window.add(loss.detach(), batch.inputs.numel())
+            bar.update()
+
+            metrics = None
+            if evaluate is not None and (
+                run.step == config.steps or (config.eval_every and run.step % config.eval_every == 0)
+            ):
+                paused_at = time.perf_counter()
+                metrics = _evaluate(model, evaluate, autocast, info)
+                _update_best(run, metrics, config)
+                window.paused += time.perf_counter() - paused_at
+            if run.step % config.log_every == 0 or run.step == config.steps or run.stop_reason is not None:
+                record = {"step": run.step, **window.close(info, device), "lr": lr, "grad_norm": grad_norm.item()}
+                record["elapsed_s"] = wall_before + time.perf_counter() - started
+                postfix.update(loss=f"{record['loss']:.4f}", lr=f"{lr:.2e}")
+                if metrics_path is not None and info.is_main:
+                    _append_metrics(metrics_path, record)
+            if metrics is not None:
+                name = config.early_stop_metric or next(iter(metrics), None)
+                if name is not None:
+                    postfix[name] = f"{metrics[name]:.4f}"
+                if metrics_path is not None and info.is_main:
+                    _append_metrics(metrics_path, {"step": run.step, "eval": metrics})
+            bar.set_postfix(postfix, refresh=False)
+            run.wall_time_s = wall_before + time.perf_counter() - started
+
+            if checkpoint_path is not None and (
+                run.step == config.steps
+                or run.stop_reason is not None
+                or (config.checkpoint_every and run.step % config.checkpoint_every == 0)
+            ):
+                paused_at = time.perf_counter()
+                ranks = distributed.gather_objects(_rank_state(data_rng, window, device), info)
+                if info.is_main:
+                    checkpoint = {
+                        "config": dataclasses.asdict(config),
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(),
+                        "run": dataclasses.asdict(run),
+                        "world_size": info.world_size,
+                        "ranks": ranks,
+                    }
+                    save_checkpoint(checkpoint_path, checkpoint)
+                distributed.barrier(info)  # no rank may go on to read an older checkpoint than this one
+                window.paused += time.perf_counter() - paused_at
+    return run.result(metrics_path)
+
+
+def _rank_state(data_rng: torch.Generator, window: _Window, device: torch.device) -> dict:
+    """What differs between ranks and must survive a restart: RNG states and the open logging window."""
+    return {
+        "data_rng": data_rng.get_state(),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+        "window_loss": window.loss.item(),
+        "window_steps": window.steps,
+    }
+
+
+def _restore_rank_state(state: dict, data_rng: torch.Generator, window: _Window, device: torch.device) -> None:
+    data_rng.set_state(state["data_rng"])
+    torch.set_rng_state(state["torch_rng"])
+    if device.type == "cuda" and state["cuda_rng"] is not None:
+        torch.cuda.set_rng_state(state["cuda_rng"], device)
+    window.loss, window.steps = torch.tensor(state["window_loss"], device=device), state["window_steps"]
+
+
+def _evaluate(model: nn.Module, evaluate: Evaluate, autocast: Callable, info: DistInfo) -> dict[str, float]:
+    """Rank 0's `evaluate(model)` (every rank computes it, so none waits on a collective meanwhile) as floats."""
+    model.eval()
+    with torch.no_grad(), autocast():
+        metrics = {name: float(value) for name, value in evaluate(model).items()}
+    model.train()
+    return distributed.broadcast_from_main(metrics, info)
+
+
+def _update_best(run: _Run, metrics: dict[str, float], config: TrainConfig) -> None:
+    """Record an eval: the best one so far, the patience count, and whether to stop (only before the last step)."""
+    run.last_eval, name = metrics, config.early_stop_metric
+    if name is None:
+        run.best_eval, run.best_step = metrics, run.step
+        return
+    if name not in metrics:
+        raise KeyError(f"config.early_stop_metric={name!r} is not among the eval metrics {sorted(metrics)}")
+    value = metrics[name]
+    if run.best_eval is None or value > run.best_eval[name]:
+        run.best_eval, run.best_step, run.evals_since_best = metrics, run.step, 0
+    else:
+        run.evals_since_best += 1
+    if run.step >= config.steps:
+        return
+    if value >= config.early_stop_threshold:
+        run.stop_reason = f"{name}={value:.4g} >= early_stop_threshold={config.early_stop_threshold:g}"
+    elif config.patience and run.evals_since_best >= config.patience:
+        best = run.best_eval[name]
+        run.stop_reason = f"{name} not above its best {best:.4g} (step {run.best_step}) for {config.patience} evals"
+
+
+def _append_metrics(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Keep the metrics-log lines of steps ≤ `step`, the checkpoint being resumed: the resumed run logs the later
+    steps again. Also drops a line torn by a crash mid-write. A fresh run (`step = 0`) starts an empty log."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record["step"] <= step:
+            kept.append(line + "\n")
+    write_atomic(path, "".join(kept))

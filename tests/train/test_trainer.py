@@ -1,0 +1,204 @@
+"""The trainer on a toy copy task (`targets = inputs`): learning, bit-identical resume, early stopping, the metrics
+log, config checks, and that a finished run is not trained again."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from linattn.tasks import IGNORE, Batch
+from linattn.train import TrainConfig, train
+from linattn.train import distributed as train_distributed
+
+V, T, B = 16, 12, 32  # vocabulary, sequence length, batch rows
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The toy model is too small for intra-op threads, which only spin against each other on a busy CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def copy_batch(step: int, gen: torch.Generator) -> Batch:
+    """Random tokens to copy; position 0 carries no loss, so `IGNORE` is exercised."""
+    x = torch.randint(0, V, (B, T), generator=gen)
+    targets = x.clone()
+    targets[:, 0] = IGNORE
+    return Batch(x, targets)
+
+
+def toy_model(seed: int = 0, dropout: float = 0.0) -> nn.Module:
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Embedding(V, 32), nn.Dropout(dropout), nn.Linear(32, V))
+
+
+def accuracy(model: nn.Module) -> dict[str, float]:
+    batch = copy_batch(0, torch.Generator().manual_seed(1234))
+    hit = model(batch.inputs).argmax(-1) == batch.targets
+    return {"acc": hit[batch.supervised].float().mean().item()}
+
+
+def config(**overrides) -> TrainConfig:
+    base = dict(steps=20, batch_size=B, lr=1e-2, warmup_steps=2, log_every=1, eval_every=0, checkpoint_every=0)
+    return TrainConfig(**(base | overrides))
+
+
+def read_log(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+class Crash(Exception):
+    """Stands for a run killed mid-way."""
+
+
+def crash_at(crash_step: int):
+    def train_batch(step: int, gen: torch.Generator) -> Batch:
+        if step == crash_step:
+            raise Crash
+        return copy_batch(step, gen)
+
+    return train_batch
+
+
+def never_called(step: int, gen: torch.Generator) -> Batch:
+    raise AssertionError("a finished run must not draw batches")
+
+
+def test_loss_falls_on_the_copy_task(tmp_path, capsys):
+    cfg = config(steps=100, warmup_steps=10, log_every=10)
+    result = train(toy_model(), cfg, copy_batch, accuracy, tmp_path, progress=True)
+    losses = [r["loss"] for r in read_log(result.metrics_path) if "loss" in r]
+    assert losses[0] > 1.5 and losses[-1] < 0.1 * losses[0], losses
+    assert result.step == 100 and not result.stopped_early and result.last_eval == {"acc": 1.0}
+    assert "loss=" in capsys.readouterr().err, "the progress bar shows the loss"
+
+
+def test_resume_after_a_crash_is_bit_identical(tmp_path):
+    cfg = config(checkpoint_every=5, eval_every=5)
+    straight = toy_model(dropout=0.1)  # dropout draws from torch's RNG, which the checkpoint carries
+    torch.manual_seed(7)
+    done = train(straight, cfg, copy_batch, accuracy, tmp_path / "straight", progress=False)
+
+    torch.manual_seed(7)
+    with pytest.raises(Crash):  # after step 13; the last checkpoint is step 10
+        train(toy_model(dropout=0.1), cfg, crash_at(13), accuracy, tmp_path / "resumed", progress=False)
+    assert max(r["step"] for r in read_log(tmp_path / "resumed" / "metrics.jsonl")) == 13
+    resumed = toy_model(seed=1, dropout=0.1)  # other weights: the checkpoint must replace them
+    again = train(resumed, cfg, copy_batch, accuracy, tmp_path / "resumed", progress=False)
+
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert (again.step, again.last_eval, again.best_step) == (done.step, done.last_eval, done.best_step)
+    drop_timing = lambda log: [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in log]
+    assert drop_timing(read_log(again.metrics_path)) == drop_timing(read_log(done.metrics_path))
+
+
+def test_resume_mid_log_window_keeps_the_mean_loss(tmp_path):
+    cfg = config(log_every=4, checkpoint_every=3)
+    done = train(toy_model(), cfg, copy_batch, None, tmp_path / "straight", progress=False)
+    with pytest.raises(Crash):  # checkpoint at step 9, in the middle of the window 8..12
+        train(toy_model(), cfg, crash_at(10), None, tmp_path / "resumed", progress=False)
+    again = train(toy_model(), cfg, copy_batch, None, tmp_path / "resumed", progress=False)
+    losses = lambda result: [(r["step"], r["loss"]) for r in read_log(result.metrics_path)]
+    assert losses(again) == losses(done)
+
+
+def test_a_finished_run_is_returned_not_retrained(tmp_path):
+    cfg = config(eval_every=10)
+    trained = toy_model()
+    done = train(trained, cfg, copy_batch, accuracy, tmp_path, progress=False)
+    log = (tmp_path / "metrics.jsonl").read_text()
+
+    fresh = toy_model(seed=1)
+    again = train(fresh, cfg, never_called, accuracy, tmp_path, progress=False)
+    assert again == done
+    assert all(torch.equal(a, b) for a, b in zip(trained.parameters(), fresh.parameters())), "final weights loaded"
+    assert (tmp_path / "metrics.jsonl").read_text() == log
+
+
+def test_early_stop_on_threshold(tmp_path):
+    cfg = config(steps=300, eval_every=5, early_stop_metric="acc", early_stop_threshold=1.0)
+    result = train(toy_model(), cfg, copy_batch, accuracy, tmp_path, progress=False)
+    assert result.stopped_early and result.step < 300 and result.step % 5 == 0
+    assert result.last_eval["acc"] == 1.0 and "acc=1 >= early_stop_threshold=1" in result.stop_reason
+    log = read_log(result.metrics_path)
+    assert log[-2]["step"] == log[-1]["step"] == result.step, "the stopping step is logged, then its eval"
+    assert train(toy_model(), cfg, never_called, accuracy, tmp_path, progress=False) == result
+
+
+def test_early_stop_on_patience(tmp_path):
+    evals = iter([0.2, 0.5, 0.4, 0.5, 0.3, 0.9])
+    cfg = config(steps=100, eval_every=5, early_stop_metric="acc", patience=3)
+    result = train(toy_model(), cfg, copy_batch, lambda m: {"acc": next(evals)}, tmp_path, progress=False)
+    assert result.step == 25 and result.stopped_early and "for 3 evals" in result.stop_reason
+    assert result.best_eval == {"acc": 0.5} and result.best_step == 10 and result.last_eval == {"acc": 0.3}
+
+
+def test_metrics_log_lines(tmp_path):
+    cfg = config(log_every=5, eval_every=10)
+    result = train(toy_model(), cfg, copy_batch, accuracy, tmp_path, progress=False)
+    log = read_log(result.metrics_path)
+    assert [(r["step"], "eval" in r) for r in log] == [
+        (5, False), (10, False), (10, True), (15, False), (20, False), (20, True)
+    ]  # fmt: skip
+    train_line = log[0]
+    assert set(train_line) == {"step", "loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}
+    assert all(math.isfinite(v) and v > 0 for v in train_line.values())
+    assert train_line["lr"] == pytest.approx(cfg.lr * math.cos(math.pi * 2 / 18 / 2) ** 2)  # update 4 of the cosine
+    assert set(log[2]["eval"]) == {"acc"}
+
+
+def test_a_changed_config_names_the_fields_that_differ(tmp_path):
+    train(toy_model(), config(), copy_batch, None, tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"lr: checkpoint 0.01, now 0.02; seed: checkpoint 42, now 1"):
+        train(toy_model(), config(lr=2e-2, seed=1), copy_batch, None, tmp_path, progress=False)
+
+
+def test_without_out_dir_nothing_is_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = train(toy_model(), config(), copy_batch, accuracy, None, progress=False)
+    assert result.metrics_path is None and result.step == 20 and list(tmp_path.iterdir()) == []
+
+
+def test_one_process_never_calls_torch_distributed(tmp_path, monkeypatch):
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"torch.distributed.{name} used by a single-process run")
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(train_distributed, "dist", Untouchable())
+    cfg = config(checkpoint_every=5, eval_every=5)
+    assert train(toy_model(), cfg, copy_batch, accuracy, tmp_path, progress=False).step == 20
+
+
+def test_a_batch_of_the_wrong_size_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match=r"shape \(32, 12\); expected config.batch_size=8"):
+        train(toy_model(), config(batch_size=8), copy_batch, None, tmp_path, progress=False)
+
+
+def test_early_stopping_needs_an_evaluate_function(tmp_path):
+    with pytest.raises(ValueError, match="early_stop_metric='acc' needs an evaluate"):
+        train(toy_model(), config(early_stop_metric="acc"), copy_batch, None, tmp_path, progress=False)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(steps=0), "steps must be >= 1, got 0"),
+        (dict(warmup_steps=30), "warmup_steps must be <= steps=20, got 30"),
+        (dict(amp="fp16"), "amp must be one of"),
+        (dict(patience=2), "patience=2 needs an early_stop_metric"),
+        (dict(min_lr_ratio=1.5), "min_lr_ratio must be in"),
+    ],
+)
+def test_config_rejects_bad_values(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        config(**overrides)
