@@ -1,6 +1,11 @@
-"""`make demo`: the state-norm growth of linear attention, DeltaNet and VLA, as a table and a plot.
+"""`make demo`: the main job on a CPU, in minutes.
 
-Run: `python -m linattn.demo [--T 100000] [--out demo_out]`.
+1. State-norm growth of linear attention, DeltaNet and VLA at op level up to 100K tokens (table + plot).
+2. A quick MQAR capacity comparison on the VLA paper's TinyLM: every mixer of the paper's comparison (plus KLA,
+   Gated DeltaNet and CCQ on GDN), n ∈ {4, 8}, 500 steps — our accuracy printed beside the paper's.
+
+Run: `python -m linattn.demo [--T 100000] [--out demo_out] [--jobs 2]`. The full experiments are
+`linattn run vla-mqar-capacity --protocol paper|fair` (a GPU makes them fast).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from tqdm import tqdm
 
 from linattn.bench.environment import describe
 from linattn.experiments import state_norm
+from linattn.experiments.mixers import parse_mixers
+from linattn.experiments.registry import EXPERIMENTS
 from linattn.io import write_atomic
 
 
@@ -21,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m linattn.demo", description=__doc__)
     parser.add_argument("--T", type=int, default=100_000, help="tokens (default 100000)")
     parser.add_argument("--out", default="demo_out", help="output folder (default demo_out/)")
+    parser.add_argument("--jobs", type=int, default=2, help="MQAR trainings at a time (default 2)")
+    parser.add_argument("--mixers", help="comma-separated subset of the MQAR comparison")
     args = parser.parse_args(argv)
     if args.T < 10:
         parser.error(f"--T: expected at least 10 tokens, got {args.T}")
@@ -52,6 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     plot_path = out / "state_norm.png"
     state_norm.plot(result, plot_path)
     print(f"\nwrote {table_path} and {plot_path} (replacing earlier demo output)")
+
+    capacity = EXPERIMENTS["vla-mqar-capacity"]
+    mixers = parse_mixers(args.mixers, capacity.mixers)
+    print(f"\nQuick MQAR capacity (VLA format, TinyLM, n in {{4, 8}}, 500 steps at lr 3e-3, {args.jobs} jobs):")
+    start = time.perf_counter()
+    capacity.run("paper", quick=True, mixers=mixers, device="cpu", jobs=args.jobs, root=out / "results", force=True,
+                 command="python -m linattn.demo")
+    print(f"done in {time.perf_counter() - start:.0f} s; the paper's numbers (in parentheses) come from 3000 steps at "
+          "lr 3e-4 and all n up to 24: `linattn run vla-mqar-capacity` runs that protocol.")
     return 0
 
 

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# Run a named experiment on the lent GPU machine and bring its results back under $OUT.
-#   bash scripts/device_experiment.sh SECONDS JOBS NAME [linattn run options...]
+# Run named experiments on the lent GPU machine and bring their results back under $OUT.
+#   bash scripts/device_experiment.sh SECONDS JOBS "NAME [options]" ["NAME [options]" ...]
 # The machine is bare and offline: the package runs from the source tree (its dependencies are in the image).
-# Finished runs already under results/ (their result.json) are kept; the run stops after SECONDS and whatever
-# finished is packed into $OUT/results.tgz (checkpoints left out: they stay on the machine).
+# Finished runs already under results/ (their result.json) are kept. Each experiment gets SECONDS; whatever
+# finished is packed into $OUT/results.tgz (checkpoints left out). Exit status: the first failure's.
 set -u
-seconds=$1 jobs=$2 name=$3
-shift 3
+seconds=$1 jobs=$2
+shift 2
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
-timeout "$seconds" python3 -m linattn.cli run "$name" --device cuda --jobs "$jobs" "$@" 2>&1 | tr '\r' '\n' \
-  | grep -v '^train' | tail -n 60 | tee "$OUT/log.txt"
+status=0 i=0
+for spec in "$@"; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086  # the spec is a name followed by options
+  timeout "$seconds" python3 -m linattn.cli run $spec --device cuda --jobs "$jobs" > "$OUT/log$i.txt" 2>&1
+  rc=$?
+  echo "== linattn run $spec: exit $rc"
+  tr '\r' '\n' < "$OUT/log$i.txt" | grep -v '^train' | tail -n 25
+  [ "$status" -eq 0 ] && status=$rc
+done
 tar czf "$OUT/results.tgz" --exclude='checkpoint.pt' results
-ls -la "$OUT"
+exit "$status"

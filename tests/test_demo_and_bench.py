@@ -10,12 +10,17 @@ from linattn.bench.__main__ import main as bench_main
 from linattn.experiments import state_norm
 
 
-def test_demo_writes_table_and_plot(tmp_path, capsys):
-    assert demo.main(["--T", "300", "--out", str(tmp_path)]) == 0
+def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
+    from linattn.experiments.registry import EXPERIMENTS
+    from tests.experiments.test_experiments import TINY
+
+    monkeypatch.setitem(EXPERIMENTS, "vla-mqar-capacity", TINY)  # the real quick run takes minutes
+    assert demo.main(["--T", "300", "--out", str(tmp_path), "--jobs", "1", "--mixers", "vla"]) == 0
     out = capsys.readouterr().out
     assert "| coherent | linear |" in out
     assert (tmp_path / "state_norm.png").stat().st_size > 10_000
     assert "slope" in (tmp_path / "state_norm.md").read_text()
+    assert (tmp_path / "results" / "tiny" / "paper-quick" / "table.md").exists()
 
 
 def test_state_norm_shapes_of_growth():

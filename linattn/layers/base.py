@@ -12,6 +12,7 @@ backend, so a full forward equals a prefill followed by steps.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -82,6 +83,13 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """`[B, T, H, d] -> [B, T, H * d]`."""
     return x.flatten(-2)
+
+
+def promote(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Cast to the widest float dtype among `xs`. Under CUDA autocast norms run in float32 while matmuls give
+    bfloat16, and an op wants one dtype for q, k, v (its states and accumulation are float32 either way)."""
+    dtype = functools.reduce(torch.promote_types, (x.dtype for x in xs))
+    return tuple(x.to(dtype) for x in xs)
 
 
 def elu_plus_one(x: torch.Tensor) -> torch.Tensor:

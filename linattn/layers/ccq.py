@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from linattn.layers.base import promote
 from linattn.ops import ccq_query
 
 
@@ -32,6 +33,7 @@ class CurvatureQuery(nn.Module):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, g: torch.Tensor | None, state, cu_seqlens, backend: str):
         """`q, k: [B, T, H, d]`, `g: [B, T, H]` or None -> `(q': [B, T, H, d], state)`."""
+        q, k = promote(q, k)
         lam = torch.sigmoid((q * self.w_lam.to(q.dtype)).sum(-1) + self.b_lam.to(q.dtype))  # [B, T, H]
         return ccq_query(
             q,

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, merge_heads, split_heads
+from linattn.layers.base import Mixer, State, merge_heads, promote, split_heads
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import delta_rule
 
@@ -39,7 +39,7 @@ class DeltaNet(Mixer):
         state = state or {}
         h, new = self.qkv(x, state, cu_seqlens)
         q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]
-        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        q, k, v = promote(F.normalize(q, dim=-1), F.normalize(k, dim=-1), v)
         beta = torch.sigmoid(self.b_proj(x))  # [B, T, H]
         o, new["S"] = delta_rule(
             q,

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, merge_heads, split_heads
+from linattn.layers.base import Mixer, State, merge_heads, promote, split_heads
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import delta_rule, kaczmarz_beta
@@ -86,6 +86,7 @@ class GatedDeltaNet(Mixer):
             beta = kaczmarz_beta(k, eta)
         else:
             k, beta = F.normalize(k, dim=-1), eta
+        q, k, v = promote(q, k, v)
         g = self.decay(x)  # [B, T, H]
         if self.ccq is not None:
             q, new["ccq"] = self.ccq(q, k, g, state.get("ccq"), cu_seqlens, backend)

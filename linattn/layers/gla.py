@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, merge_heads, split_heads
+from linattn.layers.base import Mixer, State, merge_heads, promote, split_heads
 from linattn.layers.ccq import CurvatureQuery
 from linattn.ops import gated_linear_attention
 
@@ -50,6 +50,7 @@ class GatedLinearAttention(Mixer):
         state = state or {}
         new: State = {}
         q, k, v = (split_heads(p(x), self.n_heads) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = promote(q, k, v)
         g = split_heads(F.logsigmoid(self.gk(x).float()) / self.gate_normalizer, self.n_heads)  # [B, T, H, d]
         if self.ccq is not None:
             q, new["ccq"] = self.ccq(q, k, None, state.get("ccq"), cu_seqlens, backend)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, split_heads
+from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, promote, split_heads
 from linattn.layers.ccq import CurvatureQuery
 from linattn.ops import linear_attention
 
@@ -51,6 +51,7 @@ class LinearAttention(Mixer):
         q = elu_plus_one(split_heads(self.q_proj(x), self.n_heads))  # [B, T, H, d]
         k = elu_plus_one(split_heads(self.k_proj(x), self.n_heads))
         v = split_heads(self.v_proj(x), self.n_heads)
+        q, k, v = promote(q, k, v)
         new: State = {}
         if self.ccq is not None:
             q, new["ccq"] = self.ccq(q, k, None, state.get("ccq"), cu_seqlens, backend)

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, merge_heads, split_heads
+from linattn.layers.base import Mixer, State, merge_heads, promote, split_heads
 from linattn.layers.gated_deltanet import MambaDecay
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import gated_linear_attention
@@ -47,7 +47,7 @@ class Mamba2(Mixer):
         delta = self.decay.delta(x)  # [B, T, H]
         g = -self.decay.A_log.exp() * delta
         q = h["C"][:, :, None].expand(B_, T, H, self.d_state)  # [B, T, H, N]
-        k = (h["B"][:, :, None] * delta[..., None]).to(q.dtype)  # [B, T, H, N]
+        q, k, xs = promote(q, h["B"][:, :, None] * delta[..., None], xs)  # k = Δ B: [B, T, H, N]
         y, new["S"] = gated_linear_attention(
             q,
             k,

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, split_heads
+from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, promote, split_heads
 from linattn.layers.ccq import CurvatureQuery
 from linattn.ops import linear_attention, vla
 from linattn.ops.linear_attention.api import NORMALIZER_EPS
@@ -68,6 +68,7 @@ class VariationalLinearAttention(Mixer):
         k = elu_plus_one(k_raw)
         v = split_heads(self.v_proj(x), H)
         u = F.normalize(torch.einsum("bthi,hji->bthj", k_raw, self.W_u.to(k_raw.dtype)), dim=-1) / d**0.5
+        q, k, v, u = promote(q, k, v, u)
         if self.ccq is not None:
             q, new["ccq"] = self.ccq(q, F.normalize(k, dim=-1), None, state.get("ccq"), cu_seqlens, backend)
         init = (state["S"], state["A"]) if "S" in state else None

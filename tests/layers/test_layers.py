@@ -116,3 +116,16 @@ def test_build_layer_errors():
     with pytest.raises(ValueError, match="^x_t: expected shape"):
         layer = build_layer("linear", 32, 4)
         layer.step(torch.randn(2, 1, 32), layer.init_state(2))
+
+
+@pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
+def test_runs_under_autocast_with_float32_norms(name, options, monkeypatch):
+    """CUDA's bf16 autocast runs norms in float32 and matmuls in bfloat16: the layers must hand the ops one dtype.
+    (CPU autocast keeps normalize in bfloat16, so the float32 norm is imposed here.)"""
+    normalize = torch.nn.functional.normalize
+    monkeypatch.setattr(torch.nn.functional, "normalize", lambda x, *a, **k: normalize(x.float(), *a, **k))
+    torch.manual_seed(0)
+    layer = build_layer(name, D, H, **options)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, _ = layer(torch.randn(2, 20, D))
+    assert torch.isfinite(y).all()

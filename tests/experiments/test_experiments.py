@@ -1,0 +1,96 @@
+"""Experiments end to end at toy size: runs, resume, lr selection, the written report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from linattn.experiments.experiment import Experiment, summarize
+from linattn.experiments.mixers import MIXERS, parse_mixers
+from linattn.experiments.registry import EXPERIMENTS
+from linattn.experiments.runner import RunSpec, run_one
+from linattn.models import preset
+from linattn.tasks import VLAMQARConfig
+from linattn.train import TrainConfig
+
+
+def tiny_plan(protocol, quick, mixers):
+    train = TrainConfig(steps=6, batch_size=8, warmup_steps=1, eval_every=0, checkpoint_every=3, log_every=2)
+    specs = []
+    for mixer in mixers:
+        m = MIXERS[mixer]
+        model = preset("debug", mixer=m.layer, mixer_options=m.options, vocab_size=16)
+        for lr in (1e-3, 3e-3):
+            specs.append(RunSpec(mixer, 2, VLAMQARConfig(n_pairs=2, vocab_size=16), model,
+                                 TrainConfig(**{**train.__dict__, "lr": lr}), eval_batches=2, eval_batch_size=4))
+    return specs
+
+
+TINY = Experiment("tiny", "a toy MQAR", "n_pairs", tiny_plan, ("vla", "softmax"), {"vla": {2: 1.0}})
+
+
+def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
+    torch.set_num_threads(1)
+    out = TINY.run("paper", quick=True, mixers=("vla", "softmax"), device="cpu", jobs=1, root=tmp_path, force=False,
+                   command="linattn run tiny")
+    assert out == tmp_path / "tiny" / "paper-quick"
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["table"]) == {"vla", "softmax"} and set(results["table"]["vla"]) == {"2"}
+    assert len(results["runs"]) == 4 and results["environment"]["date"]
+    table = (out / "table.md").read_text()
+    assert "| n_pairs | vla | softmax |" in table and "(1.000)" in table and "linattn run tiny" in table
+    assert (out / "plot.png").stat().st_size > 5_000
+    # a second invocation keeps the result; --force runs again
+    stamp = (out / "results.json").stat().st_mtime_ns
+    TINY.run("paper", quick=True, mixers=("vla", "softmax"), device="cpu", jobs=1, root=tmp_path, force=False,
+             command="again")
+    assert "kept" in capsys.readouterr().out and (out / "results.json").stat().st_mtime_ns == stamp
+    TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=True, command="force")
+    assert json.loads((out / "results.json").read_text())["command"] == "force"
+
+
+def test_finished_runs_are_read_back_and_interrupted_runs_resume(tmp_path):
+    spec = tiny_plan("paper", True, ("gated_deltanet",))[0]
+    first = run_one(spec, tmp_path / spec.id, progress=False)
+    again = run_one(spec, tmp_path / spec.id, progress=False)
+    assert first["test"] == again["test"] and first["wall_time_s"] == again["wall_time_s"]  # read back, not retrained
+    # an interrupted run (checkpoint, no result) resumes to the same weights as an uninterrupted one
+    (tmp_path / spec.id / "result.json").unlink()
+    resumed = run_one(spec, tmp_path / spec.id, progress=False)
+    assert resumed["test"] == first["test"]
+
+
+def test_summarize_takes_the_lr_with_the_best_validation():
+    def record(lr, val, test):
+        return {"mixer": "vla", "x": 4, "lr": lr, "best_val": {"acc": val}, "val": None, "test": {"acc": test}}
+
+    summary = summarize([record(1e-3, 0.5, 0.9), record(3e-3, 0.8, 0.7), record(1e-2, 0.6, 1.0)])
+    assert summary == {"acc": {"vla": {"4": 0.7}}, "lr": {"vla": {"4": 3e-3}}}
+
+
+def test_registry_plans():
+    capacity = EXPERIMENTS["vla-mqar-capacity"]
+    paper_runs = capacity.plan("paper", False, capacity.mixers)
+    assert len(paper_runs) == 7 * 5
+    assert {(r.train.steps, r.train.batch_size, r.train.lr, r.train.warmup_steps) for r in paper_runs} == {
+        (3000, 64, 3e-4, 300)
+    }
+    assert {r.task.length for r in paper_runs} == {13, 25, 37, 49, 73}
+    fair_runs = capacity.plan("fair", False, ("softmax",))
+    assert sorted({r.train.lr for r in fair_runs}) == [3e-4, 1e-3, 3e-3]
+    quick_runs = capacity.plan("paper", True, ("vla",))
+    assert [r.x for r in quick_runs] == [4, 8] and quick_runs[0].train.steps == 500
+    assert {r.task.length for r in EXPERIMENTS["vla-mqar-length"].plan("paper", False, ("vla",))} == {
+        49, 64, 128, 256, 512
+    }
+    ccq = next(r for r in paper_runs if r.mixer == "ccq-gated_deltanet")
+    assert ccq.model.mixer == "gated_deltanet" and ccq.model.mixer_options == {"ccq": True}
+
+
+def test_parse_mixers():
+    assert parse_mixers(None, ("vla",)) == ("vla",)
+    assert parse_mixers("softmax, vla", ("vla",)) == ("softmax", "vla")
+    with pytest.raises(ValueError, match="^--mixers: unknown mixer"):
+        parse_mixers("vla,transformer", ())

@@ -1,0 +1,48 @@
+"""The command line: listing, and one-line errors with exit status 2 for bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from linattn.cli import main
+
+
+def test_list(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "vla-mqar-capacity" in out and "vla-copy" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "nope"], "unknown experiment 'nope'"),
+        (["run", "vla-copy", "--mixers", "vla,foo"], "--mixers: unknown mixer"),
+        (["run", "vla-copy", "--device", "tpu"], "--device: expected"),
+        (["run", "vla-copy", "--protocol", "mine"], "--protocol: expected"),
+        (["run", "vla-copy", "--jobs", "0"], "--jobs: expected >= 1"),
+        (["run", "vla-copy", "--out", "/proc/linattn-results"], "--out: cannot write"),
+        (["run"], "required: name"),
+        (["fly"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("linattn: error: ") and message in err and err.count("\n") == 1
+
+
+def test_cuda_requested_without_cuda(capsys, monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert main(["run", "vla-copy", "--device", "cuda"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_bench_passes_through(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--help"])
+    assert e.value.code == 0 and "cpu" in capsys.readouterr().out
