@@ -16,6 +16,7 @@ MIXERS: dict[str, MixerSpec] = {
     spec.name: spec
     for spec in (
         MixerSpec("softmax", "softmax"),
+        MixerSpec("softmax-conv", "softmax", {"short_conv": True}),
         MixerSpec("linear", "linear"),
         MixerSpec("deltanet", "deltanet"),
         MixerSpec("gated_deltanet", "gated_deltanet"),

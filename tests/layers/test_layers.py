@@ -21,6 +21,7 @@ VARIANTS += [
     ("deltanet", {"short_conv": False}),
     ("gated_deltanet", {"ccq": True, "ccq_options": {"normalize_keys": False}}),
     ("mamba2", {"d_state": 12}),
+    ("softmax", {"short_conv": True}),
 ]
 IDS = [f"{n}{'-' + '-'.join(f'{k}={v}' for k, v in o.items()) if o else ''}" for n, o in VARIANTS]
 
