@@ -46,11 +46,15 @@ class Experiment:
     ) -> Path:
         """Run (or resume) every training run and write the report; returns the output folder."""
         out = self.output_dir(root, protocol, quick)
-        if (out / "results.json").exists() and not force:
-            print(f"{out / 'results.json'} exists: kept (use --force to run again)")
-            return out
         if force and out.exists():
             shutil.rmtree(out)
+        if (out / "results.json").exists():
+            done = tuple(json.loads((out / "results.json").read_text())["mixers"])
+            if set(mixers) <= set(done):
+                print(f"{out / 'results.json'} exists: kept (use --force to run again)")
+                return out
+            mixers = done + tuple(m for m in mixers if m not in done)  # extend it; earlier runs are read back
+            print(f"{out / 'results.json'} exists: extending it with {[m for m in mixers if m not in done]}")
         specs = self.plan(protocol, quick, mixers)
         records = run_all(specs, out / "runs", device=device, jobs=jobs)
         summary = summarize(records)

@@ -47,6 +47,11 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     TINY.run("paper", quick=True, mixers=("vla", "softmax"), device="cpu", jobs=1, root=tmp_path, force=False,
              command="again")
     assert "kept" in capsys.readouterr().out and (out / "results.json").stat().st_mtime_ns == stamp
+    # asking for a mixer not in it extends the result (earlier runs are read back, not retrained)
+    TINY.run("paper", quick=True, mixers=("linear",), device="cpu", jobs=1, root=tmp_path, force=False,
+             command="extend")
+    extended = json.loads((out / "results.json").read_text())
+    assert extended["mixers"] == ["vla", "softmax", "linear"] and extended["table"]["vla"] == results["table"]["vla"]
     TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=True, command="force")
     assert json.loads((out / "results.json").read_text())["command"] == "force"
 
