@@ -41,6 +41,9 @@ def _parser() -> _Parser:
     run.add_argument("--jobs", type=int, default=1, help="training runs at a time, as separate processes")
     run.add_argument("--out", default="results", help="results root (default results/)")
     run.add_argument("--force", action="store_true", help="run again even if results exist (discards them)")
+    tables = sub.add_parser("tables", help="the README's results tables, from results/")
+    tables.add_argument("--write", metavar="README", help="replace the marked block of this file")
+    tables.add_argument("--results", default="results", help="results root (default results/)")
     sub.add_parser("bench", help="benchmarks: `linattn bench cpu …` (see python -m linattn.bench -h)", add_help=False)
     return parser
 
@@ -55,6 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "list":
         for e in EXPERIMENTS.values():
             print(f"{e.name:<20} {e.description}  [protocols: {', '.join(e.protocols)}]")
+        return 0
+    if args.command == "tables":
+        from linattn.experiments.tables import capacity_tables, write_readme
+
+        if args.write:
+            write_readme(Path(args.write), Path(args.results))
+        else:
+            print(capacity_tables(Path(args.results)), end="")
         return 0
     if args.name not in EXPERIMENTS:
         return _fail(f"unknown experiment {args.name!r}; expected one of {sorted(EXPERIMENTS)}")

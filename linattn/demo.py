@@ -66,10 +66,20 @@ def main(argv: list[str] | None = None) -> int:
     mixers = parse_mixers(args.mixers, capacity.mixers)
     print(f"\nQuick MQAR capacity (VLA format, TinyLM, n in {{4, 8}}, 500 steps at lr 3e-3, {args.jobs} jobs):")
     start = time.perf_counter()
-    capacity.run("paper", quick=True, mixers=mixers, device="cpu", jobs=args.jobs, root=out / "results", force=True,
-                 command="python -m linattn.demo")
-    print(f"done in {time.perf_counter() - start:.0f} s; the paper's numbers (in parentheses) come from 3000 steps at "
-          "lr 3e-4 and all n up to 24: `linattn run vla-mqar-capacity` runs that protocol.")
+    capacity.run(
+        "paper",
+        quick=True,
+        mixers=mixers,
+        device="cpu",
+        jobs=args.jobs,
+        root=out / "results",
+        force=True,
+        command="python -m linattn.demo",
+    )
+    print(
+        f"done in {time.perf_counter() - start:.0f} s; the paper's numbers (in parentheses) come from 3000 steps at "
+        "lr 3e-4 and all n up to 24: `linattn run vla-mqar-capacity` runs that protocol."
+    )
     return 0
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from linattn.bench.environment import describe
 from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks import AccuracyMeter, Batch, generate
@@ -91,6 +92,7 @@ def run_one(spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = 
         "test": evaluate_on(model, test, device),
         "wall_time_s": outcome.wall_time_s,
         "params": sum(p.numel() for p in model.parameters()),
+        "hardware": torch.cuda.get_device_name(device) if device.type == "cuda" else describe("cpu")["cpu"],
         "task": {"type": type(spec.task).__name__, **asdict(spec.task)},
         "model": asdict(spec.model),
         "train": asdict(spec.train),

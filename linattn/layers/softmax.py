@@ -22,12 +22,21 @@ class SoftmaxAttention(Mixer):
     no cache is returned (lengths differ).
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, short_conv: bool = False, conv_size: int = 4,
-                 bias: bool = False, backend: str = "auto"):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        short_conv: bool = False,
+        conv_size: int = 4,
+        bias: bool = False,
+        backend: str = "auto",
+    ):
         super().__init__(d_model, n_heads, backend=backend)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias) if not short_conv else None
-        self.conv_qkv = ConvProjections(d_model, dict.fromkeys("qkv", d_model), conv_size=conv_size) if short_conv \
-            else None
+        self.conv_qkv = (
+            ConvProjections(d_model, dict.fromkeys("qkv", d_model), conv_size=conv_size) if short_conv else None
+        )
         self.out = nn.Linear(d_model, d_model, bias=bias)
 
     def init_state(self, batch_size: int) -> State:

@@ -23,8 +23,17 @@ def tiny_plan(protocol, quick, mixers):
         m = MIXERS[mixer]
         model = preset("debug", mixer=m.layer, mixer_options=m.options, vocab_size=16)
         for lr in (1e-3, 3e-3):
-            specs.append(RunSpec(mixer, 2, VLAMQARConfig(n_pairs=2, vocab_size=16), model,
-                                 TrainConfig(**{**train.__dict__, "lr": lr}), eval_batches=2, eval_batch_size=4))
+            specs.append(
+                RunSpec(
+                    mixer,
+                    2,
+                    VLAMQARConfig(n_pairs=2, vocab_size=16),
+                    model,
+                    TrainConfig(**{**train.__dict__, "lr": lr}),
+                    eval_batches=2,
+                    eval_batch_size=4,
+                )
+            )
     return specs
 
 
@@ -33,8 +42,16 @@ TINY = Experiment("tiny", "a toy MQAR", "n_pairs", tiny_plan, ("vla", "softmax")
 
 def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     torch.set_num_threads(1)
-    out = TINY.run("paper", quick=True, mixers=("vla", "softmax"), device="cpu", jobs=1, root=tmp_path, force=False,
-                   command="linattn run tiny")
+    out = TINY.run(
+        "paper",
+        quick=True,
+        mixers=("vla", "softmax"),
+        device="cpu",
+        jobs=1,
+        root=tmp_path,
+        force=False,
+        command="linattn run tiny",
+    )
     assert out == tmp_path / "tiny" / "paper-quick"
     results = json.loads((out / "results.json").read_text())
     assert set(results["table"]) == {"vla", "softmax"} and set(results["table"]["vla"]) == {"2"}
@@ -44,12 +61,21 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     assert (out / "plot.png").stat().st_size > 5_000
     # a second invocation keeps the result; --force runs again
     stamp = (out / "results.json").stat().st_mtime_ns
-    TINY.run("paper", quick=True, mixers=("vla", "softmax"), device="cpu", jobs=1, root=tmp_path, force=False,
-             command="again")
+    TINY.run(
+        "paper",
+        quick=True,
+        mixers=("vla", "softmax"),
+        device="cpu",
+        jobs=1,
+        root=tmp_path,
+        force=False,
+        command="again",
+    )
     assert "kept" in capsys.readouterr().out and (out / "results.json").stat().st_mtime_ns == stamp
     # asking for a mixer not in it extends the result (earlier runs are read back, not retrained)
-    TINY.run("paper", quick=True, mixers=("linear",), device="cpu", jobs=1, root=tmp_path, force=False,
-             command="extend")
+    TINY.run(
+        "paper", quick=True, mixers=("linear",), device="cpu", jobs=1, root=tmp_path, force=False, command="extend"
+    )
     extended = json.loads((out / "results.json").read_text())
     assert extended["mixers"] == ["vla", "softmax", "linear"] and extended["table"]["vla"] == results["table"]["vla"]
     TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=True, command="force")
@@ -88,7 +114,11 @@ def test_registry_plans():
     quick_runs = capacity.plan("paper", True, ("vla",))
     assert [r.x for r in quick_runs] == [4, 8] and quick_runs[0].train.steps == 500
     assert {r.task.length for r in EXPERIMENTS["vla-mqar-length"].plan("paper", False, ("vla",))} == {
-        49, 64, 128, 256, 512
+        49,
+        64,
+        128,
+        256,
+        512,
     }
     ccq = next(r for r in paper_runs if r.mixer == "ccq-gated_deltanet")
     assert ccq.model.mixer == "gated_deltanet" and ccq.model.mixer_options == {"ccq": True}

@@ -214,6 +214,9 @@ def test_debug_preset_learns_mqar(tmp_path):
     task = VLAMQARConfig(n_pairs=2, vocab_size=16)
     config = TrainConfig(steps=150, batch_size=32, lr=3e-3, warmup_steps=10, eval_every=0, log_every=10)
     train(model, config, lambda step, gen: generate(task, 32, gen), None, tmp_path, progress=False)
-    losses = [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
-              if "loss" in json.loads(line)]
+    losses = [
+        json.loads(line)["loss"]
+        for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+        if "loss" in json.loads(line)
+    ]
     assert losses[-1] < 0.75 * losses[0], losses

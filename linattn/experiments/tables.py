@@ -1,0 +1,79 @@
+"""The README's results tables, generated from the committed `results/` (never typed by hand).
+
+`linattn tables` prints them; `linattn tables --write README.md` replaces the block between the markers
+`<!-- results:begin -->` and `<!-- results:end -->`. A test checks the README holds what this generates.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from linattn.experiments.experiment import summarize
+from linattn.experiments.mixers import VLA_COMPARISON
+from linattn.experiments.paper import VLA_MQAR_CAPACITY
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+CAPACITY = "vla-mqar-capacity"
+FAIR_MIXERS = (*VLA_COMPARISON, "softmax-conv")
+
+
+def _runs(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("runs/*/result.json"))]
+
+
+def _hardware(results: dict) -> str:
+    env = results["environment"]
+    return f"{env.get('gpu') or env.get('cpu')}, torch {env['torch']}, {env['date']}"
+
+
+def capacity_tables(root: Path = Path("results")) -> str:
+    """Markdown: the paper protocol beside the paper's table, then the fair protocol (lr sweeps so far)."""
+    paper_dir, fair_dir = root / CAPACITY / "paper", root / CAPACITY / "fair"
+    paper = json.loads((paper_dir / "results.json").read_text())
+    ns = sorted({int(x) for row in paper["table"].values() for x in row})
+    lines = [
+        f"**Paper protocol** (`{paper['command'].split(' --device')[0]}`; {_hardware(paper)}): 3000 steps, batch 64, "
+        "lr 3e-4, one seed. Ours, with the paper's number in parentheses.",
+        "",
+        "| n_pairs | " + " | ".join(paper["mixers"]) + " |",
+        "|---:|" + "---:|" * len(paper["mixers"]),
+    ]
+    for n in ns:
+        cells = []
+        for m in paper["mixers"]:
+            cell = f"{paper['table'][m][str(n)]:.3f}"
+            if m in VLA_MQAR_CAPACITY:
+                cell += f" ({VLA_MQAR_CAPACITY[m][n]:.3f})"
+            cells.append(cell)
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+
+    records = _runs(fair_dir)
+    sweep = len({r["lr"] for r in records})
+    summary = summarize(records)
+    complete = {m for m in FAIR_MIXERS if sum(r["mixer"] == m for r in records) == sweep * len(ns)}
+    shown = [m for m in FAIR_MIXERS if m in summary["acc"]]
+    hardware = sorted({r.get("hardware", "hardware unrecorded") for r in records})
+    lines += [
+        "",
+        f"**Fair protocol** (`linattn run {CAPACITY} --protocol fair`; {', '.join(hardware)}): batch 256, up to "
+        f"5000 steps (stop at validation accuracy ≥ 0.995), lr ∈ {{3e-4, 1e-3, 3e-3}} chosen per cell on validation; "
+        "test accuracy. `*`: the lr sweep of that mixer is not complete yet (best of the runs finished so far); "
+        f"not run yet: {', '.join(m for m in FAIR_MIXERS if m not in shown) or 'none'}.",
+        "",
+        "| n_pairs | " + " | ".join(m + ("" if m in complete else "*") for m in shown) + " |",
+        "|---:|" + "---:|" * len(shown),
+    ]
+    for n in ns:
+        cells = [f"{summary['acc'][m][str(n)]:.3f}" if str(n) in summary["acc"][m] else "—" for m in shown]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_readme(readme: Path, root: Path = Path("results")) -> None:
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"{readme}: expected the markers {BEGIN} and {END}")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{BEGIN}\n{capacity_tables(root)}{END}{tail}")
