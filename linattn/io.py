@@ -3,6 +3,7 @@ unless asked."""
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -27,3 +28,10 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, overwrite: bool 
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def save_figure(fig, path: str | os.PathLike, *, dpi: int = 120) -> Path:
+    """Render a matplotlib figure to PNG in memory, then `write_atomic` it."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return write_atomic(path, buffer.getvalue())

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from linattn.bench.environment import describe
 from linattn.experiments.runner import RunSpec, run_all
-from linattn.io import write_atomic
+from linattn.io import save_figure, write_atomic
 
 
 @dataclass(frozen=True)
@@ -187,8 +187,5 @@ def plot(results: dict, path: Path) -> None:
     ax.set_title(f"{results['experiment']} ({results['protocol']}{', quick' if results['quick'] else ''})")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    tmp.replace(path)
+    save_figure(fig, path)
     plt.close(fig)

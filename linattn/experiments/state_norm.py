@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from linattn.io import save_figure
 from linattn.ops import delta_rule, linear_attention, vla
 
 MIXERS = ("linear", "deltanet", "vla")
@@ -139,5 +140,5 @@ def plot(result: StateNormResult, path) -> None:
     c = result.config
     fig.suptitle(f"State norm at op level, H={c.H}, K=V={c.K}, float32, λ0={c.lam0} (VLA)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
     plt.close(fig)

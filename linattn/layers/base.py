@@ -20,6 +20,8 @@ from torch import nn
 
 State = dict[str, Any]
 
+DECODE_BACKEND = "naive"  # a single step of the recurrence is exactly the token-by-token backend
+
 
 class Mixer(nn.Module):
     """Base class: subclasses implement `mix(x, state, cu_seqlens, backend)` and `init_state(batch_size)`."""
@@ -37,18 +39,24 @@ class Mixer(nn.Module):
         self.backend = backend
 
     def forward(
-        self, x: torch.Tensor, state: State | None = None, cu_seqlens: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        state: State | None = None,
+        cu_seqlens: torch.Tensor | None = None,
+        *,
+        backend: str | None = None,
     ) -> tuple[torch.Tensor, State]:
-        """`x: [B, T, d_model]` -> `(y: [B, T, d_model], final state)`; `state` continues an earlier call."""
+        """`x: [B, T, d_model]` -> `(y: [B, T, d_model], final state)`; `state` continues an earlier call.
+        `backend` overrides the layer's op backend for this call (decoding uses the token-by-token one)."""
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x: expected shape [B, T, d_model={self.d_model}], got {list(x.shape)}")
-        return self.mix(x, state, cu_seqlens, self.backend)
+        return self.mix(x, state, cu_seqlens, backend or self.backend)
 
     def step(self, x_t: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         """Decode one token: `x_t: [B, d_model]` -> `(y_t: [B, d_model], state)`."""
         if x_t.dim() != 2 or x_t.shape[-1] != self.d_model:
             raise ValueError(f"x_t: expected shape [B, d_model={self.d_model}], got {list(x_t.shape)}")
-        y, state = self.mix(x_t[:, None], state, None, "naive")
+        y, state = self.forward(x_t[:, None], state, backend=DECODE_BACKEND)
         return y[:, 0], state
 
     def mix(

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from linattn.layers import build_layer
-from linattn.layers.base import State
+from linattn.layers.base import DECODE_BACKEND, State
 from linattn.layers.gated_conv import GatedConv
 from linattn.models.config import ModelConfig
 
@@ -36,13 +36,13 @@ class Block(nn.Module):
             state["conv"] = self.conv.init_state(batch_size)
         return state
 
-    def forward(self, x, state: State | None, cu_seqlens) -> tuple[torch.Tensor, State]:
+    def forward(self, x, state: State | None, cu_seqlens, backend: str | None = None) -> tuple[torch.Tensor, State]:
         state = state or {}
         new = {}
         if self.conv is not None:
-            h, new["conv"] = self.conv(self.conv_norm(x), state.get("conv"), cu_seqlens)
+            h, new["conv"] = self.conv(self.conv_norm(x), state.get("conv"), cu_seqlens, backend=backend)
             x = x + self.drop(h)
-        h, new["mixer"] = self.mixer(self.mixer_norm(x), state.get("mixer"), cu_seqlens)
+        h, new["mixer"] = self.mixer(self.mixer_norm(x), state.get("mixer"), cu_seqlens, backend=backend)
         x = x + self.drop(h)
         if self.mlp is not None:
             x = x + self.drop(self.mlp(self.mlp_norm(x)))
@@ -96,7 +96,12 @@ class DecoderLM(nn.Module):
         return total
 
     def forward(
-        self, input_ids: torch.Tensor, state: State | None = None, cu_seqlens: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor,
+        state: State | None = None,
+        cu_seqlens: torch.Tensor | None = None,
+        *,
+        backend: str | None = None,
     ) -> tuple[torch.Tensor, State]:
         if input_ids.dim() != 2 or input_ids.dtype != torch.long:
             raise ValueError(
@@ -116,7 +121,7 @@ class DecoderLM(nn.Module):
         layer_states = state["layers"] if state is not None else [None] * len(self.blocks)
         new_layers = []
         for block, s in zip(self.blocks, layer_states):
-            x, s = block(x, s, cu_seqlens)
+            x, s = block(x, s, cu_seqlens, backend)
             new_layers.append(s)
         if cu_seqlens is None:
             pos = positions[:, -1] + 1
@@ -128,23 +133,8 @@ class DecoderLM(nn.Module):
         """Decode one token per sequence: `token: [B]` -> `(logits: [B, vocab], state)`."""
         if token.dim() != 1:
             raise ValueError(f"token: expected shape [B], got {list(token.shape)}")
-        x = self.embed(token)
-        if self.pos is not None:
-            x = x + self.pos(state["pos"])
-        new_layers = []
-        for block, s in zip(self.blocks, state["layers"]):
-            h = x
-            s = dict(s)
-            if block.conv is not None:
-                y, s["conv"] = block.conv.step(block.conv_norm(h), s["conv"])
-                h = h + y
-            y, s["mixer"] = block.mixer.step(block.mixer_norm(h), s["mixer"])
-            h = h + y
-            if block.mlp is not None:
-                h = h + block.mlp(block.mlp_norm(h))
-            x = h
-            new_layers.append(s)
-        return self.head(self.norm(x)), {"pos": state["pos"] + 1, "layers": new_layers}
+        logits, state = self.forward(token[:, None], state, backend=DECODE_BACKEND)
+        return logits[:, 0], state
 
     @staticmethod
     def _positions(B, T, start, cu_seqlens, device) -> torch.Tensor:
