@@ -1,9 +1,16 @@
-"""Shared test fixtures: uninitialised memory is poisoned with NaN so that reading it fails loudly."""
+"""Shared test fixtures: uninitialised memory is poisoned with NaN so that reading it fails loudly; without a
+GPU, Triton kernels run in Triton's interpreter (set before any kernel module is imported: `triton.jit` reads it
+when a kernel is defined)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(autouse=True)
