@@ -38,3 +38,9 @@ def test_bench_cpu_runs(tmp_path, capsys):
     assert "| `vla` |" in capsys.readouterr().out
     rows = json.loads(path.read_text())["rows"]
     assert {r["op"] for r in rows} == {"delta_rule", "vla"}
+
+
+def test_bench_ops_needs_a_gpu(capsys, monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert bench_main(["ops"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err

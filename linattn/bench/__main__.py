@@ -1,4 +1,9 @@
-"""`python -m linattn.bench cpu [--T 2048] [--json FILE]`: benchmarks, printed as markdown tables."""
+"""`python -m linattn.bench cpu|ops [--json FILE]`: benchmarks, printed as markdown tables.
+
+- `cpu`: the chunk backend against the naive token loop on the CPU, forward and forward + backward.
+- `ops`: on a CUDA GPU, our backends beside SDPA (flash) and flash-linear-attention, bf16, B=1 H=16 K=V=128,
+  T = 2K…64K plus a B·T = 32K sweep, with roofline fractions against this GPU's measured ceilings.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +11,54 @@ import argparse
 import json
 import sys
 
-from linattn.bench import cpu
 from linattn.bench.environment import describe
 from linattn.io import write_atomic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m linattn.bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m linattn.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p_cpu = sub.add_parser("cpu", help="chunk vs naive backend on the CPU, forward and forward+backward")
     p_cpu.add_argument("--T", type=int, default=2048, help="sequence length (default 2048)")
     p_cpu.add_argument("--H", type=int, default=4, help="heads (default 4)")
     p_cpu.add_argument("--K", type=int, default=64, help="head dim, keys and values (default 64)")
     p_cpu.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement (default 2)")
-    p_cpu.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
+    p_ops = sub.add_parser("ops", help="GPU: ours vs SDPA vs fla, bf16, forward and forward+backward")
+    for p in (p_cpu, p_ops):
+        p.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
     args = parser.parse_args(argv)
 
-    env = describe("cpu")
-    print(f"# linattn CPU benchmark: B=1, H={args.H}, K=V={args.K}, T={args.T}, float32")
-    print("# " + ", ".join(f"{k}: {v}" for k, v in env.items()))
-    rows = cpu.run(T=args.T, H=args.H, K=args.K, V=args.K, min_run_time=args.min_run_time)
-    print(cpu.table(rows))
-    if args.json:
+    if args.command == "cpu":
+        from linattn.bench import cpu
+
+        env = describe("cpu")
         shape = {"B": 1, "H": args.H, "K": args.K, "V": args.K, "T": args.T, "dtype": "float32"}
-        write_atomic(args.json, json.dumps({"environment": env, "shape": shape, "rows": rows}, indent=2))
+        print(f"# linattn CPU benchmark: B=1, H={args.H}, K=V={args.K}, T={args.T}, float32")
+        print("# " + ", ".join(f"{k}: {v}" for k, v in env.items()))
+        rows = cpu.run(T=args.T, H=args.H, K=args.K, V=args.K, min_run_time=args.min_run_time)
+        print(cpu.table(rows))
+        extra = {"shape": shape}
+    else:
+        import torch
+
+        from linattn.bench import ops
+
+        if not torch.cuda.is_available():
+            print("python -m linattn.bench ops: error: needs a CUDA GPU (none is visible)", file=sys.stderr)
+            return 2
+        env = describe("cuda")
+        print("# linattn GPU op benchmark: bf16, H=16, K=V=128; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
+        limits, rows = ops.run()
+        print(
+            f"# ceilings measured now: copy {limits['bandwidth'] / 1e12:.2f} TB/s, "
+            f"bf16 matmul {limits['bf16_flops'] / 1e12:.0f} TFLOP/s"
+        )
+        print(ops.table(rows))
+        extra = {"ceilings": limits}
+    if args.json:
+        write_atomic(args.json, json.dumps({"environment": env, **extra, "rows": rows}, indent=2))
     return 0
 
 

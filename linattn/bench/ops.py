@@ -1,0 +1,203 @@
+"""GPU op benchmark: our backends beside SDPA (flash) and flash-linear-attention, measured in one run.
+
+Run on a CUDA machine: `python -m linattn.bench ops [--json FILE]`. For every shape and contender it times the
+forward and the forward + backward with `triton.testing.do_bench` (median), records the peak memory of the
+forward + backward, and converts times into fractions of the machine's own ceilings, measured at the start of
+the run: device-to-device copy bandwidth and the bf16 matrix rate of a large `torch.matmul`. The byte and FLOP
+counts are the minimal ones of each algorithm (each input read once, each output written once; the chunked
+delta rule's matmuls at chunk size 64), so the fractions are lower bounds on how close a kernel is to its floor.
+
+fla is a benchmark-only dependency: when it is missing (or refuses to run, like its gated backward on Hopper
+with Triton < 3.7.1) its rows say so instead of a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from linattn.ops import delta_rule
+
+C = 64  # chunk size the FLOP model assumes
+
+
+@dataclass(frozen=True)
+class Shape:
+    B: int
+    T: int
+    H: int = 16
+    K: int = 128
+
+    @property
+    def label(self) -> str:
+        return f"B={self.B} T={self.T // 1024}K"
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    build: Callable[[Shape, torch.dtype], tuple[Callable[[], torch.Tensor], list[torch.Tensor]]]  # fn, leaves
+    flops: Callable[[Shape], float]  # forward FLOPs
+    bytes: Callable[[Shape, int], float]  # forward bytes at an element size
+    backward: bool = True
+
+
+def _sdpa_flops(s: Shape) -> float:
+    return 2 * 2 * s.B * s.H * s.T * s.T * s.K / 2  # QKᵀ and PV, causal half
+
+
+def _delta_flops(s: Shape) -> float:
+    K = V = s.K
+    per_token = 2 * C * (3 * K + 2 * V) + 6 * K * V  # intra-chunk products, UT solve rhs, state in and out
+    return s.B * s.H * s.T * per_token
+
+
+def _io_bytes(n_inputs: int) -> Callable[[Shape, int], float]:
+    return lambda s, size: s.B * s.T * s.H * s.K * (n_inputs + 1) * size  # inputs read once, o written once
+
+
+def _randn(s: Shape, dtype, *, unit=False, grad=True):
+    x = torch.randn(s.B, s.T, s.H, s.K, device="cuda", dtype=torch.float32)
+    if unit:
+        x = F.normalize(x, dim=-1)
+    return x.to(dtype).requires_grad_(grad)
+
+
+def _gates(s: Shape):
+    beta = torch.rand(s.B, s.T, s.H, device="cuda").requires_grad_()
+    g = (-0.1 * torch.rand(s.B, s.T, s.H, device="cuda")).requires_grad_()
+    return beta, g
+
+
+def _sdpa(s, dtype):
+    q, k, v = (_randn(s, dtype) for _ in range(3))
+
+    def fn():
+        return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+
+    return fn, [q, k, v]
+
+
+def _ours(backend: str, two_key: bool):
+    def build(s, dtype):
+        q, v = _randn(s, dtype), _randn(s, dtype)
+        k = _randn(s, dtype, unit=True)
+        w = _randn(s, dtype, unit=True) if two_key else None
+        beta, g = _gates(s)
+        leaves = [q, k, v, beta, g] + ([w] if w is not None else [])
+        return (lambda: delta_rule(q, k, v, w=w, beta=beta, g=g, backend=backend)[0]), leaves
+
+    return build
+
+
+def _fla(kind: str):
+    def build(s, dtype):
+        q, k, v = _randn(s, dtype), _randn(s, dtype, unit=True), _randn(s, dtype)
+        beta, g = _gates(s)
+        if kind == "gdn":
+            from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+            return (lambda: chunk_gated_delta_rule(q, k, v, g, beta)[0]), [q, k, v, beta, g]
+        if kind == "deltanet":
+            from fla.ops.delta_rule import chunk_delta_rule
+
+            return (lambda: chunk_delta_rule(q, k, v, beta)[0]), [q, k, v, beta]
+        from fla.ops.generalized_delta_rule import chunk_dplr_delta_rule
+
+        # the two-key rule as a DPLR one: (I − β w kᵀ) S + (β w) vᵀ, i.e. a = −β w, b = k, key = β w
+        w = _randn(s, dtype, unit=True)
+        gk = torch.zeros(s.B, s.T, s.H, s.K, device="cuda", dtype=dtype)
+        bw = lambda: beta[..., None].to(dtype) * w  # noqa: E731
+        return (lambda: chunk_dplr_delta_rule(q, bw(), v, -bw(), k, gk)[0]), [q, k, v, w, beta]
+
+    return build
+
+
+CONTENDERS = [
+    Contender("sdpa (flash)", _sdpa, _sdpa_flops, _io_bytes(3)),
+    Contender("ours triton GDN", _ours("triton", False), _delta_flops, _io_bytes(3)),
+    Contender("ours triton two-key", _ours("triton", True), _delta_flops, _io_bytes(4)),
+    Contender("ours chunk GDN (PyTorch)", _ours("chunk", False), _delta_flops, _io_bytes(3)),
+    Contender("fla GDN", _fla("gdn"), _delta_flops, _io_bytes(3)),
+    Contender("fla DeltaNet", _fla("deltanet"), _delta_flops, _io_bytes(3)),
+    Contender("fla DPLR two-key", _fla("dplr"), _delta_flops, _io_bytes(4)),
+]
+
+
+def ceilings() -> dict[str, float]:
+    """This GPU's copy bandwidth (bytes/s, read + write) and bf16 matmul rate (FLOP/s), measured now."""
+    from triton.testing import do_bench
+
+    x = torch.randn(512 * 2**20 // 4, device="cuda")  # 512 MiB
+    y = torch.empty_like(x)
+    copy_ms = do_bench(lambda: y.copy_(x), return_mode="median")
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    mm_ms = do_bench(lambda: a @ a, return_mode="median")
+    return {"bandwidth": 2 * x.numel() * 4 / (copy_ms * 1e-3), "bf16_flops": 2 * 8192**3 / (mm_ms * 1e-3)}
+
+
+def measure(contender: Contender, shape: Shape, dtype: torch.dtype, limits: dict[str, float]) -> dict:
+    """Forward and forward+backward medians (ms), peak memory of forward+backward (GiB), roofline fractions."""
+    from triton.testing import do_bench
+
+    row = {"contender": contender.name, "shape": shape.label, "B": shape.B, "T": shape.T}
+    try:
+        fn, leaves = contender.build(shape, dtype)
+        fwd = do_bench(lambda: fn(), return_mode="median")
+        row["fwd_ms"] = fwd
+        row["fwd_bw_frac"] = contender.bytes(shape, dtype.itemsize) / (fwd * 1e-3) / limits["bandwidth"]
+        row["fwd_mma_frac"] = contender.flops(shape) / (fwd * 1e-3) / limits["bf16_flops"]
+        if contender.backward:
+            do = torch.randn_like(fn())
+
+            def fwd_bwd():
+                for x in leaves:
+                    x.grad = None
+                fn().backward(do)
+
+            torch.cuda.reset_peak_memory_stats()
+            fwd_bwd()
+            row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+            row["fwdbwd_ms"] = do_bench(fwd_bwd, return_mode="median")
+    except Exception as e:  # a contender that cannot run here says why, the others go on
+        row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+    finally:
+        torch.cuda.empty_cache()
+    return row
+
+
+def run(
+    lengths=(2048, 4096, 8192, 16384, 32768, 65536),
+    batch_sweep=((16, 2048), (4, 8192), (1, 32768)),
+    dtype=torch.bfloat16,
+) -> tuple[dict[str, float], list[dict]]:
+    if not torch.cuda.is_available():
+        raise RuntimeError("python -m linattn.bench ops needs a CUDA GPU")
+    limits = ceilings()
+    shapes = [Shape(1, T) for T in lengths] + [Shape(B, T) for B, T in batch_sweep if B != 1]
+    rows = [measure(c, s, dtype, limits) for s in shapes for c in CONTENDERS]
+    return limits, rows
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: one row per shape and contender, times and ratios to SDPA in the same run."""
+    sdpa = {r["shape"]: r for r in rows if r["contender"].startswith("sdpa")}
+    lines = [
+        "| shape | contender | fwd ms | fwd+bwd ms | fwd+bwd / SDPA | peak GiB | fwd %BW | fwd %MMA |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['shape']} | {r['contender']} | {r['error']} ||||||")
+            continue
+        ref = sdpa.get(r["shape"], {}).get("fwdbwd_ms")
+        ratio = f"{r['fwdbwd_ms'] / ref:.2f}×" if ref and "fwdbwd_ms" in r else "—"
+        lines.append(
+            f"| {r['shape']} | {r['contender']} | {r['fwd_ms']:.3f} | {r.get('fwdbwd_ms', float('nan')):.3f} | "
+            f"{ratio} | {r.get('peak_gib', float('nan')):.2f} | {100 * r['fwd_bw_frac']:.0f}% | "
+            f"{100 * r['fwd_mma_frac']:.0f}% |"
+        )
+    return "\n".join(lines)
