@@ -1,0 +1,109 @@
+"""Host launcher of the chunked forward of the two-key gated delta rule: four stages, launched in order.
+
+    S_t = exp(g_t) (I − β_t w_t k_tᵀ) S_{t-1} + β_t w_t v_tᵀ,      o_t = scale · S_tᵀ q_t
+
+1. `cumsum.py`  G = chunk-local cumsum of g                                       [B, T, H]
+2. `wy.py`      T = (I + strict_tril(diag(β)(K Wᵀ ⊙ D)))⁻¹, Ũ = T β V, K̃ = T β Γ K  per chunk, in parallel
+3. `state.py`   U_c = Ũ_c − K̃_c h_c, h_{c+1} = Γ_C h_c + (W ⊙ Γ_C/Γ)ᵀ U_c          sequential over chunks
+4. `output.py`  O = scale · (diag(Γ) Q h_c + tril(Q Wᵀ ⊙ D) U_c)                   per chunk, in parallel
+
+(the chunkwise form of `chunk.py`, DESIGN §2.2, with chunks of 64 tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_cumsum, chunk_layout
+from linattn.ops.delta_rule.triton.output import output_fwd
+from linattn.ops.delta_rule.triton.state import state_fwd
+from linattn.ops.delta_rule.triton.wy import wy_fwd
+
+INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+MAX_HEAD_DIM = 256
+
+
+@dataclass(frozen=True)
+class ForwardSaved:
+    """What the forward computed that the backward reuses (the inputs themselves are saved by the caller).
+
+    The backward recomputes the rest from these in one cheap pass: `Ũ = T β V` and `K̃ = T β Γ K` (two matmuls per
+    chunk), then the chunk-start states `h` and pseudo-values `U` by re-running stage 3, rather than keeping
+    `h` (`[B, NT, H, K, V]` float32, 4× the size of `q` at K = V = 128 in bfloat16) alive between the passes.
+    """
+
+    G: torch.Tensor | None  # [B, T, H] float32 chunk-local cumsum of g, None without g
+    T_inv: torch.Tensor  # [B, T, H, BT] float32: row t of its chunk's (I + A)⁻¹
+    layout: ChunkLayout  # the chunk grid (cu_seqlens, chunk indices and offsets)
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(f"delta_rule_fwd: {message}")
+
+
+def _check(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    w: torch.Tensor | None,
+    beta: torch.Tensor | None,
+    g: torch.Tensor | None,
+    initial_state: torch.Tensor | None,
+    cu_seqlens: torch.Tensor | None,
+) -> None:
+    """The launcher's own assumptions; shapes are the public API's job (`delta_rule` validates them)."""
+    tokens = {"q": q, "k": k, "v": v, "w": w}
+    for name, x in {**tokens, "beta": beta, "g": g, "initial_state": initial_state}.items():
+        if x is None:
+            continue
+        _require(x.is_contiguous(), f"{name} must be contiguous (call .contiguous() first)")
+        _require(x.is_floating_point(), f"{name} must be a floating-point tensor, got {x.dtype}")
+        _require(x.device == q.device, f"{name} is on {x.device}, expected {q.device} (as q)")
+    for name, x in tokens.items():
+        if x is not None:
+            _require(x.dtype in INPUT_DTYPES, f"{name} must be float32, bfloat16 or float16, got {x.dtype}")
+            _require(x.dtype == q.dtype, f"{name} has dtype {x.dtype}, expected {q.dtype} (as q)")
+    K, V = k.shape[-1], v.shape[-1]
+    _require(K <= MAX_HEAD_DIM and V <= MAX_HEAD_DIM, f"head dims up to {MAX_HEAD_DIM} only, got K={K}, V={V}")
+    if cu_seqlens is not None:
+        _require(not cu_seqlens.is_floating_point(), f"cu_seqlens must be an integer tensor, got {cu_seqlens.dtype}")
+
+
+def delta_rule_fwd(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    w: torch.Tensor | None,
+    beta: torch.Tensor | None,
+    g: torch.Tensor | None,
+    scale: float,
+    initial_state: torch.Tensor | None,
+    output_final_state: bool,
+    cu_seqlens: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None, ForwardSaved]:
+    """The chunked forward: `(o, final_state, saved)`.
+
+    Args (validated by `delta_rule`; here only contiguity, dtypes, device and head dims are asserted):
+        q, k: `[B, T, H, K]`; v: `[B, T, H, V]`; w: `[B, T, H, K]` or None (w = k); all one dtype among
+            float32, bfloat16, float16, contiguous, `K, V ≤ 256` (any size: blocks are padded inside the kernels).
+        beta: `[B, T, H]` or None (1).  g: log-decay `[B, T, H]` or None (0).  Any float dtype.
+        scale: output scale.
+        initial_state: `[N, H, K, V]` any float dtype, or None (zeros).
+        output_final_state: also return the final state.
+        cu_seqlens: `[N + 1]` integer offsets of packed sequences (`B == 1`), or None.
+    Returns:
+        `o: [B, T, H, V]` in v's dtype; the final state `[N, H, K, V]` float32 (None unless requested); and
+        `ForwardSaved` for the backward. States and accumulation are float32 throughout.
+    """
+    _check(q, k, v, w, beta, g, initial_state, cu_seqlens)
+    B, T = q.shape[:2]
+    w = k if w is None else w
+    layout = chunk_layout(B, T, cu_seqlens, q.device)
+    G = None if g is None else chunk_cumsum(g, layout)
+    T_inv, u_tilde, k_tilde = wy_fwd(k, v, w, beta, G, layout)
+    h, U, final_state = state_fwd(k_tilde, u_tilde, w, G, initial_state, output_final_state, layout)
+    o = output_fwd(q, w, G, h, U, scale, layout, v.dtype)
+    return o, final_state, ForwardSaved(G=G, T_inv=T_inv, layout=layout)

@@ -1,0 +1,172 @@
+"""Stage 3 of the chunked forward: the sequential hand-over of the state from chunk to chunk.
+
+For the chunks `c = 0, 1, …` of one sequence, from `h_0` = the initial state (or 0):
+
+    U_c     = Ũ_c − K̃_c h_c                                  pseudo-values   [BT, V]
+    h_{c+1} = Γ_C h_c + (W_c ⊙ Γ_C / Γ)ᵀ U_c                  state           [K, V]
+
+with `Γ_C / Γ_t = exp(G_last − G_t)` (`G_last` the chunk's last real token). Each chunk-start state `h_c` and
+every `U_c` is stored for stage 4; the last `h` is the final state. This is the only sequential part of the
+forward: the programs run in parallel over (sequence, head, value block), each owning a `[K, BV]` tile of the
+state in float32 registers (`BK = next_pow2(K) ≤ 256`, `BV ≤ 64`, `BK · BV ≤ 8192` floats) for its whole walk.
+`tl.dot` asks for `input_precision="ieee"` (true float32; see `wy.py`).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
+
+
+def state_ref(
+    k_tilde: torch.Tensor,
+    u_tilde: torch.Tensor,
+    w: torch.Tensor,
+    G: torch.Tensor | None,
+    initial_state: torch.Tensor | None,
+    layout: ChunkLayout,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`(h, U, final_state)` as `state_fwd` returns them (`[B, NT, H, K, V]`, `[B, T, H, V]`, `[N, H, K, V]`),
+    in float64."""
+    B, _, H, K = k_tilde.shape
+    V = u_tilde.shape[-1]
+    k_tilde, u_tilde, w = (x.double() for x in (k_tilde, u_tilde, w))
+    f64 = {"dtype": torch.float64, "device": k_tilde.device}
+    h = torch.zeros(B, layout.NT, H, K, V, **f64)
+    U = torch.zeros_like(u_tilde)
+    final = torch.zeros(layout.N, H, K, V, **f64)
+    for n, b, bos, eos, first in layout.sequences():
+        S = torch.zeros(H, K, V, **f64) if initial_state is None else initial_state[n].double()
+        for i, start in enumerate(range(bos, eos, layout.BT)):
+            c = slice(start, min(start + layout.BT, eos))
+            h[b, first + i] = S
+            U_c = u_tilde[b, c].transpose(0, 1) - k_tilde[b, c].transpose(0, 1) @ S  # [H, L, V]
+            U[b, c] = U_c.transpose(0, 1)
+            w_c = w[b, c].transpose(0, 1)  # [H, L, K]
+            if G is not None:
+                G_c = G[b, c].T.double()  # [H, L]
+                S = G_c[:, -1, None, None].exp() * S
+                w_c = w_c * (G_c[:, -1:] - G_c).exp()[..., None]
+            S = S + w_c.transpose(-1, -2) @ U_c  # [H, K, L] @ [H, L, V]
+        final[n] = S
+    return h, U, final
+
+
+@triton.jit(do_not_specialize=["T"])
+def state_fwd_kernel(
+    k_tilde,
+    u_tilde,
+    w,
+    G,
+    h,
+    U,
+    h0,
+    ht,
+    cu_seqlens,
+    chunk_offsets,
+    T,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_G: tl.constexpr,
+    USE_H0: tl.constexpr,
+    STORE_HT: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+):
+    """One program per (value block, sequence · head) walks the sequence's chunks in order."""
+    i_v, i_nh = tl.program_id(0), tl.program_id(1)
+    i_n, i_h = i_nh // H, i_nh % H
+    if IS_VARLEN:
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
+        NT = tl.cdiv(T, BT)
+        boh = tl.load(chunk_offsets + i_n).to(tl.int64)
+    else:
+        bos = i_n.to(tl.int64) * T
+        NT = tl.cdiv(T, BT)
+        boh = i_n.to(tl.int64) * NT
+
+    o_i = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    m_h = m_k[:, None] & m_v[None, :]
+    # offsets of this program's [BK, BV] tile inside one [K, V] state
+    o_h = o_k[:, None] * V + o_v[None, :]
+
+    # [BK, BV] state tile, float32
+    b_h = tl.zeros([BK, BV], dtype=tl.float32)
+    if USE_H0:
+        b_h += tl.load(h0 + i_nh.to(tl.int64) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
+
+    for i_t in range(0, NT):
+        tl.store(h + ((boh + i_t) * H + i_h) * K * V + o_h, b_h, mask=m_h)
+
+        # this head at the chunk's first token; a token step is H·(K | V | 1) elements
+        t0 = bos + i_t * BT
+        m_t = o_i < T - i_t * BT
+        m_tk = m_t[:, None] & m_k[None, :]
+        m_tv = m_t[:, None] & m_v[None, :]
+        o_tk = (t0 * H + i_h) * K + o_i[:, None] * (H * K) + o_k[None, :]
+        o_tv = (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :]
+        # [BT, BK], [BT, BV]
+        b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
+        b_ut = tl.load(u_tilde + o_tv, mask=m_tv, other=0)
+        # [BT, BV] − [BT, BK] @ [BK, BV] -> [BT, BV]
+        b_U = b_ut - tl.dot(b_kt, b_h, input_precision="ieee")
+        tl.store(U + o_tv, b_U, mask=m_tv)
+
+        # [BT, BK] write directions of the chunk
+        b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
+        if USE_G:
+            # [BT] and the scalar at the chunk's last real token
+            b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
+            b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - i_t * BT) - 1) * H + i_h)
+            b_h *= tl.exp(b_g_last)
+            b_w *= tl.exp(b_g_last - b_g)[:, None]
+        # [BK, BT] @ [BT, BV] -> [BK, BV]
+        b_h += tl.dot(tl.trans(b_w), b_U, input_precision="ieee")
+
+    if STORE_HT:
+        tl.store(ht + i_nh.to(tl.int64) * K * V + o_h, b_h, mask=m_h)
+
+
+def state_fwd(
+    k_tilde: torch.Tensor,
+    u_tilde: torch.Tensor,
+    w: torch.Tensor,
+    G: torch.Tensor | None,
+    initial_state: torch.Tensor | None,
+    output_final_state: bool,
+    layout: ChunkLayout,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """`K̃: [B, T, H, K]`, `Ũ: [B, T, H, V]` (float32, stage 2), `w: [B, T, H, K]`, `G: [B, T, H]` or None,
+    `initial_state: [N, H, K, V]` (any float dtype) or None.
+
+    Returns float32 chunk-start states `h: [B, NT, H, K, V]`, pseudo-values `U: [B, T, H, V]` and the final
+    state `[N, H, K, V]` (None unless `output_final_state`).
+    """
+    B, T, H, K = k_tilde.shape
+    V = u_tilde.shape[-1]
+    # the whole key dim in one tile (the state's rows cannot be split across loop steps), the value dim in blocks
+    # that keep the [BK, BV] state tile at ≤ 8192 floats; every dim ≥ 16 for tl.dot
+    BK = max(16, triton.next_power_of_2(K))
+    BV = min(64, 8192 // BK, max(16, triton.next_power_of_2(V)))
+    h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=k_tilde.device)
+    U = torch.empty_like(u_tilde)
+    ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=k_tilde.device) if output_final_state else None
+    grid = (triton.cdiv(V, BV), layout.N * H)
+    state_fwd_kernel[grid](
+        k_tilde, u_tilde, w, G, h, U, initial_state, ht, layout.cu_seqlens, layout.chunk_offsets, T,
+        H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
+        USE_G=G is not None, USE_H0=initial_state is not None, STORE_HT=ht is not None,
+        IS_VARLEN=layout.cu_seqlens is not None,
+    )  # fmt: skip
+    return h, U, ht
