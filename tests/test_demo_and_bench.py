@@ -44,3 +44,17 @@ def test_bench_ops_needs_a_gpu(capsys, monkeypatch):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     assert bench_main(["ops"]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_verify_checks_a_backend_against_float64():
+    """The GPU verification matrix's check, run here on the CPU with the chunk backend."""
+    import torch
+
+    from linattn.bench import verify
+
+    row = verify.check(verify.Case(65, 16, 8, torch.float32, two_key=True, H=1), "chunk", device="cpu")
+    assert row["ok"] and row["o"] < 1e-6 and row["dk"] < 1e-6
+    varlen = verify.check(verify.Case(0, 16, 16, torch.bfloat16, varlen=(1, 20, 9), H=1), "chunk", device="cpu")
+    assert varlen["ok"], varlen
+    assert "1 of 1 cases pass" in verify.table([row])
+    assert len(verify.matrix()) > 100

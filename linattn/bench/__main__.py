@@ -3,6 +3,7 @@
 - `cpu`: the chunk backend against the naive token loop on the CPU, forward and forward + backward.
 - `ops`: on a CUDA GPU, our backends beside SDPA (flash) and flash-linear-attention, bf16, B=1 H=16 K=V=128,
   T = 2K…64K plus a B·T = 32K sweep, with roofline fractions against this GPU's measured ceilings.
+- `verify`: on a CUDA GPU, a backend's correctness matrix against float64 (dtypes, lengths, head sizes, options).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     p_cpu.add_argument("--K", type=int, default=64, help="head dim, keys and values (default 64)")
     p_cpu.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement (default 2)")
     p_ops = sub.add_parser("ops", help="GPU: ours vs SDPA vs fla, bf16, forward and forward+backward")
-    for p in (p_cpu, p_ops):
+    p_verify = sub.add_parser("verify", help="GPU: a backend's errors against float64 over the full matrix")
+    p_verify.add_argument("--backend", default="triton", help="backend under test (default triton)")
+    for p in (p_cpu, p_ops, p_verify):
         p.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
     args = parser.parse_args(argv)
 
@@ -43,12 +46,23 @@ def main(argv: list[str] | None = None) -> int:
     else:
         import torch
 
-        from linattn.bench import ops
-
         if not torch.cuda.is_available():
-            print("python -m linattn.bench ops: error: needs a CUDA GPU (none is visible)", file=sys.stderr)
+            print(f"python -m linattn.bench {args.command}: error: needs a CUDA GPU (none is visible)", file=sys.stderr)
             return 2
         env = describe("cuda")
+    if args.command == "verify":
+        from linattn.bench import verify
+
+        print(
+            f"# linattn verify: backend {args.backend} against float64; "
+            + ", ".join(f"{k}: {v}" for k, v in env.items())
+        )
+        rows = verify.run(args.backend)
+        print(verify.table(rows))
+        extra = {"backend": args.backend}
+    elif args.command == "ops":
+        from linattn.bench import ops
+
         print("# linattn GPU op benchmark: bf16, H=16, K=V=128; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
         limits, rows = ops.run()
         print(
