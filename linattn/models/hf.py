@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -52,7 +53,7 @@ class LinAttnConfig(PretrainedConfig):
 class LinAttnForCausalLM(PreTrainedModel):
     config_class = LinAttnConfig
     base_model_prefix = "lm"
-    _tied_weights_keys = {"lm.head.weight": "lm.embed.weight"}
+    _tied_weights_keys: ClassVar[dict[str, str]] = {"lm.head.weight": "lm.embed.weight"}
 
     def __init__(self, config: LinAttnConfig):
         super().__init__(config)
