@@ -1,4 +1,5 @@
-"""Functional ops, `[B, T, H, K]` layout, `(o, final_state)` returns, `backend="auto" | "naive" | "chunk"`.
+"""Functional ops, `[B, T, H, K]` layout, `(o, final_state)` returns, `backend="auto" | "naive" | "chunk"`
+(and `"triton"` for `delta_rule`).
 
 See each op folder's README.md for its math.
 """

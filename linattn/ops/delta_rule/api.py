@@ -9,7 +9,9 @@ from linattn.ops.delta_rule.chunk import chunk_delta_rule
 from linattn.ops.delta_rule.naive import naive_delta_rule
 from linattn.ops.varlen import per_sequence
 
-BACKENDS = {"naive": naive_delta_rule, "chunk": chunk_delta_rule}
+# backends that run one sequence at a time (`per_sequence` splits packed batches for them)
+PER_SEQUENCE = {"naive": naive_delta_rule, "chunk": chunk_delta_rule}
+BACKENDS = (*PER_SEQUENCE, "triton")
 
 
 def delta_rule(
@@ -41,7 +43,9 @@ def delta_rule(
         initial_state: `[N, H, K, V]` (`N = B`, or the number of packed sequences), any float dtype.
         output_final_state: also return the final state `[N, H, K, V]` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
-        backend: `"auto"`, `"naive"` or `"chunk"`.
+        backend: `"auto"` (`"triton"` on CUDA unless the inputs are float64, else `"chunk"`), `"naive"`, `"chunk"`
+            or `"triton"` (float32 / bfloat16 / float16 inputs; on CPU it needs `TRITON_INTERPRET=1` set before
+            the first call).
     Returns:
         `(o, final_state)`, `o: [B, T, H, V]` in v's dtype; `final_state` is None unless requested.
 
@@ -59,8 +63,16 @@ def delta_rule(
     if g is not None:
         check_gate("g", g, dims, log_decay=True)
     check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
-    fn = BACKENDS[check_backend(backend, q.device, tuple(BACKENDS))]
+    name = check_backend(backend, q.device, BACKENDS)
+    if name == "triton" and backend == "auto" and q.dtype == torch.float64:
+        name = "chunk"  # the kernels compute in float32; float64 stays float64 on the chunk backend
     scale = dims.K**-0.5 if scale is None else scale
+    if name == "triton":
+        # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
+        from linattn.ops.delta_rule.triton.function import delta_rule_triton
+
+        return delta_rule_triton(q, k, v, w, beta, g, scale, initial_state, output_final_state, cu_seqlens)
+    fn = PER_SEQUENCE[name]
     o, S = per_sequence(
         lambda q, k, v, w, beta, g, s: fn(q, k, v, w, beta, g, s, scale=scale),
         cu_seqlens,

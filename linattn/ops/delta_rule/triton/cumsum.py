@@ -3,6 +3,9 @@
 `G_t = Σ_{s ≤ t, s in t's chunk} g_s` (float32), restarted at every chunk, so that inside a chunk `Γ_t = exp(G_t)`
 and `D_ts = exp(G_t − G_s)`. Chunks are `BT = 64` tokens long and never straddle a packed sequence: sequence `n`
 of a packed batch owns chunks `chunk_offsets[n] … chunk_offsets[n+1] − 1`, its last chunk possibly short.
+
+The backward's last stage is the transpose of this one: `dg_s = Σ_{t ≥ s, t in s's chunk} dG_t`, the reverse
+chunk-local cumsum (`reverse=True`).
 """
 
 from __future__ import annotations
@@ -80,13 +83,13 @@ def chunk_layout(B: int, T: int, cu_seqlens: torch.Tensor | None, device: torch.
     )
 
 
-def chunk_cumsum_ref(g: torch.Tensor, layout: ChunkLayout) -> torch.Tensor:
-    """`[B, T, H]` -> chunk-local inclusive cumsum `[B, T, H]`, in float64."""
+def chunk_cumsum_ref(g: torch.Tensor, layout: ChunkLayout, reverse: bool = False) -> torch.Tensor:
+    """`[B, T, H]` -> chunk-local inclusive cumsum `[B, T, H]` (from the chunk's end if `reverse`), in float64."""
     G = torch.zeros_like(g, dtype=torch.float64)
     for _, b, bos, eos, _ in layout.sequences():
         for start in range(bos, eos, layout.BT):
-            end = min(start + layout.BT, eos)
-            G[b, start:end] = g[b, start:end].double().cumsum(0)
+            x = g[b, start : min(start + layout.BT, eos)].double()
+            G[b, start : start + len(x)] = x.flip(0).cumsum(0).flip(0) if reverse else x.cumsum(0)
     return G
 
 
@@ -100,6 +103,7 @@ def chunk_cumsum_kernel(
     H: tl.constexpr,
     BT: tl.constexpr,
     BH: tl.constexpr,
+    REVERSE: tl.constexpr,
     IS_VARLEN: tl.constexpr,
 ):
     """One program per (chunk, batch row) sums all heads at once: a `[BT, BH]` tile, scanned along time."""
@@ -120,16 +124,18 @@ def chunk_cumsum_kernel(
     o_g = (bos + i_t * BT) * H + o_t[:, None] * H + o_h[None, :]
     # [BT, BH]
     b_g = tl.load(g + o_g, mask=m_g, other=0).to(tl.float32)
-    tl.store(G + o_g, tl.cumsum(b_g, axis=0), mask=m_g)
+    # the padding rows are zeros, so a reverse scan over the whole tile starts right at the last real token
+    tl.store(G + o_g, tl.cumsum(b_g, axis=0, reverse=REVERSE), mask=m_g)
 
 
-def chunk_cumsum(g: torch.Tensor, layout: ChunkLayout) -> torch.Tensor:
-    """`g: [B, T, H]` (any float dtype, contiguous) -> `G: [B, T, H]` float32, the chunk-local inclusive cumsum."""
+def chunk_cumsum(g: torch.Tensor, layout: ChunkLayout, reverse: bool = False) -> torch.Tensor:
+    """`g: [B, T, H]` (any float dtype, contiguous) -> `G: [B, T, H]` float32, the chunk-local inclusive cumsum
+    (summed from the chunk's end if `reverse`: the transpose of the forward cumsum, which the backward needs)."""
     B, T, H = g.shape
     G = torch.empty(B, T, H, dtype=torch.float32, device=g.device)
     grid = (layout.NT, B)
     chunk_cumsum_kernel[grid](
         g, G, layout.cu_seqlens, layout.chunk_indices, T,
-        H=H, BT=layout.BT, BH=triton.next_power_of_2(H), IS_VARLEN=layout.cu_seqlens is not None,
+        H=H, BT=layout.BT, BH=triton.next_power_of_2(H), REVERSE=reverse, IS_VARLEN=layout.cu_seqlens is not None,
     )  # fmt: skip
     return G

@@ -1,0 +1,78 @@
+"""The chunked Triton delta rule as an autograd function: `delta_rule_fwd` forward, `delta_rule_bwd` backward.
+
+`delta_rule(..., backend="triton")` calls `delta_rule_triton`, which handles packed sequences (`cu_seqlens`) in
+one launch per stage rather than one call per sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from linattn.ops.delta_rule.triton.backward import delta_rule_bwd
+from linattn.ops.delta_rule.triton.forward import INPUT_DTYPES, ForwardSaved, delta_rule_fwd
+
+
+@dataclass(frozen=True)
+class Options:
+    """The non-tensor arguments of one call (and `cu_seqlens`, which gets no gradient)."""
+
+    scale: float
+    output_final_state: bool
+    cu_seqlens: torch.Tensor | None  # integer [N + 1], or None
+
+
+class DeltaRuleTriton(torch.autograd.Function):
+    """`(q, k, v, w, beta, g, initial_state, options) -> (o, final_state)`; `w, beta, g, initial_state` may be None,
+    and `final_state` is None unless `options.output_final_state`."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, w, beta, g, initial_state, options: Options):
+        o, final_state, saved = delta_rule_fwd(
+            q, k, v, w, beta, g, options.scale, initial_state, options.output_final_state, options.cu_seqlens
+        )
+        ctx.save_for_backward(q, k, v, w, beta, g, initial_state, saved.G, saved.T_inv)
+        ctx.layout, ctx.scale = saved.layout, options.scale
+        # an unused output's gradient arrives as None instead of a tensor of zeros
+        ctx.set_materialize_grads(False)
+        return o, final_state
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        q, k, v, w, beta, g, initial_state, G, T_inv = ctx.saved_tensors
+        do = torch.zeros_like(v) if do is None else do.contiguous()
+        dht = None if dht is None else dht.contiguous()
+        saved = ForwardSaved(G=G, T_inv=T_inv, layout=ctx.layout)
+        grads = delta_rule_bwd(q, k, v, w, beta, g, ctx.scale, initial_state, saved, do, dht)
+        return (*grads, None)
+
+
+def delta_rule_triton(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    w: torch.Tensor | None,
+    beta: torch.Tensor | None,
+    g: torch.Tensor | None,
+    scale: float,
+    initial_state: torch.Tensor | None,
+    output_final_state: bool,
+    cu_seqlens: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`delta_rule`'s triton backend on validated inputs (shapes as `delta_rule` documents): `(o, final_state)`,
+    `o` in v's dtype, `final_state` float32 (None unless requested); differentiable in every tensor input.
+
+    The kernels compute in float32 and take float32, bfloat16 or float16 `q, k, v, w`; float64 is refused with a
+    TypeError rather than silently computed in float32 (the `chunk` and `naive` backends keep float64).
+    """
+    if q.dtype not in INPUT_DTYPES:
+        raise TypeError(
+            f"delta_rule(backend='triton'): q, k, v, w must be float32, bfloat16 or float16, got {q.dtype} "
+            "(the kernels compute in float32; use backend='chunk' or 'naive' for float64)"
+        )
+    q, k, v, w, beta, g, initial_state = (
+        None if x is None else x.contiguous() for x in (q, k, v, w, beta, g, initial_state)
+    )
+    options = Options(scale=scale, output_final_state=output_final_state, cu_seqlens=cu_seqlens)
+    return DeltaRuleTriton.apply(q, k, v, w, beta, g, initial_state, options)

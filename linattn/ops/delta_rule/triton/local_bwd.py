@@ -1,0 +1,305 @@
+"""Stage B3 of the chunked backward: every input's gradient, chunk by chunk in parallel.
+
+With the chunk's start state `h` and the gradient `dh⁺` of its end state fixed (stage B2 stored both), a chunk is a
+function of its own tokens only:
+
+    A = strict_tril(diag(β)(K Wᵀ ⊙ D)),  T = (I + A)⁻¹,  U = T β V − T β Γ K h
+    O  = scale · (diag(Γ) Q h + tril(Q Wᵀ ⊙ D) U)
+    h⁺ = Γ_C h + (W ⊙ Γ_C/Γ)ᵀ U
+
+so the gradients of `⟨dO, O⟩ + ⟨dh⁺, h⁺⟩` with respect to its `q, k, v, w, β, G` are the total ones. With
+`dṼ = Tᵀ dU` from stage B2 and `P = scale · tril(dO Uᵀ) ⊙ D`:
+
+    dQ  = scale · diag(Γ) dO hᵀ + P W
+    dV  = diag(β) dṼ
+    dK̂  = −dṼ hᵀ                                  (= Tᵀ dK̃, the gradient reaching β Γ K)
+    dA  = −strict_tril(dṼ Uᵀ)                     (= −Tᵀ dT Tᵀ, since dT = dŨ Vᵀβ + dK̃ Kᵀ Γβ and U = Ũ − K̃ h)
+    R   = dA ⊙ D
+    dK  = diag(β Γ) dK̂ + diag(β) R W
+    dW  = Pᵀ Q + (Γ_C/Γ) ⊙ (U dh⁺ᵀ) + Rᵀ diag(β) K
+    dβ  = rowsum(V ⊙ dṼ) + Γ ⊙ rowsum(K ⊙ dK̂) + rowsum(R ⊙ K Wᵀ)
+    dG  = scale · Γ ⊙ rowsum(Q ⊙ dO hᵀ) + β Γ ⊙ rowsum(K ⊙ dK̂) − x
+          + rowsum(M) − colsum(M),  M = P ⊙ Q Wᵀ + diag(β) R ⊙ K Wᵀ
+          + e_last · (Σ x + Γ_C Σ h ⊙ dh⁺),   x = rowsum((W ⊙ Γ_C/Γ) ⊙ U dh⁺ᵀ)
+
+(`e_last` the chunk's last real token; `D_ts = exp(G_t − G_s)` gives `+` to row `t` and `−` to column `s`).
+`dG` is the gradient of the chunk-local cumsum `G`; the reverse cumsum in `cumsum.py` turns it into `dg`. With
+`w = k` the kernel adds `dW` into `dK`.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from linattn.ops.chunking import causal, decay_matrix
+from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
+
+
+def _chunk(q, k, v, w, beta, G, h, scale):
+    """One chunk of the forward, all heads at once (`[H, L, ·]` tokens, `h: [H, K, V]`): `(O, h⁺)`."""
+    L = q.shape[1]
+    D = None if G is None else decay_matrix(G)
+    eye = torch.eye(L, dtype=q.dtype, device=q.device).expand(q.shape[0], L, L)
+    A = causal(beta * (k @ w.transpose(-1, -2)), D, strict=True)
+    T = torch.linalg.solve_triangular(eye + A, eye, upper=False, unitriangular=True)
+    gamma = 1.0 if G is None else G.exp()[..., None]
+    U = T @ (beta * v) - T @ (beta * gamma * k) @ h
+    O = scale * ((gamma * q) @ h + causal(q @ w.transpose(-1, -2), D) @ U)
+    if G is None:
+        return O, h + w.transpose(-1, -2) @ U
+    w_end = w * (G[:, -1:] - G).exp()[..., None]
+    return O, G[:, -1, None, None].exp() * h + w_end.transpose(-1, -2) @ U
+
+
+def local_bwd_ref(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    w: torch.Tensor | None,
+    beta: torch.Tensor | None,
+    G: torch.Tensor | None,
+    h: torch.Tensor,
+    dh: torch.Tensor,
+    do: torch.Tensor,
+    scale: float,
+    layout: ChunkLayout,
+) -> tuple[torch.Tensor, ...]:
+    """`(dq, dk, dv, dw, dβ, dG)` as `local_bwd` returns them, in float64, by autograd of each chunk's forward with
+    its start state `h[c]` fixed and the cotangents `dO`, `dh[c]`; `dw`, `dβ`, `dG` are None when `w`, `β`, `G` are."""
+    H = q.shape[2]
+    x = {"q": q, "k": k, "v": v, "w": w, "beta": beta, "G": G}
+    x = {n: t.double() for n, t in x.items() if t is not None}
+    grads = {n: torch.zeros_like(t) for n, t in x.items()}
+    for _, b, bos, eos, first in layout.sequences():
+        for i, start in enumerate(range(bos, eos, layout.BT)):
+            c = slice(start, min(start + layout.BT, eos))
+            leaves = {n: t[b, c].transpose(0, 1).detach().requires_grad_() for n, t in x.items()}  # [H, L, ·]
+            ones = torch.ones(H, c.stop - c.start, dtype=torch.float64, device=q.device)
+            O, h_end = _chunk(
+                leaves["q"], leaves["k"], leaves["v"], leaves.get("w", leaves["k"]),
+                leaves.get("beta", ones)[..., None], leaves.get("G"), h[b, first + i].double(), scale,
+            )  # fmt: skip
+            loss = (O * do[b, c].transpose(0, 1).double()).sum() + (h_end * dh[b, first + i].double()).sum()
+            for n, d in zip(leaves, torch.autograd.grad(loss, list(leaves.values()))):
+                grads[n][b, c] = d.transpose(0, 1)
+    return tuple(grads.get(n) for n in ("q", "k", "v", "w", "beta", "G"))
+
+
+@triton.jit(do_not_specialize=["T"])
+def local_bwd_kernel(
+    q,
+    k,
+    v,
+    w,
+    beta,
+    G,
+    h,
+    dh,
+    U,
+    dv_tilde,
+    do,
+    dq,
+    dk,
+    dv,
+    dw,
+    dbeta,
+    dG,
+    cu_seqlens,
+    chunk_indices,
+    scale,
+    T,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_BETA: tl.constexpr,
+    USE_G: tl.constexpr,
+    W_IS_K: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+):
+    """One program per (chunk, batch row · head): a pass over value blocks for the `[BT, BT]` score gradients, then
+    a pass over key blocks (each with an inner pass over value blocks for the products with `h` and `dh⁺`)."""
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    if IS_VARLEN:
+        # packed: the program's chunk index is already its row in h and dh
+        i_tg = i_t.to(tl.int64)
+        i_n = tl.load(chunk_indices + i_t * 2)
+        i_t = tl.load(chunk_indices + i_t * 2 + 1)
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
+    else:
+        i_tg = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
+        bos = i_b.to(tl.int64) * T
+
+    # this head at the chunk's first token; a token step is H·(K | V | 1) elements
+    t0 = bos + i_t * BT
+    o_tk0 = (t0 * H + i_h) * K
+    o_tv0 = (t0 * H + i_h) * V
+    h += (i_tg * H + i_h) * K * V
+    dh += (i_tg * H + i_h) * K * V
+    o_i = tl.arange(0, BT)
+    m_t = o_i < T - i_t * BT
+    last = tl.minimum(BT, T - i_t * BT) - 1
+
+    # [BT] β (1 on real rows without β, 0 on padding either way)
+    if USE_BETA:
+        b_beta = tl.load(beta + t0 * H + i_h + o_i * H, mask=m_t, other=0).to(tl.float32)
+    else:
+        b_beta = m_t.to(tl.float32)
+    # [BT, BT] decay D_ts on s ≤ t of real rows (masked before exp: a padding row's exp(0 − G_s) could overflow)
+    m_O = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
+    m_A = (o_i[:, None] > o_i[None, :]) & m_t[:, None]
+    if USE_G:
+        # [BT] cumulative log-decay (0 on padding) and its value at the chunk's last real token
+        b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
+        b_g_last = tl.load(G + (t0 + last) * H + i_h)
+        b_gamma = tl.exp(b_g)
+        b_to_end = tl.exp(b_g_last - b_g)
+        b_D = tl.exp(tl.where(m_O, b_g[:, None] - b_g[None, :], float("-inf")))
+    else:
+        b_gamma = m_t.to(tl.float32)
+        b_D = m_O.to(tl.float32)
+
+    # pass 1, over value blocks: dV, the V-part of dβ, dṼ Uᵀ and dO Uᵀ
+    b_dA = tl.zeros([BT, BT], dtype=tl.float32)
+    b_dS = tl.zeros([BT, BT], dtype=tl.float32)
+    b_dbeta = tl.zeros([BT], dtype=tl.float32)
+    for i_v in range(tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_tv = m_t[:, None] & (o_v < V)[None, :]
+        o_tv = o_tv0 + o_i[:, None] * (H * V) + o_v[None, :]
+        # [BT, BV] each
+        b_U = tl.load(U + o_tv, mask=m_tv, other=0)
+        b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0)
+        b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
+        b_v = tl.load(v + o_tv, mask=m_tv, other=0).to(tl.float32)
+        tl.store(dv + o_tv, (b_dvt * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
+        b_dbeta += tl.sum(b_v * b_dvt, axis=1)
+        # [BT, BV] @ [BV, BT] -> [BT, BT], twice
+        b_dA += tl.dot(b_dvt, tl.trans(b_U), input_precision="ieee")
+        b_dS += tl.dot(b_do, tl.trans(b_U), input_precision="ieee")
+    # R = dA ⊙ D with dA = −strict_tril(dṼ Uᵀ);  P = scale · tril(dO Uᵀ) ⊙ D
+    b_R = tl.where(m_A, -b_dA * b_D, 0.0)
+    b_P = tl.where(m_O, b_dS * b_D, 0.0) * scale
+
+    # pass 2, over key blocks: dQ, dK, dW; Q Wᵀ and K Wᵀ accumulate for the score terms of dβ and dG
+    b_QW = tl.zeros([BT, BT], dtype=tl.float32)
+    b_KW = tl.zeros([BT, BT], dtype=tl.float32)
+    b_dg = tl.zeros([BT], dtype=tl.float32)
+    b_x = tl.zeros([BT], dtype=tl.float32)
+    b_hdh = tl.zeros([BK, BV], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = o_k < K
+        m_tk = m_t[:, None] & m_k[None, :]
+        o_tk = o_tk0 + o_i[:, None] * (H * K) + o_k[None, :]
+        # dṼ hᵀ, dO hᵀ and U dh⁺ᵀ for this key block, over value blocks
+        b_dvh = tl.zeros([BT, BK], dtype=tl.float32)
+        b_doh = tl.zeros([BT, BK], dtype=tl.float32)
+        b_udh = tl.zeros([BT, BK], dtype=tl.float32)
+        for i_v in range(tl.cdiv(V, BV)):
+            o_v = i_v * BV + tl.arange(0, BV)
+            m_v = o_v < V
+            m_tv = m_t[:, None] & m_v[None, :]
+            m_h = m_k[:, None] & m_v[None, :]
+            o_tv = o_tv0 + o_i[:, None] * (H * V) + o_v[None, :]
+            # [BK, BV], [BK, BV]
+            b_h = tl.load(h + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0)
+            b_dh = tl.load(dh + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0)
+            # [BT, BV] each
+            b_U = tl.load(U + o_tv, mask=m_tv, other=0)
+            b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0)
+            b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
+            # [BT, BV] @ [BV, BK] -> [BT, BK], three times
+            b_dvh += tl.dot(b_dvt, tl.trans(b_h), input_precision="ieee")
+            b_doh += tl.dot(b_do, tl.trans(b_h), input_precision="ieee")
+            b_udh += tl.dot(b_U, tl.trans(b_dh), input_precision="ieee")
+            if USE_G:
+                b_hdh += b_h * b_dh
+        # [BT, BK] each
+        b_q = tl.load(q + o_tk, mask=m_tk, other=0).to(tl.float32)
+        b_k = tl.load(k + o_tk, mask=m_tk, other=0).to(tl.float32)
+        b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
+        # [BT, BK] @ [BK, BT] -> [BT, BT], twice
+        b_QW += tl.dot(b_q, tl.trans(b_w), input_precision="ieee")
+        b_KW += tl.dot(b_k, tl.trans(b_w), input_precision="ieee")
+        if USE_G:
+            b_udh *= b_to_end[:, None]
+        b_doh *= (scale * b_gamma)[:, None]
+        # dK̂ ⊙ K summed over the key block, i.e. −rowsum(K ⊙ dṼ hᵀ)
+        b_kdk = -tl.sum(b_k * b_dvh, axis=1)
+        b_dbeta += b_gamma * b_kdk
+        if USE_G:
+            b_dg += tl.sum(b_q * b_doh, axis=1) + b_beta * b_gamma * b_kdk
+            b_x += tl.sum(b_w * b_udh, axis=1)
+
+        # [BT, BT] @ [BT, BK] -> [BT, BK]
+        b_dq = b_doh + tl.dot(b_P, b_w, input_precision="ieee")
+        # [BT, BT] @ [BT, BK] -> [BT, BK]
+        b_dk = b_beta[:, None] * tl.dot(b_R, b_w, input_precision="ieee") - (b_beta * b_gamma)[:, None] * b_dvh
+        # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK], twice
+        b_dw = tl.dot(tl.trans(b_P), b_q, input_precision="ieee") + b_udh
+        b_dw += tl.dot(tl.trans(b_R), b_k * b_beta[:, None], input_precision="ieee")
+        tl.store(dq + o_tk, b_dq.to(dq.dtype.element_ty), mask=m_tk)
+        if W_IS_K:
+            tl.store(dk + o_tk, (b_dk + b_dw).to(dk.dtype.element_ty), mask=m_tk)
+        else:
+            tl.store(dk + o_tk, b_dk.to(dk.dtype.element_ty), mask=m_tk)
+            tl.store(dw + o_tk, b_dw.to(dw.dtype.element_ty), mask=m_tk)
+
+    # the score terms: R ⊙ K Wᵀ for dβ; M = P ⊙ Q Wᵀ + diag(β) R ⊙ K Wᵀ, + to its rows and − to its columns, for dG
+    b_RKW = b_R * b_KW
+    b_dbeta += tl.sum(b_RKW, axis=1)
+    if USE_BETA:
+        tl.store(dbeta + t0 * H + i_h + o_i * H, b_dbeta, mask=m_t)
+    if USE_G:
+        b_M = b_P * b_QW + b_beta[:, None] * b_RKW
+        b_dg += tl.sum(b_M, axis=1) - tl.sum(b_M, axis=0) - b_x
+        # the chunk's last decay Γ_C scales h (into h⁺) and every column of W̃
+        b_dg_last = tl.sum(b_x) + tl.exp(b_g_last) * tl.sum(b_hdh)
+        b_dg += tl.where(o_i == last, b_dg_last, 0.0)
+        tl.store(dG + t0 * H + i_h + o_i * H, b_dg, mask=m_t)
+
+
+def local_bwd(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    w: torch.Tensor | None,
+    beta: torch.Tensor | None,
+    G: torch.Tensor | None,
+    h: torch.Tensor,
+    dh: torch.Tensor,
+    U: torch.Tensor,
+    dv_tilde: torch.Tensor,
+    do: torch.Tensor,
+    scale: float,
+    layout: ChunkLayout,
+) -> tuple[torch.Tensor | None, ...]:
+    """`q, k, w: [B, T, H, K]` (w None: w = k), `v, do: [B, T, H, V]`, `beta, G: [B, T, H]` or None, and float32
+    `h, dh: [B, NT, H, K, V]` (chunk start states, gradients of the chunk end states), `U, dṼ: [B, T, H, V]`.
+
+    Returns `(dq, dk, dv, dw, dβ, dG)`: `dq, dk, dv, dw` in their inputs' dtypes (`dk` includes `dw` and `dw` is None
+    when `w` is None), float32 `dβ: [B, T, H]` and `dG: [B, T, H]` (None without β, G).
+    """
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    BK = min(64, max(16, triton.next_power_of_2(K)))
+    BV = min(64, max(16, triton.next_power_of_2(V)))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dw = None if w is None else torch.empty_like(w)
+    dbeta = None if beta is None else torch.empty(B, T, H, dtype=torch.float32, device=q.device)
+    dG = None if G is None else torch.empty(B, T, H, dtype=torch.float32, device=q.device)
+    grid = (layout.NT, B * H)
+    local_bwd_kernel[grid](
+        q, k, v, k if w is None else w, beta, G, h, dh, U, dv_tilde, do, dq, dk, dv, dw, dbeta, dG,
+        layout.cu_seqlens, layout.chunk_indices, scale, T,
+        H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
+        USE_BETA=beta is not None, USE_G=G is not None, W_IS_K=w is None, IS_VARLEN=layout.cu_seqlens is not None,
+    )  # fmt: skip
+    return dq, dk, dv, dw, dbeta, dG

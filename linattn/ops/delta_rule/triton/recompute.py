@@ -1,0 +1,119 @@
+"""Stage 0 of the chunked backward: the right-hand sides of the WY stage again, from the inverse the forward saved.
+
+Per chunk, with `T = (I + A)⁻¹` as `wy.py` stored it, `Γ = exp(G)`:
+
+    Ũ = T diag(β) V        [BT, V]
+    K̃ = T diag(β Γ) K      [BT, K]
+
+which is the tail of `wy_fwd_kernel` without building `T` (two `[BT, BT]` products per chunk against the
+`2 log2 BT` of the inversion). The backward feeds them to `state_fwd` to rebuild the chunk-start states `h` and
+the pseudo-values `U`, and to `state_bwd` (`K̃ᵀ dU`). Its reference is `wy_ref` (the same `Ũ`, `K̃`).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
+
+
+@triton.jit(do_not_specialize=["T"])
+def wy_apply_kernel(
+    k,
+    v,
+    beta,
+    G,
+    T_inv,
+    u_tilde,
+    k_tilde,
+    cu_seqlens,
+    chunk_indices,
+    T,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_BETA: tl.constexpr,
+    USE_G: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+):
+    """One program per (chunk, batch row · head): loads the chunk's `T` once and applies it to both sides."""
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    if IS_VARLEN:
+        i_n = tl.load(chunk_indices + i_t * 2)
+        i_t = tl.load(chunk_indices + i_t * 2 + 1)
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
+    else:
+        bos = i_b.to(tl.int64) * T
+
+    # this head at the chunk's first token; a token step is H·(K | V | BT | 1) elements
+    t0 = bos + i_t * BT
+    k += (t0 * H + i_h) * K
+    k_tilde += (t0 * H + i_h) * K
+    v += (t0 * H + i_h) * V
+    u_tilde += (t0 * H + i_h) * V
+    T_inv += (t0 * H + i_h) * BT
+    o_i = tl.arange(0, BT)
+    m_t = o_i < T - i_t * BT
+
+    # [BT] β of the chunk, 0 on padding
+    if USE_BETA:
+        b_beta = tl.load(beta + t0 * H + i_h + o_i * H, mask=m_t, other=0).to(tl.float32)
+    else:
+        b_beta = m_t.to(tl.float32)
+    # [BT, BT] rows of the inverse (a real row is 0 past the chunk's end: T is lower triangular)
+    b_T = tl.load(T_inv + o_i[:, None] * (H * BT) + o_i[None, :], mask=m_t[:, None], other=0)
+
+    for i_v in range(tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_v = m_t[:, None] & (o_v < V)[None, :]
+        # [BT, BV]
+        b_v = tl.load(v + o_i[:, None] * (H * V) + o_v[None, :], mask=m_v, other=0).to(tl.float32)
+        # [BT, BT] @ [BT, BV] -> [BT, BV]
+        b_u = tl.dot(b_T, b_v * b_beta[:, None], input_precision="ieee")
+        tl.store(u_tilde + o_i[:, None] * (H * V) + o_v[None, :], b_u, mask=m_v)
+
+    if USE_G:
+        # [BT] β Γ, with G = 0 on padding (where β = 0)
+        b_scale = b_beta * tl.exp(tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0))
+    else:
+        b_scale = b_beta
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = m_t[:, None] & (o_k < K)[None, :]
+        # [BT, BK]
+        b_k = tl.load(k + o_i[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0).to(tl.float32)
+        # [BT, BT] @ [BT, BK] -> [BT, BK]
+        b_kt = tl.dot(b_T, b_k * b_scale[:, None], input_precision="ieee")
+        tl.store(k_tilde + o_i[:, None] * (H * K) + o_k[None, :], b_kt, mask=m_k)
+
+
+def wy_apply(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor | None,
+    G: torch.Tensor | None,
+    T_inv: torch.Tensor,
+    layout: ChunkLayout,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`k: [B, T, H, K]`, `v: [B, T, H, V]`, `beta: [B, T, H]` or None, `G: [B, T, H]` float32 or None and the
+    forward's `T: [B, T, H, BT]`. Returns float32 `Ũ: [B, T, H, V]` and `K̃: [B, T, H, K]`, as `wy_fwd` does."""
+    B, T, H, K = k.shape
+    V = v.shape[-1]
+    BK = min(64, max(16, triton.next_power_of_2(K)))
+    BV = min(64, max(16, triton.next_power_of_2(V)))
+    u_tilde = torch.empty(B, T, H, V, dtype=torch.float32, device=k.device)
+    k_tilde = torch.empty(B, T, H, K, dtype=torch.float32, device=k.device)
+    grid = (layout.NT, B * H)
+    wy_apply_kernel[grid](
+        k, v, beta, G, T_inv, u_tilde, k_tilde, layout.cu_seqlens, layout.chunk_indices, T,
+        H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
+        USE_BETA=beta is not None, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
+    )  # fmt: skip
+    return u_tilde, k_tilde

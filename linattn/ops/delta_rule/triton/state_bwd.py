@@ -1,0 +1,274 @@
+"""Stage B2 of the chunked backward: the gradient of the state hand-over, sequential over chunks in reverse.
+
+Forward, per chunk `c` with start state `h_c` (`W̃ = W ⊙ Γ_C/Γ`, `Γ_C` the decay at the chunk's last real token):
+
+    U_c = Ũ_c − K̃_c h_c,    h_{c+1} = Γ_C h_c + W̃ᵀ U_c,    O_c = scale · (diag(Γ) Q h_c + tril(Q Wᵀ ⊙ D) U_c)
+
+Backward, from `dh_{C_last+1}` = the final state's gradient (or 0) down to `dh_0`:
+
+    dU_c = scale · tril(Q Wᵀ ⊙ D)ᵀ dO_c + W̃ dh_{c+1}                (local part in parallel, first kernel)
+    dṼ_c = Tᵀ dU_c                                                 (T = (I + A)⁻¹ of the chunk)
+    dh_c = Γ_C dh_{c+1} + scale · (diag(Γ) Q)ᵀ dO_c − K̃_cᵀ dU_c
+
+`dṼ = Tᵀ dU` is all the chunk-local backward needs of `dU`: `Ũ = T β V` and `K̃ = T β Γ K` enter only through
+`U = Ũ − K̃ h`, so `dŨ = dU`, `dK̃ = −dU hᵀ`, and both reach the inputs through `Tᵀ` (see `local_bwd.py`).
+Stores `dh[c] = dh_{c+1}`, the gradient of each chunk's *end* state (what `local_bwd` pairs with `h[c]`, the
+chunk's start state), `dṼ`, and `dh_0` when there is an initial state. Everything is float32, `tl.dot` ieee.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from linattn.ops.chunking import causal, decay_matrix
+from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
+
+
+def state_bwd_ref(
+    q: torch.Tensor,
+    w: torch.Tensor,
+    G: torch.Tensor | None,
+    T_inv: torch.Tensor,
+    k_tilde: torch.Tensor,
+    do: torch.Tensor,
+    dht: torch.Tensor | None,
+    scale: float,
+    layout: ChunkLayout,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`(dh, dṼ, dh_0)` as `state_bwd` returns them (`[B, NT, H, K, V]`, `[B, T, H, V]`, `[N, H, K, V]`),
+    in float64."""
+    B, _, H, K = q.shape
+    V = do.shape[-1]
+    q, w, k_tilde, do = (x.double() for x in (q, w, k_tilde, do))
+    f64 = {"dtype": torch.float64, "device": q.device}
+    dh = torch.zeros(B, layout.NT, H, K, V, **f64)
+    dv_tilde = torch.zeros_like(do)
+    dh0 = torch.zeros(layout.N, H, K, V, **f64)
+    for n, b, bos, eos, first in layout.sequences():
+        dS = torch.zeros(H, K, V, **f64) if dht is None else dht[n].double()
+        starts = list(range(bos, eos, layout.BT))
+        for i in reversed(range(len(starts))):
+            c = slice(starts[i], min(starts[i] + layout.BT, eos))
+            L = c.stop - c.start
+            dh[b, first + i] = dS
+            q_c, w_c, kt_c, do_c = (x[b, c].transpose(0, 1) for x in (q, w, k_tilde, do))  # [H, L, K|V]
+            T_c = T_inv[b, c, :, :L].transpose(0, 1).double()  # [H, L, L]
+            G_c = None if G is None else G[b, c].T.double()  # [H, L]
+            A_o = causal(q_c @ w_c.transpose(-1, -2), None if G_c is None else decay_matrix(G_c))
+            if G_c is not None:
+                w_c = w_c * (G_c[:, -1:] - G_c).exp()[..., None]
+                q_c = q_c * G_c.exp()[..., None]
+            dU = scale * A_o.transpose(-1, -2) @ do_c + w_c @ dS  # [H, L, V]
+            dv_tilde[b, c] = (T_c.transpose(-1, -2) @ dU).transpose(0, 1)
+            if G_c is not None:
+                dS = G_c[:, -1, None, None].exp() * dS
+            dS = dS + scale * q_c.transpose(-1, -2) @ do_c - kt_c.transpose(-1, -2) @ dU
+        dh0[n] = dS
+    return dh, dv_tilde, dh0
+
+
+@triton.jit(do_not_specialize=["T"])
+def state_bwd_du_kernel(
+    q,
+    w,
+    G,
+    do,
+    du,
+    cu_seqlens,
+    chunk_indices,
+    scale,
+    T,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_G: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+):
+    """The local part of `dU`, `scale · tril(Q Wᵀ ⊙ D)ᵀ dO`: one program per (value block, chunk, batch row · head)."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    if IS_VARLEN:
+        i_n = tl.load(chunk_indices + i_t * 2)
+        i_t = tl.load(chunk_indices + i_t * 2 + 1)
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
+    else:
+        bos = i_b.to(tl.int64) * T
+
+    # this head at the chunk's first token; a token step is H·(K | V | 1) elements
+    t0 = bos + i_t * BT
+    q += (t0 * H + i_h) * K
+    w += (t0 * H + i_h) * K
+    do += (t0 * H + i_h) * V
+    du += (t0 * H + i_h) * V
+    o_i = tl.arange(0, BT)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_t = o_i < T - i_t * BT
+
+    # Q Wᵀ, accumulated over key blocks
+    b_A = tl.zeros([BT, BT], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_tk = m_t[:, None] & (o_k < K)[None, :]
+        # [BT, BK], [BT, BK]
+        b_q = tl.load(q + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
+        b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
+        # [BT, BK] @ [BK, BT] -> [BT, BT]
+        b_A += tl.dot(b_q, tl.trans(b_w), input_precision="ieee")
+    # s ≤ t on real rows, masked before exp (a padding row has G = 0, and its exp(0 − G_s) could overflow)
+    m_A = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
+    if USE_G:
+        # [BT] cumulative log-decay, 0 on padding
+        b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
+        b_A *= tl.exp(tl.where(m_A, b_g[:, None] - b_g[None, :], float("-inf")))
+    b_A = tl.where(m_A, b_A * scale, 0.0)
+
+    m_tv = m_t[:, None] & (o_v < V)[None, :]
+    o_tv = o_i[:, None] * (H * V) + o_v[None, :]
+    # [BT, BV]
+    b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
+    # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
+    tl.store(du + o_tv, tl.dot(tl.trans(b_A), b_do, input_precision="ieee"), mask=m_tv)
+
+
+@triton.jit(do_not_specialize=["T"])
+def state_bwd_kernel(
+    q,
+    w,
+    G,
+    T_inv,
+    k_tilde,
+    du,
+    do,
+    dh,
+    dv_tilde,
+    dht,
+    dh0,
+    cu_seqlens,
+    chunk_offsets,
+    scale,
+    T,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_G: tl.constexpr,
+    USE_DHT: tl.constexpr,
+    STORE_DH0: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+):
+    """One program per (value block, sequence · head) walks the sequence's chunks from the last to the first."""
+    i_v, i_nh = tl.program_id(0), tl.program_id(1)
+    i_n, i_h = i_nh // H, i_nh % H
+    if IS_VARLEN:
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
+        NT = tl.cdiv(T, BT)
+        boh = tl.load(chunk_offsets + i_n).to(tl.int64)
+    else:
+        bos = i_n.to(tl.int64) * T
+        NT = tl.cdiv(T, BT)
+        boh = i_n.to(tl.int64) * NT
+
+    o_i = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    m_h = m_k[:, None] & m_v[None, :]
+    # offsets of this program's [BK, BV] tile inside one [K, V] state
+    o_h = o_k[:, None] * V + o_v[None, :]
+
+    # [BK, BV] gradient of the state at the end of the current chunk, float32
+    b_dh = tl.zeros([BK, BV], dtype=tl.float32)
+    if USE_DHT:
+        b_dh += tl.load(dht + i_nh.to(tl.int64) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
+
+    for i_t in range(NT - 1, -1, -1):
+        tl.store(dh + ((boh + i_t) * H + i_h) * K * V + o_h, b_dh, mask=m_h)
+
+        # this head at the chunk's first token; a token step is H·(K | V | BT | 1) elements
+        t0 = bos + i_t * BT
+        m_t = o_i < T - i_t * BT
+        m_tk = m_t[:, None] & m_k[None, :]
+        m_tv = m_t[:, None] & m_v[None, :]
+        o_tk = (t0 * H + i_h) * K + o_i[:, None] * (H * K) + o_k[None, :]
+        o_tv = (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :]
+        # [BT, BK] write directions and queries of the chunk
+        b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
+        b_q = tl.load(q + o_tk, mask=m_tk, other=0).to(tl.float32)
+        if USE_G:
+            # [BT] and the scalar at the chunk's last real token
+            b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
+            b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - i_t * BT) - 1) * H + i_h)
+            b_w *= tl.exp(b_g_last - b_g)[:, None]
+            b_q *= tl.exp(b_g)[:, None]
+
+        # [BT, BV] + [BT, BK] @ [BK, BV] -> [BT, BV]
+        b_du = tl.load(du + o_tv, mask=m_tv, other=0) + tl.dot(b_w, b_dh, input_precision="ieee")
+        # [BT, BT] rows of the chunk's inverse (0 past its end)
+        b_T = tl.load(T_inv + (t0 * H + i_h) * BT + o_i[:, None] * (H * BT) + o_i[None, :], mask=m_t[:, None], other=0)
+        # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
+        tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision="ieee"), mask=m_tv)
+
+        # [BT, BV], [BT, BK]
+        b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
+        b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
+        if USE_G:
+            b_dh *= tl.exp(b_g_last)
+        # [BK, BT] @ [BT, BV] -> [BK, BV], twice
+        b_dh += scale * tl.dot(tl.trans(b_q), b_do, input_precision="ieee")
+        b_dh -= tl.dot(tl.trans(b_kt), b_du, input_precision="ieee")
+
+    if STORE_DH0:
+        tl.store(dh0 + i_nh.to(tl.int64) * K * V + o_h, b_dh, mask=m_h)
+
+
+def state_bwd(
+    q: torch.Tensor,
+    w: torch.Tensor,
+    G: torch.Tensor | None,
+    T_inv: torch.Tensor,
+    k_tilde: torch.Tensor,
+    do: torch.Tensor,
+    dht: torch.Tensor | None,
+    scale: float,
+    want_dh0: bool,
+    layout: ChunkLayout,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, the forward's `T: [B, T, H, BT]`, `K̃: [B, T, H, K]` (float32,
+    recomputed), `do: [B, T, H, V]`, `dht: [N, H, K, V]` or None (no gradient for the final state).
+
+    Returns float32 `dh: [B, NT, H, K, V]` (row `c`: gradient of chunk `c`'s end state), `dṼ: [B, T, H, V]` and
+    `dh_0: [N, H, K, V]` (None unless `want_dh0`).
+    """
+    B, T, H, K = q.shape
+    V = do.shape[-1]
+    device = q.device
+    BK = min(64, max(16, triton.next_power_of_2(K)))
+    BV = min(64, max(16, triton.next_power_of_2(V)))
+    du = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
+    state_bwd_du_kernel[(triton.cdiv(V, BV), layout.NT, B * H)](
+        q, w, G, do, du, layout.cu_seqlens, layout.chunk_indices, scale, T,
+        H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
+    )  # fmt: skip
+
+    # as in state_fwd: the whole key dim in one tile, value blocks keeping the [BK, BV] tile at ≤ 8192 floats
+    BK = max(16, triton.next_power_of_2(K))
+    BV = min(64, 8192 // BK, max(16, triton.next_power_of_2(V)))
+    dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
+    dv_tilde = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
+    dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
+    state_bwd_kernel[(triton.cdiv(V, BV), layout.N * H)](
+        q, w, G, T_inv, k_tilde, du, do, dh, dv_tilde, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, scale, T,
+        H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
+        USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=want_dh0, IS_VARLEN=layout.cu_seqlens is not None,
+    )  # fmt: skip
+    return dh, dv_tilde, dh0

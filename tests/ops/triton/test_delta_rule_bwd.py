@@ -1,0 +1,267 @@
+"""The chunked Triton backward of the delta rule, and `delta_rule(..., backend="triton")` end to end (on a GPU if
+there is one, else in Triton's interpreter on CPU, see tests/conftest.py).
+
+Each backward stage is checked against its PyTorch reference fed the kernels' own inputs, and every gradient of the
+public function against autograd of the float64 `naive` recurrence. `torch.empty` is poisoned with NaN
+(tests/conftest.py), so an element a kernel forgets to write fails the checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from linattn.ops.delta_rule import delta_rule
+from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref, chunk_layout
+from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_ref
+from linattn.ops.delta_rule.triton.recompute import wy_apply
+from linattn.ops.delta_rule.triton.state import state_fwd
+from linattn.ops.delta_rule.triton.state_bwd import state_bwd, state_bwd_ref
+from linattn.ops.delta_rule.triton.wy import wy_fwd, wy_ref
+from tests.ops.cases import CASES, Sizes, draw, rel_err
+from tests.ops.triton.test_delta_rule_fwd import DEVICE, FLOOR, INTERPRETED_BF16_ROUNDING, Config, check, make_inputs
+
+F32_TOL = 5e-5  # float32 inputs against the float64 recurrence, every gradient
+STAGE_TOL = 5e-6  # one stage against its float64 reference on the same inputs
+CASE_TOL = 1e-5  # the shared cases (tests/ops/cases.py) in float32 against naive in float64
+GRADS = ("q", "k", "v", "w", "beta", "g", "initial_state")
+
+
+def draw_cotangents(x: dict, dtype: torch.dtype, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(do, dS)`: the gradient of `o` exactly representable in `dtype` (so the float64 reference sees the same
+    values) and of the final state in float32."""
+    gen = torch.Generator().manual_seed(seed)
+    B, T, H, K = x["q"].shape
+    N = B if x["cu_seqlens"] is None else len(x["cu_seqlens"]) - 1
+    do = torch.randn(B, T, H, x["v"].shape[-1], generator=gen).to(DEVICE, dtype)
+    dS = torch.randn(N, H, K, x["v"].shape[-1], generator=gen).to(DEVICE)
+    return do, dS
+
+
+def run_grads(x: dict, backend: str, scale: float, do, dS, dtype: torch.dtype | None = None) -> tuple[list, dict]:
+    """`([o, final_state], {name: gradient})` of `⟨o, do⟩ + ⟨final_state, dS⟩` (`do` or `dS` None: that term is left
+    out, and without `dS` no final state is asked for), the floating-point inputs cast to `dtype` if given."""
+    leaves = {}
+    for name in GRADS:
+        t = x[name]
+        if t is not None:
+            leaves[name] = (t if dtype is None else t.to(dtype)).detach().clone().requires_grad_()
+    kwargs = {n: leaves.get(n) for n in ("w", "beta", "g", "initial_state")}
+    o, S = delta_rule(
+        leaves["q"], leaves["k"], leaves["v"], **kwargs, scale=scale, output_final_state=dS is not None,
+        cu_seqlens=x["cu_seqlens"], backend=backend,
+    )  # fmt: skip
+    loss = 0.0
+    if do is not None:
+        loss = loss + (o.double() * do.double()).sum()
+    if dS is not None:
+        loss = loss + (S.double() * dS.double()).sum()
+    grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
+    # an input that does not reach the loss (q when only the final state is used) has a zero gradient
+    return [o, S], {n: torch.zeros_like(t) if d is None else d for (n, t), d in zip(leaves.items(), grads)}
+
+
+def check_grads(x: dict, scale: float, do, dS, tol: float, what: str) -> None:
+    """Outputs and every gradient of the triton backend against naive in float64."""
+    outs, got = run_grads(x, "triton", scale, do, dS)
+    want_outs, want = run_grads(x, "naive", scale, do, dS, torch.float64)
+    (o, S), (want_o, want_S) = outs, want_outs
+    assert o.dtype == x["v"].dtype and (S is None or S.dtype == torch.float32), f"{what}: o, final state dtypes"
+    assert set(got) == set(want)
+    for n, d in got.items():
+        assert d.dtype == x[n].dtype, f"{what} d{n}: dtype {d.dtype}, expected {x[n].dtype}"
+    pairs = {"o": (o, want_o), "final state": (S, want_S), **{f"d{n}": (got[n], want[n]) for n in got}}
+    for name, (a, b) in pairs.items():
+        if b is not None:
+            check(a, b, tol, f"{what} {name}")
+
+
+# (config, with a gradient for the final state)
+SWEEP = {
+    "gdn": (Config(), True),
+    "two-key": (Config(two_key=True), True),
+    "plain": (Config(beta=False, gate=None, h0=False), False),
+}
+
+
+@pytest.mark.parametrize("T", [1, 63, 64, 65, 200])
+@pytest.mark.parametrize("name", list(SWEEP))
+def test_gradients_match_naive_f32(name, T):
+    cfg, final_grad = SWEEP[name]
+    cfg = replace(cfg, T=T)
+    x = make_inputs(cfg)
+    do, dS = draw_cotangents(x, torch.float32)
+    check_grads(x, cfg.K**-0.5, do, dS if final_grad else None, F32_TOL, f"{name} T={T}")
+
+
+AWKWARD = {
+    "deltanet": (Config(T=130, gate=None), False),
+    "K96": (Config(T=65, H=1, K=96, V=40, two_key=True), True),
+    "V96": (Config(T=63, H=1, K=24, V=96, h0=False), True),
+    "K>V": (Config(T=130, B=2, H=1, K=32, V=16), True),
+    "strong-decay": (Config(T=127, gate="strong", two_key=True), True),
+    "varlen": (Config(T=140, B=1, two_key=True, lengths=(1, 70, 5, 64)), True),
+    "varlen-plain": (Config(T=196, B=1, beta=False, gate=None, lengths=(65, 1, 130)), False),
+    "varlen-no-h0": (Config(T=129, B=1, h0=False, lengths=(63, 64, 2)), True),
+}
+
+
+@pytest.mark.parametrize("name", list(AWKWARD))
+def test_gradients_awkward_shapes(name):
+    cfg, final_grad = AWKWARD[name]
+    x = make_inputs(cfg)
+    do, dS = draw_cotangents(x, torch.float32)
+    check_grads(x, cfg.K**-0.5, do, dS if final_grad else None, F32_TOL, name)
+
+
+def test_only_the_final_state_is_used():
+    """`o` unused: its gradient arrives as None and the backward runs on `dht` alone."""
+    cfg = Config(T=100, two_key=True)
+    x = make_inputs(cfg)
+    _, dS = draw_cotangents(x, torch.float32)
+    check_grads(x, cfg.K**-0.5, None, dS, F32_TOL, "final state only")
+
+
+LOW_PRECISION = {
+    "gdn": Config(T=200),
+    "two-key": Config(T=200, two_key=True),
+    "varlen": Config(T=200, two_key=True, lengths=(1, 70, 5, 124)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("name", list(LOW_PRECISION))
+def test_low_precision_gradients_within_twice_naive(name, dtype):
+    """Against float64 on the same rounded inputs: every gradient within 2× the error of the naive recurrence run in
+    `dtype` (float32 state and accumulation, gradients rounded to `dtype`). `dq, dk, dv, dw` are rounded to `dtype`
+    inside the kernels, where the interpreter truncates bfloat16 (see test_delta_rule_fwd.py); `dβ, dg` are rounded
+    by torch and the initial state's gradient stays float32."""
+    cfg = LOW_PRECISION[name]
+    x = make_inputs(cfg, dtype)
+    scale = cfg.K**-0.5
+    do, dS = draw_cotangents(x, dtype)
+    _, got = run_grads(x, "triton", scale, do, dS)
+    _, want = run_grads(x, "naive", scale, do, dS, torch.float64)
+    _, naive = run_grads(x, "naive", scale, do, dS)
+    for n in got:
+        assert got[n].dtype == x[n].dtype, f"{name} d{n}: dtype {got[n].dtype} != {x[n].dtype}"
+        truncated = dtype == torch.bfloat16 and n in ("q", "k", "v", "w")
+        rounding = INTERPRETED_BF16_ROUNDING if truncated else 1.0
+        check(got[n], want[n], max(2 * rounding * rel_err(naive[n], want[n]), FLOOR), f"{name} {dtype} d{n}")
+
+
+@pytest.mark.parametrize("two_key", [False, True], ids=["gdn", "two-key"])
+def test_state_chaining_gradients(two_key):
+    """`[0:t]` then `[t:T]` from the carried final state gives the outputs and gradients of `[0:T]` (the carried
+    state's gradient goes back through `dht` of the first call and `dh_0` of the second)."""
+    T, t = 150, 67
+    x = make_inputs(Config(T=T, B=2, two_key=two_key))
+    do, dS = draw_cotangents(x, torch.float32)
+    leaves = {n: x[n].detach().clone().requires_grad_() for n in GRADS if x[n] is not None}
+    opts = {"scale": 0.3, "output_final_state": True, "backend": "triton"}
+
+    def call(sl, state):
+        p = {n: leaves[n][:, sl] for n in ("q", "k", "v", "w", "beta", "g") if n in leaves}
+        return delta_rule(p["q"], p["k"], p["v"], w=p.get("w"), beta=p["beta"], g=p["g"], initial_state=state, **opts)
+
+    def grads(o, S):
+        loss = (o * do).sum() + (S * dS).sum()
+        return [o, S, *torch.autograd.grad(loss, list(leaves.values()))]
+
+    whole = grads(*call(slice(None), leaves["initial_state"]))
+    o1, S1 = call(slice(0, t), leaves["initial_state"])
+    o2, S2 = call(slice(t, T), S1)
+    chained = grads(torch.cat([o1, o2], dim=1), S2)
+    for what, a, b in zip(["o", "final state", *(f"d{n}" for n in leaves)], chained, whole):
+        check(a, b, 1e-5, f"chaining {what}")
+
+
+STAGES = {
+    "gdn": (Config(T=200, B=2), True),
+    "two-key-varlen": (Config(T=140, two_key=True, lengths=(1, 70, 5, 64)), True),
+    "K96-plain": (Config(T=65, H=1, K=96, V=40, beta=False, gate=None, h0=False), False),
+    "strong-decay": (Config(T=127, gate="strong", two_key=True), True),
+    "T1": (Config(T=1, beta=False, h0=False), False),
+}
+
+
+@pytest.mark.parametrize("name", list(STAGES))
+def test_backward_stages_match_references(name):
+    """Each backward stage against its float64 reference, both fed the kernels' outputs of the stages before;
+    `local_bwd_ref` is autograd of each chunk's forward, so it checks the derivation, not a transcription of it."""
+    cfg, final_grad = STAGES[name]
+    x = make_inputs(cfg)
+    q, k, v, beta, g, h0 = (x[n] for n in ("q", "k", "v", "beta", "g", "initial_state"))
+    w = k if x["w"] is None else x["w"]
+    do, dS = draw_cotangents(x, torch.float32)
+    dht = dS if final_grad else None
+    scale = 0.3
+    layout = chunk_layout(cfg.B, cfg.T, x["cu_seqlens"], q.device)
+    G = None if g is None else chunk_cumsum(g, layout)
+    T_inv, _, _ = wy_fwd(k, v, w, beta, G, layout)
+
+    u_tilde, k_tilde = wy_apply(k, v, beta, G, T_inv, layout)
+    _, want_u, want_k = wy_ref(k, v, w, beta, G, layout)
+    check(u_tilde, want_u, STAGE_TOL, "recompute Ũ")
+    check(k_tilde, want_k, STAGE_TOL, "recompute K̃")
+    h, U, _ = state_fwd(k_tilde, u_tilde, w, G, h0, False, layout)
+
+    got = state_bwd(q, w, G, T_inv, k_tilde, do, dht, scale, h0 is not None, layout)
+    want = state_bwd_ref(q, w, G, T_inv, k_tilde, do, dht, scale, layout)
+    for what, a, b in zip(("dh", "dṼ", "dh0"), got, want):
+        if a is not None:
+            check(a, b, STAGE_TOL, f"state_bwd {what}")
+    dh, dv_tilde, _ = got
+
+    got = local_bwd(q, k, v, x["w"], beta, G, h, dh, U, dv_tilde, do, scale, layout)
+    want = local_bwd_ref(q, k, v, x["w"], beta, G, h, dh, do, scale, layout)
+    for what, a, b in zip(("dq", "dk", "dv", "dw", "dβ", "dG"), got, want):
+        assert (a is None) == (b is None), what
+        if a is not None:
+            check(a, b, STAGE_TOL, f"local_bwd {what}")
+    dG = got[-1]
+    if dG is not None:
+        check(chunk_cumsum(dG, layout, reverse=True), chunk_cumsum_ref(dG, layout, reverse=True), STAGE_TOL, "dg")
+
+
+DELTA_CASES = [c for c in CASES if c.id in ("deltanet-beta1", "deltanet", "gated-deltanet", "two-key", "kla")]
+
+
+def test_delta_cases_are_found():
+    assert len(DELTA_CASES) == 5
+
+
+@pytest.mark.parametrize("case", DELTA_CASES, ids=[c.id for c in DELTA_CASES])
+def test_shared_cases_f32(case):
+    """The delta-rule cases of the backend tests (tests/ops/test_backends.py), T = 70 and packed, with the triton
+    backend in float32 against naive in float64 on the same float32 values: outputs, final states, gradients."""
+    lengths = [1, 70, 5]
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], device=DEVICE)
+    for sizes, cu_seqlens in ((Sizes(B=2, T=70), None), (Sizes(B=1, T=sum(lengths)), cu)):
+        tokens, state = draw(case, sizes, N=None if cu_seqlens is None else len(lengths))
+        tokens = {n: t.to(DEVICE, torch.float32).requires_grad_() for n, t in tokens.items()}
+        state = tuple(s.to(DEVICE, torch.float32).requires_grad_() for s in state)
+        leaves = [*tokens.values(), *state]
+        gen = torch.Generator().manual_seed(1)
+
+        def run(backend, dtype):
+            cast = [x.detach().to(dtype).requires_grad_() for x in leaves]
+            outs = case.run(dict(zip(tokens, cast)), tuple(cast[len(tokens) :]), backend, cu_seqlens)
+            cot = [torch.randn(o.shape, generator=gen.manual_seed(i)).to(DEVICE) for i, o in enumerate(outs)]
+            loss = sum((o.double() * c.double()).sum() for o, c in zip(outs, cot))
+            return [*outs, *torch.autograd.grad(loss, cast)]
+
+        names = ["o", "final state", *(f"d{n}" for n in tokens), "dinitial_state"]
+        for what, a, b in zip(names, run("triton", torch.float32), run("naive", torch.float64)):
+            check(a, b, CASE_TOL, f"{case.id} {'packed' if cu_seqlens is not None else 'B=2'} {what}")
+
+
+def test_float64_is_refused():
+    x = make_inputs(Config(T=8), torch.float64)
+    with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
+        delta_rule(x["q"], x["k"], x["v"], backend="triton")
+    # auto never picks the float32 kernels for float64 inputs (on CPU it is the chunk backend anyway)
+    o, _ = delta_rule(x["q"], x["k"], x["v"], backend="auto")
+    assert o.dtype == torch.float64
