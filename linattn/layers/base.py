@@ -20,7 +20,7 @@ from torch import nn
 
 State = dict[str, Any]
 
-DECODE_BACKEND = "naive"  # a single step of the recurrence is exactly the token-by-token backend
+DECODE = "decode"  # the layer-level backend of `step`; each op call turns it into its decode path (`op_backend`)
 
 
 class Mixer(nn.Module):
@@ -28,6 +28,9 @@ class Mixer(nn.Module):
 
     d_model: int
     n_heads: int
+    # decoding: None = the fused recurrent kernel on CUDA for ops that have one, the token loop elsewhere;
+    # "fused_recurrent" or "naive" forces one (e.g. to test the kernel in Triton's interpreter)
+    decode_backend: str | None = None
 
     def __init__(self, d_model: int, n_heads: int, *, backend: str = "auto"):
         super().__init__()
@@ -56,13 +59,23 @@ class Mixer(nn.Module):
         """Decode one token: `x_t: [B, d_model]` -> `(y_t: [B, d_model], state)`."""
         if x_t.dim() != 2 or x_t.shape[-1] != self.d_model:
             raise ValueError(f"x_t: expected shape [B, d_model={self.d_model}], got {list(x_t.shape)}")
-        y, state = self.forward(x_t[:, None], state, backend=DECODE_BACKEND)
+        y, state = self.forward(x_t[:, None], state, backend=DECODE)
         return y[:, 0], state
 
     def mix(
         self, x: torch.Tensor, state: State | None, cu_seqlens: torch.Tensor | None, backend: str
     ) -> tuple[torch.Tensor, State]:
         raise NotImplementedError
+
+    def op_backend(self, backend: str, x: torch.Tensor, *, fused: bool) -> str:
+        """The backend an op runs with: `backend` itself, except when decoding (`DECODE`), where an op with a
+        fused recurrent kernel (`fused`) uses it on CUDA without autograd (the kernel has no backward), and
+        everything else steps the naive recurrence."""
+        if backend != DECODE:
+            return backend
+        choice = self.decode_backend or ("fused_recurrent" if x.is_cuda else "naive")
+        use_fused = fused and choice == "fused_recurrent" and not torch.is_grad_enabled()
+        return "fused_recurrent" if use_fused else "naive"
 
     def init_state(self, batch_size: int) -> State:
         """The state before any token (what `state=None` means)."""

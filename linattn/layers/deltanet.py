@@ -49,6 +49,6 @@ class DeltaNet(Mixer):
             initial_state=state.get("S"),
             output_final_state=True,
             cu_seqlens=cu_seqlens,
-            backend=backend,
+            backend=self.op_backend(backend, x, fused=True),
         )
         return self.out(merge_heads(self.o_norm(o))), new

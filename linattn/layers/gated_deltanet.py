@@ -89,7 +89,7 @@ class GatedDeltaNet(Mixer):
         q, k, v = promote(q, k, v)
         g = self.decay(x)  # [B, T, H]
         if self.ccq is not None:
-            q, new["ccq"] = self.ccq(q, k, g, state.get("ccq"), cu_seqlens, backend)
+            q, new["ccq"] = self.ccq(q, k, g, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False))
         o, new["S"] = delta_rule(
             q,
             k,
@@ -99,7 +99,7 @@ class GatedDeltaNet(Mixer):
             initial_state=state.get("S"),
             output_final_state=True,
             cu_seqlens=cu_seqlens,
-            backend=backend,
+            backend=self.op_backend(backend, x, fused=True),
         )
         gate = F.silu(split_heads(self.g_proj(x), self.n_heads))
         return self.out(merge_heads(self.o_norm(o) * gate)), new

@@ -53,9 +53,16 @@ class GatedLinearAttention(Mixer):
         q, k, v = promote(q, k, v)
         g = split_heads(F.logsigmoid(self.gk(x).float()) / self.gate_normalizer, self.n_heads)  # [B, T, H, d]
         if self.ccq is not None:
-            q, new["ccq"] = self.ccq(q, k, None, state.get("ccq"), cu_seqlens, backend)
+            q, new["ccq"] = self.ccq(q, k, None, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False))
         o, new["S"] = gated_linear_attention(
-            q, k, v, g, initial_state=state.get("S"), output_final_state=True, cu_seqlens=cu_seqlens, backend=backend
+            q,
+            k,
+            v,
+            g,
+            initial_state=state.get("S"),
+            output_final_state=True,
+            cu_seqlens=cu_seqlens,
+            backend=self.op_backend(backend, x, fused=True),
         )
         gate = F.silu(split_heads(self.g_proj(x), self.n_heads))
         return self.out(merge_heads(self.o_norm(o) * gate)), new

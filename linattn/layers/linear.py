@@ -54,7 +54,8 @@ class LinearAttention(Mixer):
         q, k, v = promote(q, k, v)
         new: State = {}
         if self.ccq is not None:
-            q, new["ccq"] = self.ccq(q, k, None, state.get("ccq"), cu_seqlens, backend)
+            q, new["ccq"] = self.ccq(q, k, None, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False))
+        backend = self.op_backend(backend, x, fused=True)
         if self.normalize:
             init = (state["S"], state["z"]) if "S" in state else None
             o, (new["S"], new["z"]) = linear_attention(

@@ -57,7 +57,7 @@ class Mamba2(Mixer):
             initial_state=state.get("S"),
             output_final_state=True,
             cu_seqlens=cu_seqlens,
-            backend=backend,
+            backend=self.op_backend(backend, x, fused=True),
         )
         y = y + self.D.to(y.dtype)[:, None] * xs
         return self.out(self.norm(merge_heads(y) * F.silu(self.z_proj(x)))), new

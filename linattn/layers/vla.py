@@ -62,6 +62,7 @@ class VariationalLinearAttention(Mixer):
     def mix(self, x, state, cu_seqlens, backend):
         state = state or {}
         new: State = {}
+        backend = self.op_backend(backend, x, fused=False)  # the gate has no fused decode kernel yet
         H, d = self.n_heads, self.head_dim
         q = elu_plus_one(split_heads(self.q_proj(x), H))  # [B, T, H, d]
         k_raw = split_heads(self.k_proj(x), H)

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from linattn.layers import build_layer
-from linattn.layers.base import DECODE_BACKEND, State
+from linattn.layers.base import DECODE, State
 from linattn.layers.gated_conv import GatedConv
 from linattn.models.config import ModelConfig
 
@@ -133,7 +133,7 @@ class DecoderLM(nn.Module):
         """Decode one token per sequence: `token: [B]` -> `(logits: [B, vocab], state)`."""
         if token.dim() != 1:
             raise ValueError(f"token: expected shape [B], got {list(token.shape)}")
-        logits, state = self.forward(token[:, None], state, backend=DECODE_BACKEND)
+        logits, state = self.forward(token[:, None], state, backend=DECODE)
         return logits[:, 0], state
 
     @staticmethod

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-BACKENDS = ("auto", "naive", "chunk", "triton")
+BACKENDS = ("auto", "naive", "chunk", "triton", "fused_recurrent")
 
 
 @dataclass(frozen=True)

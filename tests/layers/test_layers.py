@@ -130,3 +130,23 @@ def test_runs_under_autocast_with_float32_norms(name, options, monkeypatch):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y, _ = layer(torch.randn(2, 20, D))
     assert torch.isfinite(y).all()
+
+
+FUSED = [(n, o) for n, o in VARIANTS if n in ("deltanet", "gated_deltanet", "kla", "linear", "gla", "mamba2")]
+
+
+@pytest.mark.parametrize(("name", "options"), FUSED, ids=[IDS[VARIANTS.index(v)] for v in FUSED])
+@torch.no_grad()
+def test_decoding_with_the_fused_recurrent_kernel(name, options):
+    """`step` through the fused recurrent Triton kernel (the default on CUDA; here in Triton's interpreter)."""
+    torch.manual_seed(0)
+    layer = build_layer(name, D, H, **options)
+    layer.decode_backend = "fused_recurrent"
+    x = torch.randn(2, 12, D, generator=torch.Generator().manual_seed(1))
+    y, _ = layer(x, backend="naive")
+    _, state = layer(x[:, :5], backend="naive")
+    steps = []
+    for t in range(5, 12):
+        y_t, state = layer.step(x[:, t], state)
+        steps.append(y_t[:, None])
+    assert rel_err(torch.cat(steps, dim=1), y[:, 5:]) < 1e-5

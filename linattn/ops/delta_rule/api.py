@@ -11,7 +11,7 @@ from linattn.ops.varlen import per_sequence
 
 # backends that run one sequence at a time (`per_sequence` splits packed batches for them)
 PER_SEQUENCE = {"naive": naive_delta_rule, "chunk": chunk_delta_rule}
-BACKENDS = (*PER_SEQUENCE, "triton")
+BACKENDS = (*PER_SEQUENCE, "triton", "fused_recurrent")
 
 
 def delta_rule(
@@ -45,7 +45,8 @@ def delta_rule(
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
         backend: `"auto"` (`"triton"` on CUDA unless the inputs are float64, else `"chunk"`), `"naive"`, `"chunk"`
             or `"triton"` (float32 / bfloat16 / float16 inputs; on CPU it needs `TRITON_INTERPRET=1` set before
-            the first call).
+            the first call), or `"fused_recurrent"` (one launch for a few tokens on a carried state: decoding;
+            forward only).
     Returns:
         `(o, final_state)`, `o: [B, T, H, V]` in v's dtype; `final_state` is None unless requested.
 
@@ -67,6 +68,23 @@ def delta_rule(
     if name == "triton" and backend == "auto" and q.dtype == torch.float64:
         name = "chunk"  # the kernels compute in float32; float64 stays float64 on the chunk backend
     scale = dims.K**-0.5 if scale is None else scale
+    if name == "fused_recurrent":
+        from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent
+
+        o, S = fused_recurrent(
+            q,
+            k,
+            v,
+            w=w,
+            beta=beta,
+            g=g,
+            erase=True,
+            scale=scale,
+            initial_state=initial_state,
+            output_final_state=output_final_state,
+            cu_seqlens=cu_seqlens,
+        )
+        return o, S
     if name == "triton":
         # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
         from linattn.ops.delta_rule.triton.function import delta_rule_triton

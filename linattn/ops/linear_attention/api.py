@@ -16,6 +16,7 @@ from linattn.ops.linear_attention.naive import naive_gated_linear_attention
 from linattn.ops.varlen import per_sequence
 
 BACKENDS = {"naive": naive_gated_linear_attention, "chunk": chunk_gated_linear_attention}
+FORWARD_ONLY = ("fused_recurrent",)  # the decode kernel (no gradient)
 
 # Lower clamp of the normaliser `z_tᵀ q_t` (the VLA paper's value).
 NORMALIZER_EPS = 1e-4
@@ -43,7 +44,8 @@ def gated_linear_attention(
         initial_state: `[N, H, K, V]` (`N = B`, or the number of packed sequences), any float dtype.
         output_final_state: also return the final state `[N, H, K, V]` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
-        backend: `"auto"`, `"naive"` or `"chunk"`.
+        backend: `"auto"`, `"naive"`, `"chunk"`, or `"fused_recurrent"` (decoding: a few tokens on a carried
+            state in one launch, forward only).
     Returns:
         `(o, final_state)`, `o: [B, T, H, V]` in v's dtype; `final_state` is None unless requested.
 
@@ -108,10 +110,27 @@ def linear_attention(
 
 
 def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims, *, cast=True):
-    name = check_backend(backend, q.device, tuple(BACKENDS))
+    name = check_backend(backend, q.device, (*BACKENDS, *FORWARD_ONLY))
     V = v.shape[-1]
     check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, V), "[N, H, K, V]")
-    fn = BACKENDS[name]
     scale = dims.K**-0.5 if scale is None else scale
-    o, S = per_sequence(lambda q, k, v, g, s: fn(q, k, v, g, s, scale=scale), cu_seqlens, (q, k, v, g), initial_state)
+    if name == "fused_recurrent":
+        from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent
+
+        o, S = fused_recurrent(
+            q,
+            k,
+            v,
+            g=g,
+            erase=False,
+            scale=scale,
+            initial_state=initial_state,
+            output_final_state=True,
+            cu_seqlens=cu_seqlens,
+        )
+    else:
+        fn = BACKENDS[name]
+        o, S = per_sequence(
+            lambda q, k, v, g, s: fn(q, k, v, g, s, scale=scale), cu_seqlens, (q, k, v, g), initial_state
+        )
     return (o.to(v.dtype) if cast else o), (S if output_final_state else None)

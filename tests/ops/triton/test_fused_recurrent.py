@@ -84,3 +84,41 @@ def test_varlen_and_no_state():
         assert rel_err(o[:, bos:eos], want_o) < 2e-6 and rel_err(ht[i : i + 1], want_h) < 2e-6
     o2, none = fused_recurrent_fwd(x["q"], x["k"], x["v"], scale=0.25)
     assert none is None and torch.isfinite(o2).all()
+
+
+def test_public_backend_and_its_errors():
+    from linattn.ops import delta_rule, gated_linear_attention, linear_attention
+
+    x = inputs(2, 5, 2, 16, 8, torch.float32)
+    with torch.no_grad():
+        got = delta_rule(
+            x["q"],
+            x["k"],
+            x["v"],
+            beta=x["beta"],
+            g=x["g"],
+            initial_state=x["h0"],
+            output_final_state=True,
+            backend="fused_recurrent",
+        )
+        want = delta_rule(
+            x["q"],
+            x["k"],
+            x["v"],
+            beta=x["beta"],
+            g=x["g"],
+            initial_state=x["h0"],
+            output_final_state=True,
+            backend="naive",
+        )
+        assert rel_err(got[0], want[0]) < 2e-6 and rel_err(got[1], want[1]) < 2e-6
+        q, k = x["q"].abs(), x["k"].abs()
+        got = linear_attention(q, k, x["v"], normalize=True, output_final_state=True, backend="fused_recurrent")
+        want = linear_attention(q, k, x["v"], normalize=True, output_final_state=True, backend="naive")
+        assert rel_err(got[0], want[0]) < 2e-6 and rel_err(got[1][1], want[1][1]) < 2e-6
+        got, _ = gated_linear_attention(q, k, x["v"], x["gk"], backend="fused_recurrent")
+        assert rel_err(got, gated_linear_attention(q, k, x["v"], x["gk"], backend="naive")[0]) < 2e-6
+    with pytest.raises(ValueError, match="forward-only"):
+        delta_rule(x["q"].requires_grad_(), x["k"], x["v"], backend="fused_recurrent")
+    with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
+        delta_rule(x["q"].double().detach(), x["k"].double(), x["v"].double(), backend="fused_recurrent")

@@ -154,3 +154,40 @@ def fused_recurrent_fwd(
         USE_H0=initial_state is not None, STORE_HT=ht is not None, IS_VARLEN=cu_seqlens is not None,
     )  # fmt: skip
     return o, ht
+
+
+def fused_recurrent(
+    q,
+    k,
+    v,
+    *,
+    w=None,
+    beta=None,
+    g=None,
+    erase: bool,
+    scale: float,
+    initial_state=None,
+    output_final_state: bool = False,
+    cu_seqlens=None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The ops' `backend="fused_recurrent"` on validated inputs: decoding only, so no gradient and no float64."""
+    if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"backend 'fused_recurrent': q, k, v must be float32, bfloat16 or float16, got {q.dtype}")
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, w, beta, g, initial_state)):
+        raise ValueError(
+            "backend: 'fused_recurrent' is forward-only (for decoding); use 'triton' or 'chunk' to train, "
+            "or run it under torch.no_grad()"
+        )
+    return fused_recurrent_fwd(
+        q,
+        k,
+        v,
+        w=w,
+        beta=beta,
+        g=g,
+        erase=erase,
+        scale=scale,
+        initial_state=initial_state,
+        output_final_state=output_final_state,
+        cu_seqlens=cu_seqlens,
+    )
