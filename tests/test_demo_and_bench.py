@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from linattn import demo
 from linattn.bench.__main__ import main as bench_main
 from linattn.experiments import state_norm
@@ -58,3 +60,16 @@ def test_verify_checks_a_backend_against_float64():
     assert varlen["ok"], varlen
     assert "1 of 1 cases pass" in verify.table([row])
     assert len(verify.matrix()) > 100
+
+
+def test_linear_attention_state_grows_linearly_for_a_constant_positive_stream():
+    import torch
+
+    from linattn.ops import linear_attention
+
+    k = torch.full((1, 500, 1, 4), 0.5)
+    v = torch.ones(1, 500, 1, 3)
+    norms = [
+        linear_attention(k[:, :t], k[:, :t], v[:, :t], output_final_state=True)[1].norm().item() for t in (10, 100, 500)
+    ]
+    assert norms == [pytest.approx(t * 1.0 * 3**0.5) for t in (10, 100, 500)]  # ‖t k vᵀ‖ = t ‖k‖ ‖v‖
