@@ -145,6 +145,6 @@ def test_unknown_backend(backend):
 
 
 def test_backend_not_available_yet():
-    q, k, v = qkv()
+    _, k, _ = qkv()
     with pytest.raises(ValueError, match=r"^backend: 'triton' is not available"):
-        linear_attention(q, k, v, backend="triton")
+        vla_gate(k, k, backend="triton")

@@ -8,6 +8,10 @@ B3. `local_bwd.py`  dq, dk, dv, dw, dβ, dG of each chunk with h_c, dh_{c+1} fix
 B4. `cumsum.py`     dg = reverse chunk-local cumsum of dG                               per chunk, in parallel
 
 The derivation is in `README.md` (backward section) and in the docstrings of `state_bwd.py` and `local_bwd.py`.
+
+Without the erase term (the forward saved no `T`: linear attention, scalar-decay GLA) B0 is skipped, B1 reads the
+values as `Ũ` (`U = V`), B2 runs with `ERASE` off (`dṼ = dU`, no `K̃ᵀ dU`), and B3 with `ERASE` off (no `A`, `T`,
+`K̃` terms; the one key's gradient is `dW`).
 """
 
 from __future__ import annotations
@@ -47,12 +51,17 @@ def delta_rule_bwd(
         the gradient of the shared key is all in `dk`.
     """
     layout, G, T_inv = saved.layout, saved.G, saved.T_inv
+    erase = T_inv is not None
     w_or_k = k if w is None else w
-    u_tilde, k_tilde = wy_apply(k, v, beta, G, T_inv, layout)
+    if erase:
+        u_tilde, k_tilde = wy_apply(k, v, beta, G, T_inv, layout)
+    else:
+        u_tilde, k_tilde = v, None  # T = I, K̃ = 0
     h, U, _ = state_fwd(k_tilde, u_tilde, w_or_k, G, initial_state, False, layout)
+    U = v if U is None else U
     dh, dv_tilde, dh0 = state_bwd(q, w_or_k, G, T_inv, k_tilde, do, dht, scale, initial_state is not None, layout)
     del u_tilde, k_tilde  # not needed by the last stages: free them before the largest one
-    dq, dk, dv, dw, dbeta, dG = local_bwd(q, k, v, w, beta, G, h, dh, U, dv_tilde, do, scale, layout)
+    dq, dk, dv, dw, dbeta, dG = local_bwd(q, k, v, w, beta, G, h, dh, U, dv_tilde, do, scale, layout, erase)
     dg = None if g is None else chunk_cumsum(dG, layout, reverse=True).to(g.dtype)
     dbeta = None if beta is None else dbeta.to(beta.dtype)
     dh0 = None if initial_state is None else dh0.to(initial_state.dtype)

@@ -8,6 +8,10 @@
 4. `output.py`  O = scale · (diag(Γ) Q h_c + tril(Q Wᵀ ⊙ D) U_c)                   per chunk, in parallel
 
 (the chunkwise form of `chunk.py`, DESIGN §2.2, with chunks of 64 tokens).
+
+Without the erase term (`erase=False`: `S_t = exp(g_t) S_{t-1} + k_t v_tᵀ`, linear attention and scalar-decay GLA,
+DESIGN §2.1) the pseudo-values are the values, `U = V` (`T = I`, `K̃ = 0`): stage 2 is skipped, stage 3 runs with
+`ERASE` off (reads `V`, stores no `U`), and stage 4 reads `V` as `U`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from linattn.ops.delta_rule.triton.wy import wy_fwd
 
 INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_HEAD_DIM = 256
+# The value dim is only ever split into blocks, so its bound is not structural: one more than the head dim lets
+# normalised linear attention (one more value column of ones) run at V = 256.
+MAX_VALUE_DIM = MAX_HEAD_DIM + 1
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ class ForwardSaved:
     """
 
     G: torch.Tensor | None  # [B, T, H] float32 chunk-local cumsum of g, None without g
-    T_inv: torch.Tensor  # [B, T, H, BT] float32: row t of its chunk's (I + A)⁻¹
+    T_inv: torch.Tensor | None  # [B, T, H, BT] float32: row t of its chunk's (I + A)⁻¹; None without the erase term
     layout: ChunkLayout  # the chunk grid (cu_seqlens, chunk indices and offsets)
 
 
@@ -53,8 +60,11 @@ def _check(
     g: torch.Tensor | None,
     initial_state: torch.Tensor | None,
     cu_seqlens: torch.Tensor | None,
+    erase: bool,
 ) -> None:
     """The launcher's own assumptions; shapes are the public API's job (`delta_rule` validates them)."""
+    if not erase:
+        _require(w is None and beta is None, "without the erase term there is one key (w None) and no beta")
     tokens = {"q": q, "k": k, "v": v, "w": w}
     for name, x in {**tokens, "beta": beta, "g": g, "initial_state": initial_state}.items():
         if x is None:
@@ -67,7 +77,8 @@ def _check(
             _require(x.dtype in INPUT_DTYPES, f"{name} must be float32, bfloat16 or float16, got {x.dtype}")
             _require(x.dtype == q.dtype, f"{name} has dtype {x.dtype}, expected {q.dtype} (as q)")
     K, V = k.shape[-1], v.shape[-1]
-    _require(K <= MAX_HEAD_DIM and V <= MAX_HEAD_DIM, f"head dims up to {MAX_HEAD_DIM} only, got K={K}, V={V}")
+    _require(K <= MAX_HEAD_DIM, f"head dims up to {MAX_HEAD_DIM} only, got K={K}")
+    _require(V <= MAX_VALUE_DIM, f"value dim up to {MAX_VALUE_DIM} only (256 + a normaliser column), got V={V}")
     if cu_seqlens is not None:
         _require(not cu_seqlens.is_floating_point(), f"cu_seqlens must be an integer tensor, got {cu_seqlens.dtype}")
 
@@ -83,6 +94,9 @@ def delta_rule_fwd(
     initial_state: torch.Tensor | None,
     output_final_state: bool,
     cu_seqlens: torch.Tensor | None,
+    *,
+    erase: bool = True,
+    out_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, ForwardSaved]:
     """The chunked forward: `(o, final_state, saved)`.
 
@@ -94,16 +108,22 @@ def delta_rule_fwd(
         initial_state: `[N, H, K, V]` any float dtype, or None (zeros).
         output_final_state: also return the final state.
         cu_seqlens: `[N + 1]` integer offsets of packed sequences (`B == 1`), or None.
+        erase: False drops the erase term, `S_t = exp(g_t) S_{t-1} + k_t v_tᵀ` (then `w` and `beta` must be None).
+        out_dtype: dtype of `o`, default v's.
     Returns:
-        `o: [B, T, H, V]` in v's dtype; the final state `[N, H, K, V]` float32 (None unless requested); and
+        `o: [B, T, H, V]` in `out_dtype`; the final state `[N, H, K, V]` float32 (None unless requested); and
         `ForwardSaved` for the backward. States and accumulation are float32 throughout.
     """
-    _check(q, k, v, w, beta, g, initial_state, cu_seqlens)
+    _check(q, k, v, w, beta, g, initial_state, cu_seqlens, erase)
     B, T = q.shape[:2]
     w = k if w is None else w
     layout = chunk_layout(B, T, cu_seqlens, q.device)
     G = None if g is None else chunk_cumsum(g, layout)
-    T_inv, u_tilde, k_tilde = wy_fwd(k, v, w, beta, G, layout)
+    if erase:
+        T_inv, u_tilde, k_tilde = wy_fwd(k, v, w, beta, G, layout)
+    else:
+        # T = I, K̃ = 0: stage 3 reads the values as Ũ and the pseudo-values are the values
+        T_inv, u_tilde, k_tilde = None, v, None
     h, U, final_state = state_fwd(k_tilde, u_tilde, w, G, initial_state, output_final_state, layout)
-    o = output_fwd(q, w, G, h, U, scale, layout, v.dtype)
+    o = output_fwd(q, w, G, h, v if U is None else U, scale, layout, out_dtype or v.dtype)
     return o, final_state, ForwardSaved(G=G, T_inv=T_inv, layout=layout)

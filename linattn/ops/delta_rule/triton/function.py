@@ -1,7 +1,8 @@
 """The chunked Triton delta rule as an autograd function: `delta_rule_fwd` forward, `delta_rule_bwd` backward.
 
-`delta_rule(..., backend="triton")` calls `delta_rule_triton`, which handles packed sequences (`cu_seqlens`) in
-one launch per stage rather than one call per sequence.
+`delta_rule(..., backend="triton")` calls `delta_rule_triton`, and `linear_attention` / `gated_linear_attention`
+with a scalar decay call `linear_attention_triton` (the same kernels without the erase term); both handle packed
+sequences (`cu_seqlens`) in one launch per stage rather than one call per sequence.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ class Options:
     scale: float
     output_final_state: bool
     cu_seqlens: torch.Tensor | None  # integer [N + 1], or None
+    erase: bool = True  # False: S_t = exp(g_t) S_{t-1} + k_t v_tᵀ (linear attention; w and beta None)
+    out_dtype: torch.dtype | None = None  # dtype of o, default v's
 
 
 class DeltaRuleTriton(torch.autograd.Function):
@@ -30,8 +33,9 @@ class DeltaRuleTriton(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, w, beta, g, initial_state, options: Options):
         o, final_state, saved = delta_rule_fwd(
-            q, k, v, w, beta, g, options.scale, initial_state, options.output_final_state, options.cu_seqlens
-        )
+            q, k, v, w, beta, g, options.scale, initial_state, options.output_final_state, options.cu_seqlens,
+            erase=options.erase, out_dtype=options.out_dtype,
+        )  # fmt: skip
         ctx.save_for_backward(q, k, v, w, beta, g, initial_state, saved.G, saved.T_inv)
         ctx.layout, ctx.scale = saved.layout, options.scale
         # an unused output's gradient arrives as None instead of a tensor of zeros
@@ -66,13 +70,41 @@ def delta_rule_triton(
     The kernels compute in float32 and take float32, bfloat16 or float16 `q, k, v, w`; float64 is refused with a
     TypeError rather than silently computed in float32 (the `chunk` and `naive` backends keep float64).
     """
-    if q.dtype not in INPUT_DTYPES:
-        raise TypeError(
-            f"delta_rule(backend='triton'): q, k, v, w must be float32, bfloat16 or float16, got {q.dtype} "
-            "(the kernels compute in float32; use backend='chunk' or 'naive' for float64)"
-        )
+    _check_dtype("delta_rule", "q, k, v, w", q.dtype)
     q, k, v, w, beta, g, initial_state = (
         None if x is None else x.contiguous() for x in (q, k, v, w, beta, g, initial_state)
     )
     options = Options(scale=scale, output_final_state=output_final_state, cu_seqlens=cu_seqlens)
     return DeltaRuleTriton.apply(q, k, v, w, beta, g, initial_state, options)
+
+
+def linear_attention_triton(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor | None,
+    scale: float,
+    initial_state: torch.Tensor | None,
+    output_final_state: bool,
+    cu_seqlens: torch.Tensor | None,
+    out_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`S_t = exp(g_t) S_{t-1} + k_t v_tᵀ`, `o_t = scale · S_tᵀ q_t` (linear attention with `g` None, scalar-decay
+    GLA with `g: [B, T, H]`) on validated inputs: the delta-rule kernels without the erase term. Returns
+    `(o, final_state)`, `o` in `out_dtype` (default v's), `final_state` float32 (None unless requested);
+    differentiable in `q, k, v, g, initial_state`. Dtypes as `delta_rule_triton`.
+    """
+    _check_dtype("linear_attention", "q, k, v", q.dtype)
+    q, k, v, g, initial_state = (None if x is None else x.contiguous() for x in (q, k, v, g, initial_state))
+    options = Options(
+        scale=scale, output_final_state=output_final_state, cu_seqlens=cu_seqlens, erase=False, out_dtype=out_dtype
+    )
+    return DeltaRuleTriton.apply(q, k, v, None, None, g, initial_state, options)
+
+
+def _check_dtype(op: str, names: str, dtype: torch.dtype) -> None:
+    if dtype not in INPUT_DTYPES:
+        raise TypeError(
+            f"{op}(backend='triton'): {names} must be float32, bfloat16 or float16, got {dtype} "
+            "(the kernels compute in float32; use backend='chunk' or 'naive' for float64)"
+        )

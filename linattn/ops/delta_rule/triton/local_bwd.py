@@ -25,6 +25,15 @@ so the gradients of `⟨dO, O⟩ + ⟨dh⁺, h⁺⟩` with respect to its `q, k,
 (`e_last` the chunk's last real token; `D_ts = exp(G_t − G_s)` gives `+` to row `t` and `−` to column `s`).
 `dG` is the gradient of the chunk-local cumsum `G`; the reverse cumsum in `cumsum.py` turns it into `dg`. With
 `w = k` the kernel adds `dW` into `dK`.
+
+Without the erase term (`ERASE` off: linear attention and scalar-decay GLA, `β = 1`, `w = k`, `U = V`) there is no
+`A`, `T` or `K̃`: `dK̂ = 0`, `R = 0`, and what is left is
+
+    dQ = scale · diag(Γ) dO hᵀ + P K,    dV = dṼ (= dU),    dK = Pᵀ Q + (Γ_C/Γ) ⊙ (V dh⁺ᵀ)
+    dG = scale · Γ ⊙ rowsum(Q ⊙ dO hᵀ) − x + rowsum(M) − colsum(M) + e_last · (Σ x + Γ_C Σ h ⊙ dh⁺),  M = P ⊙ Q Kᵀ
+
+so the kernel skips the loads of `k` (as the erase key) and `dṼ hᵀ`, the `[BT, BT]` products `dṼ Uᵀ` and `K Wᵀ`,
+and every `R` term.
 """
 
 from __future__ import annotations
@@ -37,15 +46,19 @@ from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 
 
-def _chunk(q, k, v, w, beta, G, h, scale):
-    """One chunk of the forward, all heads at once (`[H, L, ·]` tokens, `h: [H, K, V]`): `(O, h⁺)`."""
+def _chunk(q, k, v, w, beta, G, h, scale, erase=True):
+    """One chunk of the forward, all heads at once (`[H, L, ·]` tokens, `h: [H, K, V]`): `(O, h⁺)`; without
+    `erase`, `U = V` (linear attention: `k` and `beta` unused)."""
     L = q.shape[1]
     D = None if G is None else decay_matrix(G)
-    eye = torch.eye(L, dtype=q.dtype, device=q.device).expand(q.shape[0], L, L)
-    A = causal(beta * (k @ w.transpose(-1, -2)), D, strict=True)
-    T = torch.linalg.solve_triangular(eye + A, eye, upper=False, unitriangular=True)
     gamma = 1.0 if G is None else G.exp()[..., None]
-    U = T @ (beta * v) - T @ (beta * gamma * k) @ h
+    if erase:
+        eye = torch.eye(L, dtype=q.dtype, device=q.device).expand(q.shape[0], L, L)
+        A = causal(beta * (k @ w.transpose(-1, -2)), D, strict=True)
+        T = torch.linalg.solve_triangular(eye + A, eye, upper=False, unitriangular=True)
+        U = T @ (beta * v) - T @ (beta * gamma * k) @ h
+    else:
+        U = v
     O = scale * ((gamma * q) @ h + causal(q @ w.transpose(-1, -2), D) @ U)
     if G is None:
         return O, h + w.transpose(-1, -2) @ U
@@ -65,9 +78,11 @@ def local_bwd_ref(
     do: torch.Tensor,
     scale: float,
     layout: ChunkLayout,
+    erase: bool = True,
 ) -> tuple[torch.Tensor, ...]:
     """`(dq, dk, dv, dw, dβ, dG)` as `local_bwd` returns them, in float64, by autograd of each chunk's forward with
-    its start state `h[c]` fixed and the cotangents `dO`, `dh[c]`; `dw`, `dβ`, `dG` are None when `w`, `β`, `G` are."""
+    its start state `h[c]` fixed and the cotangents `dO`, `dh[c]`; `dw`, `dβ`, `dG` are None when `w`, `β`, `G` are.
+    Without `erase` (`w`, `β` None) the chunk is linear attention's (`U = V`)."""
     H = q.shape[2]
     x = {"q": q, "k": k, "v": v, "w": w, "beta": beta, "G": G}
     x = {n: t.double() for n, t in x.items() if t is not None}
@@ -79,11 +94,11 @@ def local_bwd_ref(
             ones = torch.ones(H, c.stop - c.start, dtype=torch.float64, device=q.device)
             O, h_end = _chunk(
                 leaves["q"], leaves["k"], leaves["v"], leaves.get("w", leaves["k"]),
-                leaves.get("beta", ones)[..., None], leaves.get("G"), h[b, first + i].double(), scale,
+                leaves.get("beta", ones)[..., None], leaves.get("G"), h[b, first + i].double(), scale, erase,
             )  # fmt: skip
             loss = (O * do[b, c].transpose(0, 1).double()).sum() + (h_end * dh[b, first + i].double()).sum()
-            for n, d in zip(leaves, torch.autograd.grad(loss, list(leaves.values()))):
-                grads[n][b, c] = d.transpose(0, 1)
+            for n, d in zip(leaves, torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)):
+                grads[n][b, c] = 0.0 if d is None else d.transpose(0, 1)
     return tuple(grads.get(n) for n in ("q", "k", "v", "w", "beta", "G"))
 
 
@@ -116,13 +131,15 @@ def local_bwd_kernel(
     BT: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
+    ERASE: tl.constexpr,
     USE_BETA: tl.constexpr,
     USE_G: tl.constexpr,
     W_IS_K: tl.constexpr,
     IS_VARLEN: tl.constexpr,
 ):
     """One program per (chunk, batch row · head): a pass over value blocks for the `[BT, BT]` score gradients, then
-    a pass over key blocks (each with an inner pass over value blocks for the products with `h` and `dh⁺`)."""
+    a pass over key blocks (each with an inner pass over value blocks for the products with `h` and `dh⁺`).
+    Without `ERASE` (then `W_IS_K`, no β): `U` points at the values `v`, and `dṼ = dU`."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     if IS_VARLEN:
@@ -173,18 +190,21 @@ def local_bwd_kernel(
         o_v = i_v * BV + tl.arange(0, BV)
         m_tv = m_t[:, None] & (o_v < V)[None, :]
         o_tv = o_tv0 + o_i[:, None] * (H * V) + o_v[None, :]
-        # [BT, BV] each
-        b_U = tl.load(U + o_tv, mask=m_tv, other=0)
+        # [BT, BV] each (U: float32 from stage 3, or the values in their own dtype without the erase term)
+        b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
         b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0)
         b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
-        b_v = tl.load(v + o_tv, mask=m_tv, other=0).to(tl.float32)
         tl.store(dv + o_tv, (b_dvt * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
-        b_dbeta += tl.sum(b_v * b_dvt, axis=1)
-        # [BT, BV] @ [BV, BT] -> [BT, BT], twice
-        b_dA += tl.dot(b_dvt, tl.trans(b_U), input_precision="ieee")
+        if ERASE:
+            b_v = tl.load(v + o_tv, mask=m_tv, other=0).to(tl.float32)
+            b_dbeta += tl.sum(b_v * b_dvt, axis=1)
+            # [BT, BV] @ [BV, BT] -> [BT, BT]
+            b_dA += tl.dot(b_dvt, tl.trans(b_U), input_precision="ieee")
+        # [BT, BV] @ [BV, BT] -> [BT, BT]
         b_dS += tl.dot(b_do, tl.trans(b_U), input_precision="ieee")
     # R = dA ⊙ D with dA = −strict_tril(dṼ Uᵀ);  P = scale · tril(dO Uᵀ) ⊙ D
-    b_R = tl.where(m_A, -b_dA * b_D, 0.0)
+    if ERASE:
+        b_R = tl.where(m_A, -b_dA * b_D, 0.0)
     b_P = tl.where(m_O, b_dS * b_D, 0.0) * scale
 
     # pass 2, over key blocks: dQ, dK, dW; Q Wᵀ and K Wᵀ accumulate for the score terms of dβ and dG
@@ -212,53 +232,67 @@ def local_bwd_kernel(
             b_h = tl.load(h + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0)
             b_dh = tl.load(dh + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0)
             # [BT, BV] each
-            b_U = tl.load(U + o_tv, mask=m_tv, other=0)
-            b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0)
+            b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
             b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
-            # [BT, BV] @ [BV, BK] -> [BT, BK], three times
-            b_dvh += tl.dot(b_dvt, tl.trans(b_h), input_precision="ieee")
+            if ERASE:
+                b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0)
+                # [BT, BV] @ [BV, BK] -> [BT, BK]
+                b_dvh += tl.dot(b_dvt, tl.trans(b_h), input_precision="ieee")
+            # [BT, BV] @ [BV, BK] -> [BT, BK], twice
             b_doh += tl.dot(b_do, tl.trans(b_h), input_precision="ieee")
             b_udh += tl.dot(b_U, tl.trans(b_dh), input_precision="ieee")
             if USE_G:
                 b_hdh += b_h * b_dh
         # [BT, BK] each
         b_q = tl.load(q + o_tk, mask=m_tk, other=0).to(tl.float32)
-        b_k = tl.load(k + o_tk, mask=m_tk, other=0).to(tl.float32)
         b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
-        # [BT, BK] @ [BK, BT] -> [BT, BT], twice
+        # [BT, BK] @ [BK, BT] -> [BT, BT]
         b_QW += tl.dot(b_q, tl.trans(b_w), input_precision="ieee")
-        b_KW += tl.dot(b_k, tl.trans(b_w), input_precision="ieee")
         if USE_G:
             b_udh *= b_to_end[:, None]
         b_doh *= (scale * b_gamma)[:, None]
-        # dK̂ ⊙ K summed over the key block, i.e. −rowsum(K ⊙ dṼ hᵀ)
-        b_kdk = -tl.sum(b_k * b_dvh, axis=1)
-        b_dbeta += b_gamma * b_kdk
         if USE_G:
-            b_dg += tl.sum(b_q * b_doh, axis=1) + b_beta * b_gamma * b_kdk
+            b_dg += tl.sum(b_q * b_doh, axis=1)
             b_x += tl.sum(b_w * b_udh, axis=1)
+        if ERASE:
+            # [BT, BK]
+            b_k = tl.load(k + o_tk, mask=m_tk, other=0).to(tl.float32)
+            # [BT, BK] @ [BK, BT] -> [BT, BT]
+            b_KW += tl.dot(b_k, tl.trans(b_w), input_precision="ieee")
+            # dK̂ ⊙ K summed over the key block, i.e. −rowsum(K ⊙ dṼ hᵀ)
+            b_kdk = -tl.sum(b_k * b_dvh, axis=1)
+            b_dbeta += b_gamma * b_kdk
+            if USE_G:
+                b_dg += b_beta * b_gamma * b_kdk
 
         # [BT, BT] @ [BT, BK] -> [BT, BK]
         b_dq = b_doh + tl.dot(b_P, b_w, input_precision="ieee")
-        # [BT, BT] @ [BT, BK] -> [BT, BK]
-        b_dk = b_beta[:, None] * tl.dot(b_R, b_w, input_precision="ieee") - (b_beta * b_gamma)[:, None] * b_dvh
-        # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK], twice
+        # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK]
         b_dw = tl.dot(tl.trans(b_P), b_q, input_precision="ieee") + b_udh
-        b_dw += tl.dot(tl.trans(b_R), b_k * b_beta[:, None], input_precision="ieee")
         tl.store(dq + o_tk, b_dq.to(dq.dtype.element_ty), mask=m_tk)
-        if W_IS_K:
-            tl.store(dk + o_tk, (b_dk + b_dw).to(dk.dtype.element_ty), mask=m_tk)
+        if ERASE:
+            # [BT, BT] @ [BT, BK] -> [BT, BK]
+            b_dk = b_beta[:, None] * tl.dot(b_R, b_w, input_precision="ieee") - (b_beta * b_gamma)[:, None] * b_dvh
+            # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK]
+            b_dw += tl.dot(tl.trans(b_R), b_k * b_beta[:, None], input_precision="ieee")
+            if W_IS_K:
+                tl.store(dk + o_tk, (b_dk + b_dw).to(dk.dtype.element_ty), mask=m_tk)
+            else:
+                tl.store(dk + o_tk, b_dk.to(dk.dtype.element_ty), mask=m_tk)
+                tl.store(dw + o_tk, b_dw.to(dw.dtype.element_ty), mask=m_tk)
         else:
-            tl.store(dk + o_tk, b_dk.to(dk.dtype.element_ty), mask=m_tk)
-            tl.store(dw + o_tk, b_dw.to(dw.dtype.element_ty), mask=m_tk)
+            # one key, which only writes: its gradient is dW
+            tl.store(dk + o_tk, b_dw.to(dk.dtype.element_ty), mask=m_tk)
 
     # the score terms: R ⊙ K Wᵀ for dβ; M = P ⊙ Q Wᵀ + diag(β) R ⊙ K Wᵀ, + to its rows and − to its columns, for dG
-    b_RKW = b_R * b_KW
-    b_dbeta += tl.sum(b_RKW, axis=1)
+    b_M = b_P * b_QW
+    if ERASE:
+        b_RKW = b_R * b_KW
+        b_dbeta += tl.sum(b_RKW, axis=1)
+        b_M += b_beta[:, None] * b_RKW
     if USE_BETA:
         tl.store(dbeta + t0 * H + i_h + o_i * H, b_dbeta, mask=m_t)
     if USE_G:
-        b_M = b_P * b_QW + b_beta[:, None] * b_RKW
         b_dg += tl.sum(b_M, axis=1) - tl.sum(b_M, axis=0) - b_x
         # the chunk's last decay Γ_C scales h (into h⁺) and every column of W̃
         b_dg_last = tl.sum(b_x) + tl.exp(b_g_last) * tl.sum(b_hdh)
@@ -280,13 +314,17 @@ def local_bwd(
     do: torch.Tensor,
     scale: float,
     layout: ChunkLayout,
+    erase: bool = True,
 ) -> tuple[torch.Tensor | None, ...]:
     """`q, k, w: [B, T, H, K]` (w None: w = k), `v, do: [B, T, H, V]`, `beta, G: [B, T, H]` or None, and float32
     `h, dh: [B, NT, H, K, V]` (chunk start states, gradients of the chunk end states), `U, dṼ: [B, T, H, V]`.
+    Without `erase` (linear attention: `w`, `beta` None) pass `U = v`.
 
     Returns `(dq, dk, dv, dw, dβ, dG)`: `dq, dk, dv, dw` in their inputs' dtypes (`dk` includes `dw` and `dw` is None
     when `w` is None), float32 `dβ: [B, T, H]` and `dG: [B, T, H]` (None without β, G).
     """
+    if not erase and (w is not None or beta is not None):
+        raise ValueError("local_bwd: without the erase term there is one key (w None) and no beta")
     B, T, H, K = q.shape
     V = v.shape[-1]
     BK = min(64, max(16, triton.next_power_of_2(K)))
@@ -300,6 +338,7 @@ def local_bwd(
         q, k, v, k if w is None else w, beta, G, h, dh, U, dv_tilde, do, dq, dk, dv, dw, dbeta, dG,
         layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
-        USE_BETA=beta is not None, USE_G=G is not None, W_IS_K=w is None, IS_VARLEN=layout.cu_seqlens is not None,
+        ERASE=erase, USE_BETA=beta is not None, USE_G=G is not None, W_IS_K=w is None,
+        IS_VARLEN=layout.cu_seqlens is not None,
     )  # fmt: skip
     return dq, dk, dv, dw, dbeta, dG

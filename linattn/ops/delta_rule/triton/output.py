@@ -7,6 +7,9 @@ Per chunk, from its start state `h_c` and pseudo-values `U_c` (stage 3):
 the inter-chunk part (what the state held at the chunk's start, decayed to each token) plus the intra-chunk part
 (the writes of tokens `s ≤ t` of the same chunk). `D_ts = exp(G_t − G_s)` is masked to `s ≤ t` before `exp`.
 `tl.dot` asks for `input_precision="ieee"` (true float32; see `wy.py`).
+
+Without the erase term (linear attention, scalar-decay GLA) the pseudo-values are the values, and the launcher is
+handed `V` itself as `U`: no mode flag is needed here.
 """
 
 from __future__ import annotations
@@ -118,8 +121,8 @@ def output_fwd_kernel(
 
     m_tv = m_t[:, None] & m_v[None, :]
     o_tv = o_i[:, None] * (H * V) + o_v[None, :]
-    # [BT, BV]
-    b_U = tl.load(U + o_tv, mask=m_tv, other=0)
+    # [BT, BV] (float32 from stage 3, or the values in their own dtype without the erase term)
+    b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
     # [BT, BT] @ [BT, BV] -> [BT, BV]
     b_o = (b_o + tl.dot(b_A, b_U, input_precision="ieee")) * scale
     tl.store(o + o_tv, b_o.to(o.dtype.element_ty), mask=m_tv)
@@ -135,7 +138,8 @@ def output_fwd(
     layout: ChunkLayout,
     out_dtype: torch.dtype,
 ) -> torch.Tensor:
-    """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, float32 `h: [B, NT, H, K, V]` and `U: [B, T, H, V]` (stage 3).
+    """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, float32 `h: [B, NT, H, K, V]` and `U: [B, T, H, V]` (stage 3;
+    without the erase term the values `v`, in any float dtype).
 
     Returns `o: [B, T, H, V]` in `out_dtype` (accumulated in float32).
     """

@@ -10,6 +10,10 @@ every `U_c` is stored for stage 4; the last `h` is the final state. This is the 
 forward: the programs run in parallel over (sequence, head, value block), each owning a `[K, BV]` tile of the
 state in float32 registers (`BK = next_pow2(K) ≤ 256`, `BV ≤ 64`, `BK · BV ≤ 8192` floats) for its whole walk.
 `tl.dot` asks for `input_precision="ieee"` (true float32; see `wy.py`).
+
+Without the erase term (`ERASE` off: linear attention and scalar-decay GLA, `T = I`, `K̃ = 0`) the pseudo-values
+are the values themselves, `U_c = V_c`: the kernel reads `V` where it would read `Ũ`, skips `K̃ h`, and stores no
+`U` (stage 4 reads `V`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 
 
 def state_ref(
-    k_tilde: torch.Tensor,
+    k_tilde: torch.Tensor | None,
     u_tilde: torch.Tensor,
     w: torch.Tensor,
     G: torch.Tensor | None,
@@ -30,11 +34,12 @@ def state_ref(
     layout: ChunkLayout,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`(h, U, final_state)` as `state_fwd` returns them (`[B, NT, H, K, V]`, `[B, T, H, V]`, `[N, H, K, V]`),
-    in float64."""
-    B, _, H, K = k_tilde.shape
+    in float64. `k_tilde` None: no erase term, `u_tilde` is `V` and `U = V`."""
+    B, _, H, K = w.shape
     V = u_tilde.shape[-1]
-    k_tilde, u_tilde, w = (x.double() for x in (k_tilde, u_tilde, w))
-    f64 = {"dtype": torch.float64, "device": k_tilde.device}
+    u_tilde, w = u_tilde.double(), w.double()
+    k_tilde = None if k_tilde is None else k_tilde.double()
+    f64 = {"dtype": torch.float64, "device": w.device}
     h = torch.zeros(B, layout.NT, H, K, V, **f64)
     U = torch.zeros_like(u_tilde)
     final = torch.zeros(layout.N, H, K, V, **f64)
@@ -43,7 +48,9 @@ def state_ref(
         for i, start in enumerate(range(bos, eos, layout.BT)):
             c = slice(start, min(start + layout.BT, eos))
             h[b, first + i] = S
-            U_c = u_tilde[b, c].transpose(0, 1) - k_tilde[b, c].transpose(0, 1) @ S  # [H, L, V]
+            U_c = u_tilde[b, c].transpose(0, 1)  # [H, L, V]
+            if k_tilde is not None:
+                U_c = U_c - k_tilde[b, c].transpose(0, 1) @ S
             U[b, c] = U_c.transpose(0, 1)
             w_c = w[b, c].transpose(0, 1)  # [H, L, K]
             if G is not None:
@@ -74,12 +81,14 @@ def state_fwd_kernel(
     BT: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
+    ERASE: tl.constexpr,
     USE_G: tl.constexpr,
     USE_H0: tl.constexpr,
     STORE_HT: tl.constexpr,
     IS_VARLEN: tl.constexpr,
 ):
-    """One program per (value block, sequence · head) walks the sequence's chunks in order."""
+    """One program per (value block, sequence · head) walks the sequence's chunks in order. Without `ERASE`,
+    `u_tilde` points at the values `V` (any float dtype) and `k_tilde`, `U` are unused."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
     if IS_VARLEN:
@@ -116,12 +125,14 @@ def state_fwd_kernel(
         m_tv = m_t[:, None] & m_v[None, :]
         o_tk = (t0 * H + i_h) * K + o_i[:, None] * (H * K) + o_k[None, :]
         o_tv = (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :]
-        # [BT, BK], [BT, BV]
-        b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
-        b_ut = tl.load(u_tilde + o_tv, mask=m_tv, other=0)
-        # [BT, BV] − [BT, BK] @ [BK, BV] -> [BT, BV]
-        b_U = b_ut - tl.dot(b_kt, b_h, input_precision="ieee")
-        tl.store(U + o_tv, b_U, mask=m_tv)
+        # [BT, BV]
+        b_U = tl.load(u_tilde + o_tv, mask=m_tv, other=0).to(tl.float32)
+        if ERASE:
+            # [BT, BK]
+            b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
+            # [BT, BV] − [BT, BK] @ [BK, BV] -> [BT, BV]
+            b_U -= tl.dot(b_kt, b_h, input_precision="ieee")
+            tl.store(U + o_tv, b_U, mask=m_tv)
 
         # [BT, BK] write directions of the chunk
         b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
@@ -139,34 +150,36 @@ def state_fwd_kernel(
 
 
 def state_fwd(
-    k_tilde: torch.Tensor,
+    k_tilde: torch.Tensor | None,
     u_tilde: torch.Tensor,
     w: torch.Tensor,
     G: torch.Tensor | None,
     initial_state: torch.Tensor | None,
     output_final_state: bool,
     layout: ChunkLayout,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """`K̃: [B, T, H, K]`, `Ũ: [B, T, H, V]` (float32, stage 2), `w: [B, T, H, K]`, `G: [B, T, H]` or None,
-    `initial_state: [N, H, K, V]` (any float dtype) or None.
+    `initial_state: [N, H, K, V]` (any float dtype) or None. Without the erase term pass `k_tilde=None` and the
+    values `v: [B, T, H, V]` (any float dtype) as `u_tilde`: then `U = V` and is not stored.
 
-    Returns float32 chunk-start states `h: [B, NT, H, K, V]`, pseudo-values `U: [B, T, H, V]` and the final
-    state `[N, H, K, V]` (None unless `output_final_state`).
+    Returns float32 chunk-start states `h: [B, NT, H, K, V]`, pseudo-values `U: [B, T, H, V]` (None without the
+    erase term) and the final state `[N, H, K, V]` (None unless `output_final_state`).
     """
-    B, T, H, K = k_tilde.shape
+    B, T, H, K = w.shape
     V = u_tilde.shape[-1]
+    erase = k_tilde is not None
     # the whole key dim in one tile (the state's rows cannot be split across loop steps), the value dim in blocks
     # that keep the [BK, BV] state tile at ≤ 8192 floats; every dim ≥ 16 for tl.dot
     BK = max(16, triton.next_power_of_2(K))
     BV = min(64, 8192 // BK, max(16, triton.next_power_of_2(V)))
-    h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=k_tilde.device)
-    U = torch.empty_like(u_tilde)
-    ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=k_tilde.device) if output_final_state else None
+    h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=w.device)
+    U = torch.empty_like(u_tilde) if erase else None
+    ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=w.device) if output_final_state else None
     grid = (triton.cdiv(V, BV), layout.N * H)
     state_fwd_kernel[grid](
         k_tilde, u_tilde, w, G, h, U, initial_state, ht, layout.cu_seqlens, layout.chunk_offsets, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
-        USE_G=G is not None, USE_H0=initial_state is not None, STORE_HT=ht is not None,
+        ERASE=erase, USE_G=G is not None, USE_H0=initial_state is not None, STORE_HT=ht is not None,
         IS_VARLEN=layout.cu_seqlens is not None,
     )  # fmt: skip
     return h, U, ht

@@ -14,6 +14,9 @@ Backward, from `dh_{C_last+1}` = the final state's gradient (or 0) down to `dh_0
 `U = Ũ − K̃ h`, so `dŨ = dU`, `dK̃ = −dU hᵀ`, and both reach the inputs through `Tᵀ` (see `local_bwd.py`).
 Stores `dh[c] = dh_{c+1}`, the gradient of each chunk's *end* state (what `local_bwd` pairs with `h[c]`, the
 chunk's start state), `dṼ`, and `dh_0` when there is an initial state. Everything is float32, `tl.dot` ieee.
+
+Without the erase term (`ERASE` off: `T = I`, `K̃ = 0`) the middle line is `dṼ_c = dU_c` and the last loses its
+`K̃ᵀ dU` term: neither `T` nor `K̃` is read.
 """
 
 from __future__ import annotations
@@ -30,18 +33,20 @@ def state_bwd_ref(
     q: torch.Tensor,
     w: torch.Tensor,
     G: torch.Tensor | None,
-    T_inv: torch.Tensor,
-    k_tilde: torch.Tensor,
+    T_inv: torch.Tensor | None,
+    k_tilde: torch.Tensor | None,
     do: torch.Tensor,
     dht: torch.Tensor | None,
     scale: float,
     layout: ChunkLayout,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`(dh, dṼ, dh_0)` as `state_bwd` returns them (`[B, NT, H, K, V]`, `[B, T, H, V]`, `[N, H, K, V]`),
-    in float64."""
+    in float64. `T_inv`, `k_tilde` None: no erase term (`T = I`, `K̃ = 0`)."""
     B, _, H, K = q.shape
     V = do.shape[-1]
-    q, w, k_tilde, do = (x.double() for x in (q, w, k_tilde, do))
+    erase = k_tilde is not None
+    q, w, do = (x.double() for x in (q, w, do))
+    k_tilde = k_tilde.double() if erase else None
     f64 = {"dtype": torch.float64, "device": q.device}
     dh = torch.zeros(B, layout.NT, H, K, V, **f64)
     dv_tilde = torch.zeros_like(do)
@@ -53,18 +58,22 @@ def state_bwd_ref(
             c = slice(starts[i], min(starts[i] + layout.BT, eos))
             L = c.stop - c.start
             dh[b, first + i] = dS
-            q_c, w_c, kt_c, do_c = (x[b, c].transpose(0, 1) for x in (q, w, k_tilde, do))  # [H, L, K|V]
-            T_c = T_inv[b, c, :, :L].transpose(0, 1).double()  # [H, L, L]
+            q_c, w_c, do_c = (x[b, c].transpose(0, 1) for x in (q, w, do))  # [H, L, K|V]
             G_c = None if G is None else G[b, c].T.double()  # [H, L]
             A_o = causal(q_c @ w_c.transpose(-1, -2), None if G_c is None else decay_matrix(G_c))
             if G_c is not None:
                 w_c = w_c * (G_c[:, -1:] - G_c).exp()[..., None]
                 q_c = q_c * G_c.exp()[..., None]
             dU = scale * A_o.transpose(-1, -2) @ do_c + w_c @ dS  # [H, L, V]
-            dv_tilde[b, c] = (T_c.transpose(-1, -2) @ dU).transpose(0, 1)
             if G_c is not None:
                 dS = G_c[:, -1, None, None].exp() * dS
-            dS = dS + scale * q_c.transpose(-1, -2) @ do_c - kt_c.transpose(-1, -2) @ dU
+            dS = dS + scale * q_c.transpose(-1, -2) @ do_c
+            if erase:
+                T_c = T_inv[b, c, :, :L].transpose(0, 1).double()  # [H, L, L]
+                kt_c = k_tilde[b, c].transpose(0, 1)
+                dS = dS - kt_c.transpose(-1, -2) @ dU
+                dU = T_c.transpose(-1, -2) @ dU
+            dv_tilde[b, c] = dU.transpose(0, 1)
         dh0[n] = dS
     return dh, dv_tilde, dh0
 
@@ -159,12 +168,14 @@ def state_bwd_kernel(
     BT: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
+    ERASE: tl.constexpr,
     USE_G: tl.constexpr,
     USE_DHT: tl.constexpr,
     STORE_DH0: tl.constexpr,
     IS_VARLEN: tl.constexpr,
 ):
-    """One program per (value block, sequence · head) walks the sequence's chunks from the last to the first."""
+    """One program per (value block, sequence · head) walks the sequence's chunks from the last to the first.
+    Without `ERASE`, `T_inv` and `k_tilde` are unused (`T = I`, `K̃ = 0`)."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
     if IS_VARLEN:
@@ -213,19 +224,27 @@ def state_bwd_kernel(
 
         # [BT, BV] + [BT, BK] @ [BK, BV] -> [BT, BV]
         b_du = tl.load(du + o_tv, mask=m_tv, other=0) + tl.dot(b_w, b_dh, input_precision="ieee")
-        # [BT, BT] rows of the chunk's inverse (0 past its end)
-        b_T = tl.load(T_inv + (t0 * H + i_h) * BT + o_i[:, None] * (H * BT) + o_i[None, :], mask=m_t[:, None], other=0)
-        # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
-        tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision="ieee"), mask=m_tv)
+        if ERASE:
+            # [BT, BT] rows of the chunk's inverse (0 past its end)
+            o_T = (t0 * H + i_h) * BT + o_i[:, None] * (H * BT) + o_i[None, :]
+            b_T = tl.load(T_inv + o_T, mask=m_t[:, None], other=0)
+            # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
+            tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision="ieee"), mask=m_tv)
+        else:
+            # T = I
+            tl.store(dv_tilde + o_tv, b_du, mask=m_tv)
 
-        # [BT, BV], [BT, BK]
+        # [BT, BV]
         b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
-        b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
         if USE_G:
             b_dh *= tl.exp(b_g_last)
-        # [BK, BT] @ [BT, BV] -> [BK, BV], twice
+        # [BK, BT] @ [BT, BV] -> [BK, BV]
         b_dh += scale * tl.dot(tl.trans(b_q), b_do, input_precision="ieee")
-        b_dh -= tl.dot(tl.trans(b_kt), b_du, input_precision="ieee")
+        if ERASE:
+            # [BT, BK]
+            b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
+            # [BK, BT] @ [BT, BV] -> [BK, BV]
+            b_dh -= tl.dot(tl.trans(b_kt), b_du, input_precision="ieee")
 
     if STORE_DH0:
         tl.store(dh0 + i_nh.to(tl.int64) * K * V + o_h, b_dh, mask=m_h)
@@ -235,8 +254,8 @@ def state_bwd(
     q: torch.Tensor,
     w: torch.Tensor,
     G: torch.Tensor | None,
-    T_inv: torch.Tensor,
-    k_tilde: torch.Tensor,
+    T_inv: torch.Tensor | None,
+    k_tilde: torch.Tensor | None,
     do: torch.Tensor,
     dht: torch.Tensor | None,
     scale: float,
@@ -244,7 +263,8 @@ def state_bwd(
     layout: ChunkLayout,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, the forward's `T: [B, T, H, BT]`, `K̃: [B, T, H, K]` (float32,
-    recomputed), `do: [B, T, H, V]`, `dht: [N, H, K, V]` or None (no gradient for the final state).
+    recomputed; both None without the erase term), `do: [B, T, H, V]`, `dht: [N, H, K, V]` or None (no gradient
+    for the final state).
 
     Returns float32 `dh: [B, NT, H, K, V]` (row `c`: gradient of chunk `c`'s end state), `dṼ: [B, T, H, V]` and
     `dh_0: [N, H, K, V]` (None unless `want_dh0`).
@@ -268,7 +288,7 @@ def state_bwd(
     dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
     state_bwd_kernel[(triton.cdiv(V, BV), layout.N * H)](
         q, w, G, T_inv, k_tilde, du, do, dh, dv_tilde, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, scale, T,
-        H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
+        H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, ERASE=k_tilde is not None,
         USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=want_dh0, IS_VARLEN=layout.cu_seqlens is not None,
     )  # fmt: skip
     return dh, dv_tilde, dh0

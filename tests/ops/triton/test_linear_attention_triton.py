@@ -1,0 +1,345 @@
+"""`linear_attention` and scalar-decay `gated_linear_attention` with `backend="triton"`: the chunked delta-rule
+kernels without the erase term (`ERASE` off), on a GPU if there is one, else in Triton's interpreter on CPU (see
+tests/conftest.py).
+
+Outputs, final states and every gradient (q, k, v, g, initial state) against autograd of the float64 `naive`
+recurrence (`naive_gated_linear_attention`); each no-erase stage against its PyTorch reference. `torch.empty` is
+poisoned with NaN (tests/conftest.py), so an element a kernel forgets to write fails the checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from linattn.ops import gated_linear_attention, linear_attention
+from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_layout
+from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_ref
+from linattn.ops.delta_rule.triton.output import output_fwd, output_ref
+from linattn.ops.delta_rule.triton.state import state_fwd, state_ref
+from linattn.ops.delta_rule.triton.state_bwd import state_bwd, state_bwd_ref
+from linattn.ops.linear_attention.api import resolve_backend
+from tests.ops.cases import CASES, Sizes, draw, rel_err
+from tests.ops.triton.test_delta_rule_fwd import DEVICE, FLOOR, INTERPRETED_BF16_ROUNDING, check
+
+F32_TOL = 5e-5  # float32 inputs against the float64 recurrence: outputs and every gradient
+STAGE_TOL = 5e-6  # one stage against its float64 reference on the same inputs
+CASE_TOL = 1e-5  # the shared cases (tests/ops/cases.py) in float32 against naive in float64
+GRADS = ("q", "k", "v", "g", "S0", "z0")
+
+
+@dataclass(frozen=True)
+class Config:
+    """One call: sizes, decay, initial state, packed sequence lengths (then B = 1), normaliser."""
+
+    T: int = 64
+    B: int = 1
+    H: int = 2
+    K: int = 16
+    V: int = 32
+    # None (linear attention), "mild" (the state lives across chunks) or "strong" (about e^-100 across a chunk)
+    gate: str | None = "mild"
+    h0: bool = True
+    lengths: tuple[int, ...] | None = None
+    normalize: bool = False  # linear_attention(normalize=True): positive q, k (ELU+1), state (S, z); no gate
+
+
+def make_inputs(cfg: Config, dtype: torch.dtype = torch.float32, seed: int = 0) -> dict:
+    """Inputs in `dtype` (the initial state in float32)."""
+    assert not (cfg.normalize and cfg.gate), "normalize=True is linear attention (no g)"
+    gen = torch.Generator().manual_seed(seed)
+    B, T, H, K, V = cfg.B, cfg.T, cfg.H, cfg.K, cfg.V
+    if cfg.lengths is not None:
+        assert B == 1 and sum(cfg.lengths) == T
+    N = B if cfg.lengths is None else len(cfg.lengths)
+    r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)
+    u = lambda *s: torch.rand(*s, generator=gen, dtype=torch.float64)
+    feature = (lambda x: F.elu(x) + 1) if cfg.normalize else (lambda x: x)
+    x = {
+        "q": feature(r(B, T, H, K)),
+        "k": feature(r(B, T, H, K)),
+        "v": r(B, T, H, V),
+        "g": {None: None, "mild": -0.1 * u(B, T, H), "strong": -(3 * u(B, T, H) + 0.05)}[cfg.gate],
+    }
+    x = {n: None if t is None else t.to(DEVICE, dtype) for n, t in x.items()}
+    x["S0"] = r(N, H, K, V).to(DEVICE, torch.float32) if cfg.h0 else None
+    x["z0"] = (F.elu(r(N, H, K)) + 1).to(DEVICE, torch.float32) if cfg.h0 and cfg.normalize else None
+    x["cu_seqlens"] = None if cfg.lengths is None else torch.tensor([0, *cfg.lengths], device=DEVICE).cumsum(0)
+    x["normalize"] = cfg.normalize
+    return x
+
+
+def draw_cotangents(x: dict, dtype: torch.dtype, seed: int = 1) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """`(do, dS)`: the gradient of `o` exactly representable in `dtype`, and of the final state (a pair `(dS, dz)`
+    with the normaliser) in float32."""
+    gen = torch.Generator().manual_seed(seed)
+    B, T, H, K = x["q"].shape
+    V = x["v"].shape[-1]
+    N = B if x["cu_seqlens"] is None else len(x["cu_seqlens"]) - 1
+    do = torch.randn(B, T, H, V, generator=gen).to(DEVICE, dtype)
+    dS = [torch.randn(N, H, K, V, generator=gen).to(DEVICE)]
+    if x["normalize"]:
+        dS.append(torch.randn(N, H, K, generator=gen).to(DEVICE))
+    return do, tuple(dS)
+
+
+def call(x: dict, leaves: dict, backend: str, want_final: bool):
+    """The public op on `leaves` (the differentiable inputs) and `x`'s options: `(o, final_state)`."""
+    opts = {"output_final_state": want_final, "cu_seqlens": x["cu_seqlens"], "backend": backend}
+    if x["normalize"]:
+        init = (leaves["S0"], leaves["z0"]) if "S0" in leaves else None
+        return linear_attention(leaves["q"], leaves["k"], leaves["v"], normalize=True, initial_state=init, **opts)
+    if "g" in leaves:
+        return gated_linear_attention(
+            leaves["q"], leaves["k"], leaves["v"], leaves["g"], initial_state=leaves.get("S0"), **opts
+        )
+    return linear_attention(leaves["q"], leaves["k"], leaves["v"], initial_state=leaves.get("S0"), **opts)
+
+
+def run_grads(x: dict, backend: str, do, dS, dtype: torch.dtype | None = None) -> tuple[dict, dict]:
+    """`({output name: tensor}, {input name: gradient})` of `⟨o, do⟩ + ⟨final state, dS⟩` (`do` or `dS` None: that
+    term is left out, and without `dS` no final state is asked for), the inputs cast to `dtype` if given."""
+    leaves = {
+        n: (x[n] if dtype is None else x[n].to(dtype)).detach().clone().requires_grad_()
+        for n in GRADS
+        if x[n] is not None
+    }
+    o, S = call(x, leaves, backend, dS is not None)
+    S = () if S is None else (S if isinstance(S, tuple) else (S,))
+    loss = 0.0 if do is None else (o.double() * do.double()).sum()
+    for s, ds in zip(S, dS or ()):
+        loss = loss + (s.double() * ds.double()).sum()
+    grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
+    outs = {"o": o, **{f"final state[{i}]": s for i, s in enumerate(S)}}
+    # an input that does not reach the loss (q when only the final state is used) has a zero gradient
+    return outs, {n: torch.zeros_like(t) if d is None else d for (n, t), d in zip(leaves.items(), grads)}
+
+
+def check_all(x: dict, do, dS, tol: float, what: str) -> dict:
+    """Outputs, final states and every gradient of the triton backend against naive in float64; returns the
+    errors by name."""
+    outs, grads = run_grads(x, "triton", do, dS)
+    want_outs, want_grads = run_grads(x, "naive", do, dS, torch.float64)
+    assert outs["o"].dtype == x["v"].dtype, f"{what}: o has dtype {outs['o'].dtype}"
+    for n, d in grads.items():
+        assert d.dtype == x[n].dtype, f"{what} d{n}: dtype {d.dtype}, expected {x[n].dtype}"
+    pairs = {**{n: (outs[n], want_outs[n]) for n in outs}, **{f"d{n}": (grads[n], want_grads[n]) for n in grads}}
+    for name, (a, b) in pairs.items():
+        check(a, b, tol, f"{what} {name}")
+    return {name: rel_err(a, b) for name, (a, b) in pairs.items()}
+
+
+SWEEP = {
+    "linear": Config(gate=None, h0=False),
+    "gla": Config(),
+}
+
+
+@pytest.mark.parametrize("T", [1, 63, 64, 65, 200])
+@pytest.mark.parametrize("name", list(SWEEP))
+def test_matches_naive_f32(name, T):
+    cfg = replace(SWEEP[name], T=T)
+    x = make_inputs(cfg)
+    do, dS = draw_cotangents(x, torch.float32)
+    check_all(x, do, dS, F32_TOL, f"{name} T={T}")
+
+
+AWKWARD = {
+    "K96": Config(T=65, H=1, K=96, V=40),
+    "V96-linear": Config(T=63, H=1, K=24, V=96, gate=None),
+    "K256": Config(T=65, H=1, K=256, V=16),
+    "K>V": Config(T=130, B=2, H=1, K=32, V=16),
+    "strong-decay": Config(T=127, gate="strong"),
+    "varlen": Config(T=140, lengths=(1, 70, 5, 64)),
+    "varlen-linear": Config(T=196, gate=None, h0=False, lengths=(65, 1, 130)),
+    "normalized": Config(T=130, gate=None, normalize=True),
+    "normalized-no-h0": Config(T=65, B=2, gate=None, h0=False, normalize=True),
+    "normalized-varlen": Config(T=76, gate=None, lengths=(1, 70, 5), normalize=True),
+    "normalized-V256": Config(T=65, H=1, K=16, V=256, gate=None, normalize=True),
+}
+
+
+@pytest.mark.parametrize("name", list(AWKWARD))
+def test_awkward_shapes(name):
+    cfg = AWKWARD[name]
+    x = make_inputs(cfg)
+    do, dS = draw_cotangents(x, torch.float32)
+    check_all(x, do, dS, F32_TOL, name)
+
+
+@pytest.mark.parametrize("only", ["o", "final state"])
+def test_one_output_unused(only):
+    """An unused output's gradient arrives as None: the backward runs on `do` alone, or on `dht` alone."""
+    x = make_inputs(Config(T=100))
+    do, dS = draw_cotangents(x, torch.float32)
+    check_all(x, do if only == "o" else None, dS if only == "final state" else None, F32_TOL, f"only {only}")
+
+
+LOW_PRECISION = {
+    "gla": Config(T=200),
+    "linear-varlen": Config(T=200, gate=None, lengths=(1, 70, 5, 124)),
+    "normalized": Config(T=200, gate=None, normalize=True),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("name", list(LOW_PRECISION))
+def test_low_precision_within_twice_naive(name, dtype):
+    """Against float64 on the same rounded inputs: within 2× the error of the naive recurrence run in `dtype`
+    (float32 state and accumulation). `o` (without the normaliser) and `dq, dk, dv` are rounded to `dtype` inside
+    the kernels, where the interpreter truncates bfloat16 (see test_delta_rule_fwd.py); the normalised `o` leaves
+    the kernels in float32 and is divided and rounded by torch, as `dg` is; the initial state's gradient stays
+    float32."""
+    cfg = LOW_PRECISION[name]
+    x = make_inputs(cfg, dtype)
+    do, dS = draw_cotangents(x, dtype)
+    got = run_grads(x, "triton", do, dS)
+    want = run_grads(x, "naive", do, dS, torch.float64)
+    naive = run_grads(x, "naive", do, dS)
+    assert got[0]["o"].dtype == dtype
+    rounded_in_kernel = {"dq", "dk", "dv"} | (set() if cfg.normalize else {"o"})
+    for part in (0, 1):
+        for n in got[part]:
+            what = n if part == 0 else f"d{n}"
+            truncated = dtype == torch.bfloat16 and what in rounded_in_kernel
+            rounding = INTERPRETED_BF16_ROUNDING if truncated else 1.0
+            tol = max(2 * rounding * rel_err(naive[part][n], want[part][n]), FLOOR)
+            check(got[part][n], want[part][n], tol, f"{name} {dtype} {what}")
+
+
+def test_state_chaining():
+    """`[0:t]` then `[t:T]` from the carried final state gives the outputs and gradients of `[0:T]`."""
+    T, t = 150, 67
+    x = make_inputs(Config(T=T, B=2))
+    do, (dS,) = draw_cotangents(x, torch.float32)
+    leaves = {n: x[n].detach().clone().requires_grad_() for n in ("q", "k", "v", "g", "S0")}
+    opts = {"scale": 0.3, "output_final_state": True, "backend": "triton"}
+
+    def run(sl, state):
+        q, k, v, g = (leaves[n][:, sl] for n in ("q", "k", "v", "g"))
+        return gated_linear_attention(q, k, v, g, initial_state=state, **opts)
+
+    def grads(o, S):
+        return [o, S, *torch.autograd.grad((o * do).sum() + (S * dS).sum(), list(leaves.values()))]
+
+    whole = grads(*run(slice(None), leaves["S0"]))
+    o1, S1 = run(slice(0, t), leaves["S0"])
+    o2, S2 = run(slice(t, T), S1)
+    chained = grads(torch.cat([o1, o2], dim=1), S2)
+    for what, a, b in zip(["o", "final state", *(f"d{n}" for n in leaves)], chained, whole):
+        check(a, b, 1e-5, f"chaining {what}")
+
+
+STAGES = {
+    "gla": Config(T=200, B=2),
+    "gla-varlen": Config(T=140, lengths=(1, 70, 5, 64)),
+    "K96-linear": Config(T=65, H=1, K=96, V=40, gate=None, h0=False),
+    "strong-decay": Config(T=127, gate="strong"),
+}
+
+
+@pytest.mark.parametrize("name", list(STAGES))
+def test_no_erase_stages_match_references(name):
+    """Stages 3 and 4 and the backward's B2 and B3 with the erase term off (`k_tilde`, `T_inv` None, `U = V`),
+    each against its float64 reference fed the kernels' outputs of the stages before; `local_bwd_ref` is autograd
+    of each chunk's forward."""
+    cfg = STAGES[name]
+    x = make_inputs(cfg)
+    q, k, v, g, h0 = (x[n] for n in ("q", "k", "v", "g", "S0"))
+    do, (dht,) = draw_cotangents(x, torch.float32)
+    scale = 0.3
+    layout = chunk_layout(cfg.B, cfg.T, x["cu_seqlens"], q.device)
+    G = None if g is None else chunk_cumsum(g, layout)
+
+    h, U, final = state_fwd(None, v, k, G, h0, True, layout)
+    assert U is None
+    want_h, _, want_final = state_ref(None, v, k, G, h0, layout)
+    check(h, want_h, STAGE_TOL, "state h")
+    check(final, want_final, STAGE_TOL, "state final")
+    check(output_fwd(q, k, G, h, v, scale, layout, torch.float32), output_ref(q, k, G, h, v, scale, layout),
+          STAGE_TOL, "output o")  # fmt: skip
+
+    got = state_bwd(q, k, G, None, None, do, dht, scale, h0 is not None, layout)
+    want = state_bwd_ref(q, k, G, None, None, do, dht, scale, layout)
+    for what, a, b in zip(("dh", "dṼ", "dh0"), got, want):
+        if a is not None:
+            check(a, b, STAGE_TOL, f"state_bwd {what}")
+    dh, dv_tilde, _ = got
+
+    got = local_bwd(q, k, v, None, None, G, h, dh, v, dv_tilde, do, scale, layout, erase=False)
+    want = local_bwd_ref(q, k, v, None, None, G, h, dh, do, scale, layout, erase=False)
+    for what, a, b in zip(("dq", "dk", "dv", "dw", "dβ", "dG"), got, want):
+        assert (a is None) == (b is None), what
+        if a is not None:
+            check(a, b, STAGE_TOL, f"local_bwd {what}")
+
+
+LINEAR_CASES = [c for c in CASES if c.id in ("linear", "linear-normalized", "gla-scalar")]
+
+
+def test_linear_cases_are_found():
+    assert len(LINEAR_CASES) == 3
+
+
+@pytest.mark.parametrize("case", LINEAR_CASES, ids=[c.id for c in LINEAR_CASES])
+def test_shared_cases_f32(case):
+    """The linear cases of the backend tests (tests/ops/test_backends.py), T = 70 and packed, with the triton
+    backend in float32 against naive in float64 on the same float32 values: outputs, final states, gradients."""
+    lengths = [1, 70, 5]
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], device=DEVICE)
+    for sizes, cu_seqlens in ((Sizes(B=2, T=70), None), (Sizes(B=1, T=sum(lengths)), cu)):
+        tokens, state = draw(case, sizes, N=None if cu_seqlens is None else len(lengths))
+        tokens = {n: t.to(DEVICE, torch.float32) for n, t in tokens.items()}
+        state = tuple(s.to(DEVICE, torch.float32) for s in state)
+        leaves = [*tokens.values(), *state]
+        gen = torch.Generator().manual_seed(1)
+
+        def run(backend, dtype):
+            cast = [x.detach().to(dtype).requires_grad_() for x in leaves]
+            outs = case.run(dict(zip(tokens, cast)), tuple(cast[len(tokens) :]), backend, cu_seqlens)
+            cot = [torch.randn(o.shape, generator=gen.manual_seed(i)).to(DEVICE) for i, o in enumerate(outs)]
+            loss = sum((o.double() * c.double()).sum() for o, c in zip(outs, cot))
+            return [*outs, *torch.autograd.grad(loss, cast)]
+
+        got, want = run("triton", torch.float32), run("naive", torch.float64)
+        names = ["o", *(f"final state[{i}]" for i in range(len(state))), *(f"d{n}" for n in tokens)]
+        names += [f"dinitial_state[{i}]" for i in range(len(state))]
+        assert len(names) == len(got) == len(want)
+        for what, a, b in zip(names, got, want):
+            check(a, b, CASE_TOL, f"{case.id} {'packed' if cu_seqlens is not None else 'B=2'} {what}")
+
+
+def test_per_channel_gate_is_refused():
+    x = make_inputs(Config(T=8))
+    q, k, v = x["q"], x["k"], x["v"]
+    g = -torch.rand(*q.shape, device=DEVICE)
+    with pytest.raises(ValueError, match=r"^g: .*\[B, T, H\] = \[1, 8, 2\]"):
+        gated_linear_attention(q, k, v, g, backend="triton")
+    # auto keeps a per-channel g on the chunk backend, on CUDA as well (resolve_backend is what _run asks)
+    o, _ = gated_linear_attention(q, k, v, g, backend="auto")
+    assert torch.isfinite(o).all()
+    cuda = torch.device("cuda")
+    assert resolve_backend("auto", cuda, torch.float32, per_channel=True) == "chunk"
+    assert resolve_backend("auto", cuda, torch.bfloat16, per_channel=False) == "triton"
+    assert resolve_backend("auto", cuda, torch.float64, per_channel=False) == "chunk"
+    assert resolve_backend("auto", torch.device("cpu"), torch.float32, per_channel=False) == "chunk"
+    assert resolve_backend("fused_recurrent", cuda, torch.float32, per_channel=True) == "fused_recurrent"
+
+
+def test_head_dims_over_256_are_refused():
+    x = make_inputs(Config(T=4, H=1, K=16, V=257, gate=None, h0=False))
+    with pytest.raises(ValueError, match=r"^q, k, v: .*up to 256, got K=16, V=257"):
+        linear_attention(x["q"], x["k"], x["v"], backend="triton")
+
+
+def test_float64_is_refused():
+    x = make_inputs(Config(T=8), torch.float64)
+    with pytest.raises(TypeError, match=r"^linear_attention\(backend='triton'\): .*float32, bfloat16 or float16"):
+        linear_attention(x["q"], x["k"], x["v"], backend="triton")
+    with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
+        gated_linear_attention(x["q"], x["k"], x["v"], x["g"], backend="triton")
+    o, _ = linear_attention(x["q"], x["k"], x["v"], normalize=True, backend="auto")
+    assert o.dtype == torch.float64
