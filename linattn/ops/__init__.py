@@ -1,5 +1,5 @@
 """Functional ops, `[B, T, H, K]` layout, `(o, final_state)` returns, `backend="auto" | "naive" | "chunk"`
-(and `"triton"` for `delta_rule`).
+(and `"triton"` for `delta_rule`, `linear_attention`, scalar-decay `gated_linear_attention` and `ccq_query`).
 
 See each op folder's README.md for its math.
 """

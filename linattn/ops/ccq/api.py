@@ -5,12 +5,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from linattn.ops.ccq.chunk import chunk_ccq_query
+from linattn.ops.ccq.chunk import ccq_from_sums, chunk_ccq_query
 from linattn.ops.ccq.naive import naive_ccq_query
 from linattn.ops.checks import Dims, check_backend, check_cu_seqlens, check_gate, check_qk, check_state
 from linattn.ops.varlen import per_sequence
 
-BACKENDS = {"naive": naive_ccq_query, "chunk": chunk_ccq_query}
+PER_SEQUENCE = {"naive": naive_ccq_query, "chunk": chunk_ccq_query}
+BACKENDS = (*PER_SEQUENCE, "triton")
 
 CCQState = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -42,7 +43,8 @@ def ccq_query(
         initial_state: `(C: [N, H, K, K], m: [N, H, K], Z: [N, H])` or None.
         output_final_state: also return the final `(C, m, Z)` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
-        backend: `"auto"`, `"naive"` or `"chunk"`.
+        backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"` or `"triton"`
+            (the two running sums on the Triton linear-attention engine, packed sequences in one launch).
     Returns:
         `(q_clean, state)`, `q_clean: [B, T, H, K]` in q's dtype.
 
@@ -62,10 +64,27 @@ def ccq_query(
         check_state("initial_state[0]", initial_state[0], (N, H, K, K), "[N, H, K, K]")
         check_state("initial_state[1]", initial_state[1], (N, H, K), "[N, H, K]")
         check_state("initial_state[2]", initial_state[2], (N, H), "[N, H]")
-    fn = BACKENDS[check_backend(backend, q.device, tuple(BACKENDS))]
+    name = check_backend(backend, q.device, BACKENDS)
+    if name == "triton" and backend == "auto" and q.dtype == torch.float64:
+        name = "chunk"  # the kernels compute in float32; float64 stays float64 on the chunk backend
     if normalize_keys:
         k = F.normalize(k, dim=-1)
+    if name == "triton":
+        q_clean, state = _triton(q, k, lam, g, initial_state, centered, cu_seqlens)
+        return q_clean.to(q.dtype), (state if output_final_state else None)
+    fn = PER_SEQUENCE[name]
     q_clean, state = per_sequence(
         lambda q, k, lam, g, s: fn(q, k, lam, g, s, centered=centered), cu_seqlens, (q, k, lam, g), initial_state
     )
     return q_clean.to(q.dtype), (state if output_final_state else None)
+
+
+def _triton(q, k, lam, g, initial_state, centered, cu_seqlens):
+    """Both running sums on the Triton engine (no erase term), packed sequences in one launch each."""
+    # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
+    from linattn.ops.delta_rule.triton.function import linear_attention_triton
+
+    def gla(q_, k_, v_, S0):
+        return linear_attention_triton(q_, k_, v_, g, 1.0, S0, True, cu_seqlens, out_dtype=torch.float32)
+
+    return ccq_from_sums(q, k, lam, initial_state, centered=centered, gla=gla)
