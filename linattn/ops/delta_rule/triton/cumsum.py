@@ -17,6 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
+from linattn.ops.delta_rule.triton.index import chunk_coords
+
 CHUNK = 64
 
 
@@ -108,13 +110,7 @@ def chunk_cumsum_kernel(
 ):
     """One program per (chunk, batch row) sums all heads at once: a `[BT, BH]` tile, scanned along time."""
     i_t, i_b = tl.program_id(0), tl.program_id(1)
-    if IS_VARLEN:
-        i_n = tl.load(chunk_indices + i_t * 2)
-        i_t = tl.load(chunk_indices + i_t * 2 + 1)
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
-    else:
-        bos = i_b.to(tl.int64) * T
+    i_t, _, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
 
     o_t = tl.arange(0, BT)
     o_h = tl.arange(0, BH)

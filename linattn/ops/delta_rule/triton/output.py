@@ -20,6 +20,7 @@ import triton.language as tl
 
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
+from linattn.ops.delta_rule.triton.index import chunk_coords
 
 
 def output_ref(
@@ -71,16 +72,7 @@ def output_fwd_kernel(
     """One program per (value block, chunk, batch row · head)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
-    if IS_VARLEN:
-        # packed: the program's chunk index is already its row in h
-        i_tg = i_t.to(tl.int64)
-        i_n = tl.load(chunk_indices + i_t * 2)
-        i_t = tl.load(chunk_indices + i_t * 2 + 1)
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
-    else:
-        i_tg = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
-        bos = i_b.to(tl.int64) * T
+    i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
 
     # this head at the chunk's first token; a token step is H·(K | V | 1) elements
     t0 = bos + i_t * BT

@@ -17,6 +17,8 @@ import triton
 import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
+from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.delta_rule.triton.wy import apply_inverse
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -44,13 +46,7 @@ def wy_apply_kernel(
     """One program per (chunk, batch row · head): loads the chunk's `T` once and applies it to both sides."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
-    if IS_VARLEN:
-        i_n = tl.load(chunk_indices + i_t * 2)
-        i_t = tl.load(chunk_indices + i_t * 2 + 1)
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
-    else:
-        bos = i_b.to(tl.int64) * T
+    i_t, _, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
 
     # this head at the chunk's first token; a token step is H·(K | V | BT | 1) elements
     t0 = bos + i_t * BT
@@ -70,28 +66,14 @@ def wy_apply_kernel(
     # [BT, BT] rows of the inverse (a real row is 0 past the chunk's end: T is lower triangular)
     b_T = tl.load(T_inv + o_i[:, None] * (H * BT) + o_i[None, :], mask=m_t[:, None], other=0)
 
-    for i_v in range(tl.cdiv(V, BV)):
-        o_v = i_v * BV + tl.arange(0, BV)
-        m_v = m_t[:, None] & (o_v < V)[None, :]
-        # [BT, BV]
-        b_v = tl.load(v + o_i[:, None] * (H * V) + o_v[None, :], mask=m_v, other=0).to(tl.float32)
-        # [BT, BT] @ [BT, BV] -> [BT, BV]
-        b_u = tl.dot(b_T, b_v * b_beta[:, None], input_precision="ieee")
-        tl.store(u_tilde + o_i[:, None] * (H * V) + o_v[None, :], b_u, mask=m_v)
+    apply_inverse(b_T, v, u_tilde, b_beta, o_i, m_t, H, V, BV)  # Ũ = T β V
 
     if USE_G:
         # [BT] β Γ, with G = 0 on padding (where β = 0)
         b_scale = b_beta * tl.exp(tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0))
     else:
         b_scale = b_beta
-    for i_k in range(tl.cdiv(K, BK)):
-        o_k = i_k * BK + tl.arange(0, BK)
-        m_k = m_t[:, None] & (o_k < K)[None, :]
-        # [BT, BK]
-        b_k = tl.load(k + o_i[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0).to(tl.float32)
-        # [BT, BT] @ [BT, BK] -> [BT, BK]
-        b_kt = tl.dot(b_T, b_k * b_scale[:, None], input_precision="ieee")
-        tl.store(k_tilde + o_i[:, None] * (H * K) + o_k[None, :], b_kt, mask=m_k)
+    apply_inverse(b_T, k, k_tilde, b_scale, o_i, m_t, H, K, BK)  # K̃ = T β Γ K
 
 
 def wy_apply(

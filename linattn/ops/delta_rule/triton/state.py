@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
+from linattn.ops.delta_rule.triton.index import sequence_coords
 
 
 def state_ref(
@@ -91,15 +92,7 @@ def state_fwd_kernel(
     `u_tilde` points at the values `V` (any float dtype) and `k_tilde`, `U` are unused."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
-    if IS_VARLEN:
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
-        NT = tl.cdiv(T, BT)
-        boh = tl.load(chunk_offsets + i_n).to(tl.int64)
-    else:
-        bos = i_n.to(tl.int64) * T
-        NT = tl.cdiv(T, BT)
-        boh = i_n.to(tl.int64) * NT
+    bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
 
     o_i = tl.arange(0, BT)
     o_k = tl.arange(0, BK)

@@ -27,6 +27,7 @@ import triton.language as tl
 
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
+from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
 
 
 def state_bwd_ref(
@@ -101,13 +102,7 @@ def state_bwd_du_kernel(
     """The local part of `dU`, `scale · tril(Q Wᵀ ⊙ D)ᵀ dO`: one program per (value block, chunk, batch row · head)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
-    if IS_VARLEN:
-        i_n = tl.load(chunk_indices + i_t * 2)
-        i_t = tl.load(chunk_indices + i_t * 2 + 1)
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
-    else:
-        bos = i_b.to(tl.int64) * T
+    i_t, _, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
 
     # this head at the chunk's first token; a token step is H·(K | V | 1) elements
     t0 = bos + i_t * BT
@@ -178,15 +173,7 @@ def state_bwd_kernel(
     Without `ERASE`, `T_inv` and `k_tilde` are unused (`T = I`, `K̃ = 0`)."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
-    if IS_VARLEN:
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
-        NT = tl.cdiv(T, BT)
-        boh = tl.load(chunk_offsets + i_n).to(tl.int64)
-    else:
-        bos = i_n.to(tl.int64) * T
-        NT = tl.cdiv(T, BT)
-        boh = i_n.to(tl.int64) * NT
+    bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
 
     o_i = tl.arange(0, BT)
     o_k = tl.arange(0, BK)

@@ -27,6 +27,7 @@ import triton.language as tl
 
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
+from linattn.ops.delta_rule.triton.index import chunk_coords
 
 
 def wy_ref(
@@ -66,6 +67,20 @@ def wy_ref(
     return T_inv, u_tilde, k_tilde
 
 
+@triton.jit
+def apply_inverse(b_T, src, dst, b_rows, o_i, m_t, H: tl.constexpr, N: tl.constexpr, BN: tl.constexpr):
+    """`dst = T diag(rows) src` for one chunk, `BN` columns at a time: `src` (any float dtype) and `dst` (float32)
+    point at the chunk's first token of one head, rows `H·N` elements apart; `b_T: [BT, BT]`, `b_rows: [BT]`."""
+    for i_n in range(tl.cdiv(N, BN)):
+        o_n = i_n * BN + tl.arange(0, BN)
+        m_n = m_t[:, None] & (o_n < N)[None, :]
+        # [BT, BN]
+        b_x = tl.load(src + o_i[:, None] * (H * N) + o_n[None, :], mask=m_n, other=0).to(tl.float32)
+        # [BT, BT] @ [BT, BN] -> [BT, BN]
+        b_y = tl.dot(b_T, b_x * b_rows[:, None], input_precision="ieee")
+        tl.store(dst + o_i[:, None] * (H * N) + o_n[None, :], b_y, mask=m_n)
+
+
 @triton.jit(do_not_specialize=["T"])
 def wy_fwd_kernel(
     k,
@@ -93,13 +108,7 @@ def wy_fwd_kernel(
     """One program per (chunk, batch row · head): builds `A`, inverts `I + A` in registers, applies the inverse."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
-    if IS_VARLEN:
-        i_n = tl.load(chunk_indices + i_t * 2)
-        i_t = tl.load(chunk_indices + i_t * 2 + 1)
-        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-        T = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
-    else:
-        bos = i_b.to(tl.int64) * T
+    i_t, _, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
 
     # every pointer moves to this head at the chunk's first token; a token step is H·(K | V | BT | 1) elements
     t0 = bos + i_t * BT
@@ -151,28 +160,14 @@ def wy_fwd_kernel(
     tl.store(T_inv + o_i[:, None] * (H * BT) + o_i[None, :], b_T, mask=m_t[:, None])
 
     # Ũ = T diag(β) V, one value block at a time
-    for i_v in range(tl.cdiv(V, BV)):
-        o_v = i_v * BV + tl.arange(0, BV)
-        m_v = m_t[:, None] & (o_v < V)[None, :]
-        # [BT, BV]
-        b_v = tl.load(v + o_i[:, None] * (H * V) + o_v[None, :], mask=m_v, other=0).to(tl.float32)
-        # [BT, BT] @ [BT, BV] -> [BT, BV]
-        b_u = tl.dot(b_T, b_v * b_beta[:, None], input_precision="ieee")
-        tl.store(u_tilde + o_i[:, None] * (H * V) + o_v[None, :], b_u, mask=m_v)
+    apply_inverse(b_T, v, u_tilde, b_beta, o_i, m_t, H, V, BV)  # Ũ = T β V
 
     # K̃ = T diag(β Γ) K, one key block at a time
     if USE_G:
         b_scale = b_beta * tl.exp(b_g)
     else:
         b_scale = b_beta
-    for i_k in range(tl.cdiv(K, BK)):
-        o_k = i_k * BK + tl.arange(0, BK)
-        m_k = m_t[:, None] & (o_k < K)[None, :]
-        # [BT, BK]
-        b_k = tl.load(k + o_i[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0).to(tl.float32)
-        # [BT, BT] @ [BT, BK] -> [BT, BK]
-        b_kt = tl.dot(b_T, b_k * b_scale[:, None], input_precision="ieee")
-        tl.store(k_tilde + o_i[:, None] * (H * K) + o_k[None, :], b_kt, mask=m_k)
+    apply_inverse(b_T, k, k_tilde, b_scale, o_i, m_t, H, K, BK)  # K̃ = T β Γ K
 
 
 def wy_fwd(
