@@ -44,7 +44,8 @@ def test_bench_cpu_runs(tmp_path, capsys):
 
 def test_bench_ops_needs_a_gpu(capsys, monkeypatch):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    assert bench_main(["ops"]) == 2
+    for command in ("ops", "decode"):
+        assert bench_main([command]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
 
 

@@ -1,9 +1,11 @@
-"""`python -m linattn.bench cpu|ops [--json FILE]`: benchmarks, printed as markdown tables.
+"""`python -m linattn.bench cpu|ops|verify|decode [--json FILE]`: benchmarks, printed as markdown tables.
 
 - `cpu`: the chunk backend against the naive token loop on the CPU, forward and forward + backward.
 - `ops`: on a CUDA GPU, our backends beside SDPA (flash) and flash-linear-attention, bf16, B=1 H=16 K=V=128,
   T = 2K…64K plus a B·T = 32K sweep, with roofline fractions against this GPU's measured ceilings.
 - `verify`: on a CUDA GPU, a backend's correctness matrix against float64 (dtypes, lengths, head sizes, options).
+- `decode`: on a CUDA GPU, one token's step at context 4K / 32K / 64K (B=8): our fused recurrent step vs SDPA
+  reading a KV cache.
 """
 
 from __future__ import annotations
@@ -27,9 +29,17 @@ def main(argv: list[str] | None = None) -> int:
     p_cpu.add_argument("--K", type=int, default=64, help="head dim, keys and values (default 64)")
     p_cpu.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement (default 2)")
     p_ops = sub.add_parser("ops", help="GPU: ours vs SDPA vs fla, bf16, forward and forward+backward")
+    p_ops.add_argument(
+        "--lengths",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[2048, 4096, 8192, 16384, 32768, 65536],
+        help="comma-separated sequence lengths at B=1 (default 2048,…,65536)",
+    )
     p_verify = sub.add_parser("verify", help="GPU: a backend's errors against float64 over the full matrix")
     p_verify.add_argument("--backend", default="triton", help="backend under test (default triton)")
-    for p in (p_cpu, p_ops, p_verify):
+    p_verify.add_argument("--jobs", type=int, default=1, help="processes sharing the GPU (default 1)")
+    p_decode = sub.add_parser("decode", help="GPU: per-token decode step, ours vs SDPA with a KV cache")
+    for p in (p_cpu, p_ops, p_verify, p_decode):
         p.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
     args = parser.parse_args(argv)
 
@@ -57,20 +67,30 @@ def main(argv: list[str] | None = None) -> int:
             f"# linattn verify: backend {args.backend} against float64; "
             + ", ".join(f"{k}: {v}" for k, v in env.items())
         )
-        rows = verify.run(args.backend)
+        rows = verify.run(args.backend, jobs=args.jobs)
         print(verify.table(rows))
         extra = {"backend": args.backend}
     elif args.command == "ops":
         from linattn.bench import ops
 
         print("# linattn GPU op benchmark: bf16, H=16, K=V=128; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
-        limits, rows = ops.run()
+        limits, rows = ops.run(lengths=args.lengths)
         print(
             f"# ceilings measured now: copy {limits['bandwidth'] / 1e12:.2f} TB/s, "
             f"bf16 matmul {limits['bf16_flops'] / 1e12:.0f} TFLOP/s"
         )
         print(ops.table(rows))
         extra = {"ceilings": limits}
+    elif args.command == "decode":
+        from linattn.bench import decode
+
+        print(
+            "# linattn GPU decode benchmark: bf16, B=8, H=16, K=V=128; "
+            + ", ".join(f"{k}: {v}" for k, v in env.items())
+        )
+        rows = decode.run()
+        print(decode.table(rows))
+        extra = {}
     if args.json:
         write_atomic(args.json, json.dumps({"environment": env, **extra, "rows": rows}, indent=2))
     return 0

@@ -13,6 +13,7 @@ with Triton < 3.7.1) its rows say so instead of a time.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -162,7 +163,7 @@ def measure(contender: Contender, shape: Shape, dtype: torch.dtype, limits: dict
             fwd_bwd()
             row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
             row["fwdbwd_ms"] = do_bench(fwd_bwd, return_mode="median")
-    except Exception as e:  # a contender that cannot run here says why, the others go on
+    except Exception as e:  # a contender that cannot run here says why (keeping its forward time), the others go on
         row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
     finally:
         torch.cuda.empty_cache()
@@ -178,7 +179,11 @@ def run(
         raise RuntimeError("python -m linattn.bench ops needs a CUDA GPU")
     limits = ceilings()
     shapes = [Shape(1, T) for T in lengths] + [Shape(B, T) for B, T in batch_sweep if B != 1]
-    rows = [measure(c, s, dtype, limits) for s in shapes for c in CONTENDERS]
+    rows = []
+    for s in shapes:
+        for c in CONTENDERS:
+            rows.append(measure(c, s, dtype, limits))
+            print(f"# measured {s.label} {c.name}: {rows[-1]}", file=sys.stderr, flush=True)  # progress, and a record
     return limits, rows
 
 
@@ -190,7 +195,7 @@ def table(rows: list[dict]) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        if "error" in r:
+        if "fwd_ms" not in r:
             lines.append(f"| {r['shape']} | {r['contender']} | {r['error']} ||||||")
             continue
         ref = sdpa.get(r["shape"], {}).get("fwdbwd_ms")
@@ -198,6 +203,6 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['shape']} | {r['contender']} | {r['fwd_ms']:.3f} | {r.get('fwdbwd_ms', float('nan')):.3f} | "
             f"{ratio} | {r.get('peak_gib', float('nan')):.2f} | {100 * r['fwd_bw_frac']:.0f}% | "
-            f"{100 * r['fwd_mma_frac']:.0f}% |"
+            f"{100 * r['fwd_mma_frac']:.0f}% |" + (f" backward: {r['error']}" if "error" in r else "")
         )
     return "\n".join(lines)

@@ -134,8 +134,21 @@ def check(case: Case, backend: str, device="cuda", seed: int = 0) -> dict:
     return row
 
 
-def run(backend: str = "triton", device: str = "cuda") -> list[dict]:
-    return [check(case, backend, device) for case in matrix()]
+def _check_case(args: tuple[Case, str, str]) -> dict:
+    return check(*args)
+
+
+def run(backend: str = "triton", device: str = "cuda", jobs: int = 1) -> list[dict]:
+    """Every case of the matrix, in order. `jobs > 1` spreads the cases over that many processes (one GPU): most of
+    the time goes to compiling each head size's kernels, which runs on the CPU, one kernel at a time per process."""
+    cases = [(case, backend, device) for case in matrix()]
+    if jobs <= 1:
+        return [_check_case(c) for c in cases]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_check_case, cases))
 
 
 def table(rows: list[dict]) -> str:

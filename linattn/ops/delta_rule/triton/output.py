@@ -6,7 +6,7 @@ Per chunk, from its start state `h_c` and pseudo-values `U_c` (stage 3):
 
 the inter-chunk part (what the state held at the chunk's start, decayed to each token) plus the intra-chunk part
 (the writes of tokens `s ≤ t` of the same chunk). `D_ts = exp(G_t − G_s)` is masked to `s ≤ t` before `exp`.
-`tl.dot` asks for `input_precision="ieee"` (true float32; see `wy.py`).
+`tl.dot` asks for `input_precision="tf32x3"` (true float32; see `wy.py`).
 
 Without the erase term (linear attention, scalar-decay GLA) the pseudo-values are the values, and the launcher is
 handed `V` itself as `U`: no mode flag is needed here.
@@ -98,9 +98,9 @@ def output_fwd_kernel(
         b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
         b_h = tl.load(h + o_k[:, None] * V + o_v[None, :], mask=m_k[:, None] & m_v[None, :], other=0)
         # [BT, BK] @ [BK, BV] -> [BT, BV]
-        b_o += tl.dot(b_q, b_h, input_precision="ieee")
+        b_o += tl.dot(b_q, b_h, input_precision="tf32x3")
         # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_A += tl.dot(b_q, tl.trans(b_w), input_precision="ieee")
+        b_A += tl.dot(b_q, tl.trans(b_w), input_precision="tf32x3")
 
     # s ≤ t on real rows (a padding row has G = 0, and its exp(0 − G_s) could overflow)
     m_A = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
@@ -116,7 +116,7 @@ def output_fwd_kernel(
     # [BT, BV] (float32 from stage 3, or the values in their own dtype without the erase term)
     b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
     # [BT, BT] @ [BT, BV] -> [BT, BV]
-    b_o = (b_o + tl.dot(b_A, b_U, input_precision="ieee")) * scale
+    b_o = (b_o + tl.dot(b_A, b_U, input_precision="tf32x3")) * scale
     tl.store(o + o_tv, b_o.to(o.dtype.element_ty), mask=m_tv)
 
 

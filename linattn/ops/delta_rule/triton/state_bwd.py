@@ -13,7 +13,7 @@ Backward, from `dh_{C_last+1}` = the final state's gradient (or 0) down to `dh_0
 `dṼ = Tᵀ dU` is all the chunk-local backward needs of `dU`: `Ũ = T β V` and `K̃ = T β Γ K` enter only through
 `U = Ũ − K̃ h`, so `dŨ = dU`, `dK̃ = −dU hᵀ`, and both reach the inputs through `Tᵀ` (see `local_bwd.py`).
 Stores `dh[c] = dh_{c+1}`, the gradient of each chunk's *end* state (what `local_bwd` pairs with `h[c]`, the
-chunk's start state), `dṼ`, and `dh_0` when there is an initial state. Everything is float32, `tl.dot` ieee.
+chunk's start state), `dṼ`, and `dh_0` when there is an initial state. Everything is float32, `tl.dot` in tf32x3.
 
 Without the erase term (`ERASE` off: `T = I`, `K̃ = 0`) the middle line is `dṼ_c = dU_c` and the last loses its
 `K̃ᵀ dU` term: neither `T` nor `K̃` is read.
@@ -123,7 +123,7 @@ def state_bwd_du_kernel(
         b_q = tl.load(q + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
         b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_A += tl.dot(b_q, tl.trans(b_w), input_precision="ieee")
+        b_A += tl.dot(b_q, tl.trans(b_w), input_precision="tf32x3")
     # s ≤ t on real rows, masked before exp (a padding row has G = 0, and its exp(0 − G_s) could overflow)
     m_A = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
     if USE_G:
@@ -137,7 +137,7 @@ def state_bwd_du_kernel(
     # [BT, BV]
     b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
     # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
-    tl.store(du + o_tv, tl.dot(tl.trans(b_A), b_do, input_precision="ieee"), mask=m_tv)
+    tl.store(du + o_tv, tl.dot(tl.trans(b_A), b_do, input_precision="tf32x3"), mask=m_tv)
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -210,13 +210,13 @@ def state_bwd_kernel(
             b_q *= tl.exp(b_g)[:, None]
 
         # [BT, BV] + [BT, BK] @ [BK, BV] -> [BT, BV]
-        b_du = tl.load(du + o_tv, mask=m_tv, other=0) + tl.dot(b_w, b_dh, input_precision="ieee")
+        b_du = tl.load(du + o_tv, mask=m_tv, other=0) + tl.dot(b_w, b_dh, input_precision="tf32x3")
         if ERASE:
             # [BT, BT] rows of the chunk's inverse (0 past its end)
             o_T = (t0 * H + i_h) * BT + o_i[:, None] * (H * BT) + o_i[None, :]
             b_T = tl.load(T_inv + o_T, mask=m_t[:, None], other=0)
             # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
-            tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision="ieee"), mask=m_tv)
+            tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision="tf32x3"), mask=m_tv)
         else:
             # T = I
             tl.store(dv_tilde + o_tv, b_du, mask=m_tv)
@@ -226,12 +226,12 @@ def state_bwd_kernel(
         if USE_G:
             b_dh *= tl.exp(b_g_last)
         # [BK, BT] @ [BT, BV] -> [BK, BV]
-        b_dh += scale * tl.dot(tl.trans(b_q), b_do, input_precision="ieee")
+        b_dh += scale * tl.dot(tl.trans(b_q), b_do, input_precision="tf32x3")
         if ERASE:
             # [BT, BK]
             b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
             # [BK, BT] @ [BT, BV] -> [BK, BV]
-            b_dh -= tl.dot(tl.trans(b_kt), b_du, input_precision="ieee")
+            b_dh -= tl.dot(tl.trans(b_kt), b_du, input_precision="tf32x3")
 
     if STORE_DH0:
         tl.store(dh0 + i_nh.to(tl.int64) * K * V + o_h, b_dh, mask=m_h)
@@ -267,9 +267,9 @@ def state_bwd(
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
     )  # fmt: skip
 
-    # as in state_fwd: the whole key dim in one tile, value blocks keeping the [BK, BV] tile at ≤ 8192 floats
+    # as in state_fwd: the whole key dim in one tile, value blocks keeping the [BK, BV] tile at ≤ 4096 floats
     BK = max(16, triton.next_power_of_2(K))
-    BV = min(64, 8192 // BK, max(16, triton.next_power_of_2(V)))
+    BV = min(32, 4096 // BK, max(16, triton.next_power_of_2(V)))
     dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
     dv_tilde = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
     dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
@@ -277,5 +277,6 @@ def state_bwd(
         q, w, G, T_inv, k_tilde, du, do, dh, dv_tilde, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, ERASE=k_tilde is not None,
         USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=want_dh0, IS_VARLEN=layout.cu_seqlens is not None,
+        num_warps=4, num_stages=1,  # as state_fwd: pipelining the loop's loads would take > 150 KB of shared memory
     )  # fmt: skip
     return dh, dv_tilde, dh0

@@ -1,0 +1,172 @@
+"""Compile every Triton kernel of linattn for an NVIDIA GPU on a machine without one, and report registers/spills.
+
+    python scripts/compile_kernels.py [--arch 90] [--out DIR]
+
+Two phases, two processes:
+1. record: with `TRITON_INTERPRET=1`, run representative calls (forward + backward of the delta rule, linear
+   attention, CCQ and the decode kernel, at the head dims and dtypes users run) and write down each kernel launch:
+   its function, the dtype of every pointer, the type of every scalar, every constexpr and the launch options.
+2. compile: without the interpreter, build each recorded signature with `triton.compile` for `cuda:<arch>` (the
+   compiler needs no GPU), then run the wheel's own `ptxas -v` on the PTX for registers and spill bytes.
+
+Use it before spending GPU time: a kernel that does not compile, or that spills, shows here. The Triton version is
+whatever is installed in the Python you run this with (install the GPU machine's, e.g. 3.6, in a scratch venv;
+`--record-python .venv/bin/python` records with another one, should that Triton's interpreter be the better one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+_TYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64", "int32": "i32",
+          "int64": "i64", "bool": "i1", "uint8": "u8"}  # fmt: skip
+
+
+def _calls() -> None:
+    """The representative calls whose launches are recorded (small T: the interpreter is slow)."""
+    import torch
+
+    from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention
+
+    torch.manual_seed(0)
+    for dtype, K, V in ((torch.bfloat16, 128, 128), (torch.bfloat16, 256, 256), (torch.bfloat16, 96, 96),
+                        (torch.float32, 128, 128), (torch.float16, 64, 64)):  # fmt: skip
+        shape = (1, 70, 2)
+        q, k, w = (torch.randn(*shape, K, dtype=dtype, requires_grad=True) for _ in range(3))
+        v = torch.randn(*shape, V, dtype=dtype, requires_grad=True)
+        beta = torch.rand(*shape, requires_grad=True)
+        g = (-torch.rand(*shape)).requires_grad_()
+        h0 = torch.randn(1, 2, K, V, requires_grad=True)
+        for wk in (w, None):
+            o, s = delta_rule(q, k, v, w=wk, beta=beta, g=g, initial_state=h0, output_final_state=True,
+                              backend="triton")  # fmt: skip
+            (o.float().sum() + s.sum()).backward()
+        o, s = linear_attention(q, k, v, initial_state=h0, output_final_state=True, backend="triton")
+        (o.float().sum() + s.sum()).backward()
+        o, _ = gated_linear_attention(q, k, v, g, backend="triton")
+        o.float().sum().backward()
+        ccq_query(q, k, torch.rand(*shape), backend="triton")
+        o, _ = delta_rule(q, k, v, beta=beta, g=g, cu_seqlens=torch.tensor([0, 30, 70]), backend="triton")
+        o.float().sum().backward()
+        with torch.no_grad():
+            delta_rule(q[:, :3], k[:, :3], v[:, :3], w=w[:, :3], beta=beta[:, :3], g=g[:, :3], initial_state=h0,
+                       output_final_state=True, backend="fused_recurrent")  # fmt: skip
+
+
+def record(path: Path) -> None:
+    import torch
+    from triton.runtime.interpreter import InterpretedFunction
+
+    seen: dict[str, dict] = {}
+    run = InterpretedFunction.run
+
+    def recording_run(self, *args, grid, warmup, **kwargs):
+        bound = dict(zip(self.arg_names, args)) | kwargs
+        signature, constexprs, options = {}, {}, {}
+        params = {p.name: p for p in __import__("inspect").signature(self.fn).parameters.values()}
+        for name, value in bound.items():
+            if name in ("num_warps", "num_stages"):
+                options[name] = value
+            elif "constexpr" in str(params[name].annotation):
+                signature[name], constexprs[name] = "constexpr", value
+            elif isinstance(value, torch.Tensor):
+                signature[name] = "*" + _TYPES[str(value.dtype).removeprefix("torch.")]
+            elif value is None:
+                signature[name], constexprs[name] = "constexpr", None
+            elif isinstance(value, bool):
+                signature[name] = "i1"
+            elif isinstance(value, int):
+                signature[name] = "i32" if abs(value) < 2**31 else "i64"
+            elif isinstance(value, float):
+                signature[name] = "fp32"
+            else:
+                raise TypeError(f"{self.fn.__name__}: cannot record argument {name} of type {type(value)}")
+        entry = {"module": self.fn.__module__, "name": self.fn.__name__, "signature": signature,
+                 "constexprs": constexprs, "options": options}  # fmt: skip
+        seen.setdefault(json.dumps(entry, sort_keys=True), entry)
+        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    InterpretedFunction.run = recording_run
+    warnings.simplefilter("ignore")  # the random inputs overflow in places; only the launches matter here
+    _calls()
+    path.write_text(json.dumps(list(seen.values()), indent=1))
+    print(f"recorded {len(seen)} distinct launches", file=sys.stderr)
+
+
+def _compile(entry: dict, arch: int, out: Path) -> str:
+    """One recorded launch -> one report line (`FAIL ...` with the compiler's message when it does not build)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = getattr(importlib.import_module(entry["module"]), entry["name"])
+    consts = entry["constexprs"]
+    label = f"{entry['name']}(" + ", ".join(f"{k}={v}" for k, v in consts.items() if v is not None) + ")"
+    label += " " + ",".join(sorted({t for t in entry["signature"].values() if t.startswith("*")}))
+    try:
+        source = ASTSource(fn, entry["signature"], consts)
+        kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=entry["options"])
+    except Exception as error:  # one kernel's compile error should not hide the others'
+        return f"FAIL  {label}\n      {type(error).__name__}: {str(error)[:3000]}"
+    ptx_file = out / f"{source.hash()[:16]}_{entry['name']}.ptx"
+    ptx_file.write_text(kernel.asm["ptx"])
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    report = subprocess.run([str(ptxas), f"-arch=sm_{arch}a", "-v", str(ptx_file), "-o", os.devnull],
+                            capture_output=True, text=True).stderr  # fmt: skip
+    regs = re.search(r"Used (\d+) registers", report)
+    spill = re.search(r"(\d+) bytes spill stores", report)
+    regs, spill = (int(m.group(1)) if m else -1 for m in (regs, spill))
+    flag = "SPILL" if spill > 0 else "ok"
+    return f"{flag:5} regs={regs:3} spill={spill:5}B smem={kernel.metadata.shared:6}B  {label}"
+
+
+def compile_all(path: Path, arch: int, out: Path, only: str | None) -> int:
+    from concurrent.futures import ProcessPoolExecutor
+
+    entries = [e for e in json.loads(path.read_text()) if only is None or only in e["name"]]
+    out.mkdir(parents=True, exist_ok=True)
+    failures = 0
+    with ProcessPoolExecutor(os.cpu_count()) as pool:
+        for line in pool.map(_compile, entries, [arch] * len(entries), [out] * len(entries)):
+            failures += line.startswith("FAIL")
+            print(line, flush=True)
+    print(f"{len(entries) - failures} of {len(entries)} launches compiled for sm_{arch}")
+    return failures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--arch", type=int, default=90)
+    parser.add_argument("--out", type=Path, default=Path("/tmp/linattn_ptx"), help="where to keep the PTX")
+    parser.add_argument("--only", help="compile only the kernels whose name contains this")
+    parser.add_argument(
+        "--record-python",
+        default=sys.executable,
+        help="Python that records the launches (its Triton's interpreter runs the calls)",
+    )
+    parser.add_argument("--phase", choices=("record", "compile"), help=argparse.SUPPRESS)
+    parser.add_argument("--launches", type=Path, default=Path("/tmp/linattn_launches.json"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase == "record":
+        record(args.launches)
+        return 0
+    if args.phase == "compile":
+        return 1 if compile_all(args.launches, args.arch, args.out, args.only) else 0
+    me = [__file__, "--launches", str(args.launches)]
+    env = os.environ | {"TRITON_INTERPRET": "1"}
+    subprocess.run([args.record_python, *me, "--phase", "record"], env=env, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    extra = ["--arch", str(args.arch), "--out", str(args.out)] + (["--only", args.only] if args.only else [])
+    return subprocess.run([sys.executable, *me, "--phase", "compile", *extra], env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
