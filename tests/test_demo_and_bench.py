@@ -59,6 +59,10 @@ def test_verify_checks_a_backend_against_float64():
     assert row["ok"] and row["o"] < 1e-6 and row["dk"] < 1e-6
     varlen = verify.check(verify.Case(0, 16, 16, torch.bfloat16, varlen=(1, 20, 9), H=1), "chunk", device="cpu")
     assert varlen["ok"], varlen
+    for gated in (True, False):  # linear attention and GLA: the kernels without the erase term
+        case = verify.Case(70, 16, 24, torch.float32, erase=False, gated=gated, H=1)
+        row = verify.check(case, "triton", device="cpu")
+        assert row["ok"] and "dbeta" not in row and ("dg" in row) == gated, row
     assert "1 of 1 cases pass" in verify.table([row])
     assert len(verify.matrix()) > 100
 

@@ -170,18 +170,25 @@ def measure(contender: Contender, shape: Shape, dtype: torch.dtype, limits: dict
     return row
 
 
+BATCH_SWEEP = ((16, 2048), (4, 8192), (1, 32768))  # B·T = 32K
+
+
 def run(
     lengths=(2048, 4096, 8192, 16384, 32768, 65536),
-    batch_sweep=((16, 2048), (4, 8192), (1, 32768)),
+    batch_sweep=BATCH_SWEEP,
     dtype=torch.bfloat16,
+    only: str | None = None,
 ) -> tuple[dict[str, float], list[dict]]:
+    """Every contender (or those whose name contains `only`, plus SDPA, the reference of every ratio) at every
+    shape: `(ceilings, rows)`."""
     if not torch.cuda.is_available():
         raise RuntimeError("python -m linattn.bench ops needs a CUDA GPU")
     limits = ceilings()
     shapes = [Shape(1, T) for T in lengths] + [Shape(B, T) for B, T in batch_sweep if B != 1]
+    contenders = [c for c in CONTENDERS if only is None or only in c.name or c.name.startswith("sdpa")]
     rows = []
     for s in shapes:
-        for c in CONTENDERS:
+        for c in contenders:
             rows.append(measure(c, s, dtype, limits))
             print(f"# measured {s.label} {c.name}: {rows[-1]}", file=sys.stderr, flush=True)  # progress, and a record
     return limits, rows

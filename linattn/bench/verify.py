@@ -9,7 +9,8 @@ never passes.
 
 The matrix (issue 4): dtypes float32 / bfloat16 / float16; `T ∈ {1, 63, 64, 65, 1000, 4096}`;
 `K, V ∈ {32, 64, 96, 128, 256}`; with and without β, g, a second key `w`, an initial state; and packed
-variable-length batches. The naive recurrence is slow at T = 4096, so the largest cases run with one head.
+variable-length batches. The same kernels without the erase term run linear attention and scalar-decay GLA:
+those are in the matrix too. The naive recurrence is slow at T = 4096, so the largest cases run with one head.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from linattn.ops import delta_rule
+from linattn.ops import delta_rule, gated_linear_attention, linear_attention
 
 FLOOR = 1e-6
 
@@ -36,10 +37,12 @@ class Case:
     initial_state: bool = True
     varlen: tuple[int, ...] | None = None  # sequence lengths packed in one row
     H: int = 2
+    erase: bool = True  # False: the same kernels without the erase term (linear attention, or GLA when gated)
 
     @property
     def label(self) -> str:
-        parts = [str(self.dtype).removeprefix("torch."), f"T={self.T}", f"K={self.K}", f"V={self.V}"]
+        op = ("gla" if self.gated else "linear") if not self.erase else None
+        parts = [str(self.dtype).removeprefix("torch."), f"T={self.T}", f"K={self.K}", f"V={self.V}"] + [op] * bool(op)
         parts += ["w≠k"] * self.two_key + ["no-g"] * (not self.gated) + ["no-h0"] * (not self.initial_state)
         if self.varlen:
             parts.append("varlen" + "/".join(map(str, self.varlen)))
@@ -56,8 +59,11 @@ def matrix() -> list[Case]:
             cases.append(Case(T, K, V, dtype, H=H))
         cases.append(Case(T, 128, 128, dtype, two_key=True, H=H))
         cases.append(Case(T, 64, 64, dtype, gated=False, initial_state=False, H=H))
+        cases.append(Case(T, 128, 128, dtype, erase=False, H=H))
+        cases.append(Case(T, 64, 96, dtype, erase=False, gated=False, H=H))
     for dtype in (torch.float32, torch.bfloat16):
         cases.append(Case(0, 128, 128, dtype, varlen=(1, 63, 64, 65, 300), two_key=True))
+        cases.append(Case(0, 64, 64, dtype, varlen=(1, 63, 64, 65, 300), erase=False))
     return cases
 
 
@@ -74,8 +80,9 @@ def _inputs(case: Case, device, gen):
         "q": r(*shape, case.K),
         "k": F.normalize(r(*shape, case.K), dim=-1),
         "v": r(*shape, case.V),
-        "beta": torch.rand(*shape, generator=gen, device=device),
     }
+    if case.erase:
+        x["beta"] = torch.rand(*shape, generator=gen, device=device)
     if case.two_key:
         x["w"] = F.normalize(r(*shape, case.K), dim=-1)
     if case.gated:
@@ -88,17 +95,23 @@ def _inputs(case: Case, device, gen):
     return x, cu
 
 
-def _run(x: dict, cu, backend: str, dtype: torch.dtype, grads_of: dict):
-    """Forward + backward with token inputs cast to `dtype` (gates and states stay float32)."""
+def _run(x: dict, cu, backend: str, dtype: torch.dtype, grads_of: dict, erase: bool = True):
+    """Forward + backward with token inputs cast to `dtype` (gates and states stay float32): the delta rule, or
+    without `erase` linear attention (GLA when `x` has a decay `g`)."""
     leaves = {}
     args = {}
     for name, t in x.items():
         cast = t.to(dtype) if name in ("q", "k", "v", "w") else t
         leaves[name] = cast.detach().requires_grad_()
         args[name] = leaves[name]
-    o, S = delta_rule(
-        args.pop("q"), args.pop("k"), args.pop("v"), **args, output_final_state=True, cu_seqlens=cu, backend=backend
-    )
+    q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
+    common = {"output_final_state": True, "cu_seqlens": cu, "backend": backend}
+    if erase:
+        o, S = delta_rule(q, k, v, **args, **common)
+    elif "g" in args:
+        o, S = gated_linear_attention(q, k, v, args.pop("g"), **args, **common)
+    else:
+        o, S = linear_attention(q, k, v, **args, **common)
     loss = (o.float() * grads_of["o"]).sum() + (S * grads_of["S"]).sum()
     loss.backward()
     return {"o": o, "S": S, **{f"d{n}": leaves[n].grad for n in leaves}}
@@ -120,9 +133,9 @@ def check(case: Case, backend: str, device="cuda", seed: int = 0) -> dict:
         "S": torch.randn(N, case.H, case.K, case.V, generator=gen, device=device),
     }
     rounded = {n: (t.to(case.dtype).double() if n in ("q", "k", "v", "w") else t.double()) for n, t in x.items()}
-    ref = _run(rounded, cu, "chunk", torch.float64, {k: v.double() for k, v in grads_of.items()})
-    naive = _run(x, cu, "naive", case.dtype, grads_of)
-    ours = _run(x, cu, backend, case.dtype, grads_of)
+    ref = _run(rounded, cu, "chunk", torch.float64, {k: v.double() for k, v in grads_of.items()}, case.erase)
+    naive = _run(x, cu, "naive", case.dtype, grads_of, case.erase)
+    ours = _run(x, cu, backend, case.dtype, grads_of, case.erase)
     row = {"case": case.label, "ok": True}
     for name in ref:
         err, own = _rel(ours[name], ref[name]), _rel(naive[name], ref[name])
