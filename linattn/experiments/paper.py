@@ -21,3 +21,13 @@ VLA_MQAR_LENGTH = {
 
 # VLA paper, Copy (31 tokens): "all reach 1.0"
 VLA_COPY = {m: {31: 1.0} for m in ("softmax", "linear", "deltanet", "vla")}
+
+# VLA paper, state norm: untrained TinyLM, random tokens, T = 1000, batch 1, last layer ‖S_T‖_F averaged over
+# heads ("109× lower than linear attention", "VLA < 15")
+VLA_STATE_NORM = {"linear": 1634.0, "deltanet": 1.2, "vla": 14.5}
+VLA_STATE_NORM_RATIO = 109.0  # linear / VLA
+
+# VLA paper, Jacobian: Proposition 2 says ‖I − α̂_t k̂_tᵀ‖₂ = 1; the unnormalised write α_t = A_t k̂_t grows
+# "~d_h/λ0 per step, 1e32 after 25 steps at d_h = 96"
+VLA_JACOBIAN_NORM = 1.0
+VLA_UNNORMALISED_GROWTH = {"d_h": 96, "steps": 25, "product_norm": 1e32}
