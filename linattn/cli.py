@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from linattn.experiments.mixers import parse_mixers
-from linattn.experiments.registry import EXPERIMENTS
+from linattn.experiments.registry import DIAGNOSTICS, EXPERIMENTS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,14 +31,14 @@ def _fail(message: str) -> int:
 def _parser() -> _Parser:
     parser = _Parser(prog="linattn", description="Stable linear attention: experiments and benchmarks.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    sub.add_parser("list", help="the named experiments")
+    sub.add_parser("list", help="the named experiments and diagnostics")
     run = sub.add_parser("run", help="run (or resume) a named experiment")
     run.add_argument("name", help="experiment name (see `linattn list`)")
-    run.add_argument("--protocol", default="paper", help="'paper' (exactly the paper's recipe) or 'fair'")
+    run.add_argument("--protocol", help="'paper' (exactly the paper's recipe, the default) or 'fair'")
     run.add_argument("--quick", action="store_true", help="a smaller version that runs on a 2-core CPU in minutes")
     run.add_argument("--device", default="auto", help="'cpu', 'cuda' or 'auto' (cuda when available)")
     run.add_argument("--mixers", help="comma-separated subset of the experiment's mixers")
-    run.add_argument("--jobs", type=int, default=1, help="training runs at a time, as separate processes")
+    run.add_argument("--jobs", type=int, help="training runs at a time, as separate processes (default 1)")
     run.add_argument("--out", default="results", help="results root (default results/)")
     run.add_argument("--force", action="store_true", help="run again even if results exist (discards them)")
     tables = sub.add_parser("tables", help="the README's results tables, from results/")
@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "list":
         for e in EXPERIMENTS.values():
             print(f"{e.name:<20} {e.description}  [protocols: {', '.join(e.protocols)}]")
+        for d in DIAGNOSTICS.values():
+            print(f"{d.name:<20} {d.description}  [diagnostic]")
         return 0
     if args.command == "tables":
         from linattn.experiments.tables import capacity_tables, write_readme
@@ -67,15 +69,24 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(capacity_tables(Path(args.results)), end="")
         return 0
-    if args.name not in EXPERIMENTS:
-        return _fail(f"unknown experiment {args.name!r}; expected one of {sorted(EXPERIMENTS)}")
-    experiment = EXPERIMENTS[args.name]
-    if args.protocol not in experiment.protocols:
-        return _fail(f"--protocol: expected one of {list(experiment.protocols)}, got {args.protocol!r}")
-    try:
-        mixers = parse_mixers(args.mixers, experiment.mixers)
-    except ValueError as e:
-        return _fail(str(e))
+    if args.name not in EXPERIMENTS and args.name not in DIAGNOSTICS:
+        return _fail(f"unknown experiment {args.name!r}; expected one of {sorted([*EXPERIMENTS, *DIAGNOSTICS])}")
+    diagnostic, experiment = DIAGNOSTICS.get(args.name), EXPERIMENTS.get(args.name)
+    if diagnostic is not None:
+        for option in ("protocol", "mixers", "jobs"):
+            if getattr(args, option) is not None:
+                return _fail(f"--{option}: not an option of {args.name!r} (a diagnostic: no training runs)")
+    else:
+        protocol = args.protocol or "paper"
+        if protocol not in experiment.protocols:
+            return _fail(f"--protocol: expected one of {list(experiment.protocols)}, got {args.protocol!r}")
+        try:
+            mixers = parse_mixers(args.mixers, experiment.mixers)
+        except ValueError as e:
+            return _fail(str(e))
+        jobs = 1 if args.jobs is None else args.jobs
+        if jobs < 1:
+            return _fail(f"--jobs: expected >= 1, got {args.jobs}")
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -83,8 +94,6 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"--device: expected 'cpu', 'cuda' or 'auto', got {args.device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         return _fail("--device: cuda requested but no CUDA device is available")
-    if args.jobs < 1:
-        return _fail(f"--jobs: expected >= 1, got {args.jobs}")
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -92,12 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         return _fail(f"--out: cannot write to {out}: {e.strerror or e}")
     command = "linattn " + " ".join(argv)
+    if diagnostic is not None:
+        diagnostic.run(quick=args.quick, device=device, root=out, force=args.force, command=command)
+        return 0
     experiment.run(
-        args.protocol,
+        protocol,
         quick=args.quick,
         mixers=mixers,
         device=device,
-        jobs=args.jobs,
+        jobs=jobs,
         root=out,
         force=args.force,
         command=command,

@@ -1,6 +1,6 @@
-"""Shared test fixtures: uninitialised memory is poisoned with NaN so that reading it fails loudly; without a
-GPU, Triton kernels run in Triton's interpreter (set before any kernel module is imported: `triton.jit` reads it
-when a kernel is defined)."""
+"""Shared test fixtures: uninitialised memory is poisoned with NaN so that reading it fails loudly; `one_thread` for
+tiny models. Without a GPU, Triton kernels run in Triton's interpreter (set before any kernel module is imported:
+`triton.jit` reads it when a kernel is defined)."""
 
 from __future__ import annotations
 
@@ -24,3 +24,12 @@ def poison_empty(monkeypatch):
     monkeypatch.setattr(torch, "empty", lambda *a, **k: poisoned(empty(*a, **k)))
     monkeypatch.setattr(torch, "empty_like", lambda *a, **k: poisoned(empty_like(*a, **k)))
     yield
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models are too small for intra-op threads, which only spin against each other on a busy CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -11,6 +11,7 @@ def test_list(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "vla-mqar-capacity" in out and "vla-copy" in out
+    assert "vla-state-norm" in out and "vla-jacobian" in out
 
 
 @pytest.mark.parametrize(
@@ -21,6 +22,10 @@ def test_list(capsys):
         (["run", "vla-copy", "--device", "tpu"], "--device: expected"),
         (["run", "vla-copy", "--protocol", "mine"], "--protocol: expected"),
         (["run", "vla-copy", "--jobs", "0"], "--jobs: expected >= 1"),
+        (["run", "vla-jacobian", "--protocol", "paper"], "--protocol: not an option of 'vla-jacobian'"),
+        (["run", "vla-state-norm", "--mixers", "vla"], "--mixers: not an option of 'vla-state-norm'"),
+        (["run", "vla-state-norm", "--jobs", "2"], "--jobs: not an option"),
+        (["run", "vla-jacobian", "--device", "tpu"], "--device: expected"),
         (["run", "vla-copy", "--out", "/proc/linattn-results"], "--out: cannot write"),
         (["run"], "required: name"),
         (["fly"], "invalid choice"),

@@ -115,19 +115,27 @@ def _val_acc(record: dict) -> float:
     return (record["best_val"] or record["val"] or {}).get("acc", -math.inf)
 
 
-def table_markdown(results: dict) -> str:
-    """Our accuracy with the paper's in parentheses, one row per setting, one column per mixer."""
+def report_header(results: dict, title: str) -> list[str]:
+    """The first lines of a `table.md`: the title, what was measured, the command and where it ran."""
     env = results["environment"]
-    mixers, table, paper = results["mixers"], results["table"], results["paper"]
-    xs = sorted({int(x) for row in table.values() for x in row})
-    lines = [
-        f"# {results['experiment']} — protocol `{results['protocol']}`{' (quick)' if results['quick'] else ''}",
+    return [
+        f"# {title}",
         "",
         results["description"],
         "",
         f"Command: `{results['command']}`  ",
         f"Hardware: {env.get('gpu') or env.get('cpu')}; torch {env['torch']}; {env['date']}",
         "",
+    ]
+
+
+def table_markdown(results: dict) -> str:
+    """Our accuracy with the paper's in parentheses, one row per setting, one column per mixer."""
+    mixers, table, paper = results["mixers"], results["table"], results["paper"]
+    xs = sorted({int(x) for row in table.values() for x in row})
+    title = f"{results['experiment']} — protocol `{results['protocol']}`{' (quick)' if results['quick'] else ''}"
+    lines = [
+        *report_header(results, title),
         "Test accuracy at query positions (ours), with the paper's number in parentheses where it reports one.",
         "",
         f"| {results['x_name']} | " + " | ".join(mixers) + " |",

@@ -17,13 +17,7 @@ from linattn.train import distributed as train_distributed
 V, T, B = 16, 12, 32  # vocabulary, sequence length, batch rows
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The toy model is too small for intra-op threads, which only spin against each other on a busy CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def copy_batch(step: int, gen: torch.Generator) -> Batch:

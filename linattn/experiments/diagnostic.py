@@ -1,0 +1,58 @@
+"""A named diagnostic: a measurement of untrained (or given) models, not a training sweep.
+
+`linattn run NAME [--quick]` writes `results/NAME/default[-quick]/{results.json, table.md, plot.png}`, each file
+atomically; an existing `results.json` is kept unless `force` (then the folder is discarded and measured again),
+as for `Experiment`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from linattn.bench.environment import describe
+from linattn.experiments.experiment import report_header
+from linattn.io import write_atomic
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    name: str
+    description: str
+    measure: Callable[[bool, str], dict]  # (quick, device) -> the measurements, JSON-serialisable
+    table: Callable[[dict], str]  # results.json's content -> the markdown body of table.md
+    plot: Callable[[dict, Path], None]  # results.json's content, the PNG path
+
+    def output_dir(self, root: Path, quick: bool) -> Path:
+        return Path(root) / self.name / ("default-quick" if quick else "default")
+
+    def run(self, *, quick: bool, device: str, root: Path, force: bool, command: str) -> Path:
+        """Measure and write the report (unless it exists and not `force`); returns the output folder."""
+        out = self.output_dir(root, quick)
+        if force and out.exists():
+            shutil.rmtree(out)
+        if (out / "results.json").exists():
+            print(f"{out / 'results.json'} exists: kept (use --force to run again)")
+            return out
+        results = {
+            "experiment": self.name,
+            "description": self.description,
+            "quick": quick,
+            "command": command,
+            "environment": describe(device),
+            **self.measure(quick, device),
+        }
+        table = self.report(results)
+        write_atomic(out / "results.json", json.dumps(results, indent=2))
+        write_atomic(out / "table.md", table)
+        self.plot(results, out / "plot.png")
+        print(table)
+        return out
+
+    def report(self, results: dict) -> str:
+        """table.md: a header (what, the command, where it ran), then the diagnostic's own tables."""
+        title = f"{results['experiment']}{' (quick)' if results['quick'] else ''}"
+        return "\n".join([*report_header(results, title), self.table(results).rstrip("\n"), ""])
