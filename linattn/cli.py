@@ -41,6 +41,9 @@ def _parser() -> _Parser:
     run.add_argument("--jobs", type=int, help="training runs at a time, as separate processes (default 1)")
     run.add_argument("--out", default="results", help="results root (default results/)")
     run.add_argument("--force", action="store_true", help="run again even if results exist (discards them)")
+    rep = sub.add_parser("report", help="the claims report (REPORT.md), from results/")
+    rep.add_argument("--results", default="results", help="results root (default results/)")
+    rep.add_argument("--out", default="REPORT.md", help="where to write it (default REPORT.md)")
     tables = sub.add_parser("tables", help="the README's results tables, from results/")
     tables.add_argument("--write", metavar="README", help="replace the marked block of this file")
     tables.add_argument("--results", default="results", help="results root (default results/)")
@@ -60,6 +63,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{e.name:<20} {e.description}  [protocols: {', '.join(e.protocols)}]")
         for d in DIAGNOSTICS.values():
             print(f"{d.name:<20} {d.description}  [diagnostic]")
+        return 0
+    if args.command == "report":
+        from linattn.experiments.report import report
+        from linattn.io import write_atomic
+
+        try:
+            write_atomic(Path(args.out), report(Path(args.results)))
+        except OSError as e:
+            return _fail(f"--out: cannot write {args.out}: {e.strerror or e}")
+        print(f"wrote {args.out}")
         return 0
     if args.command == "tables":
         from linattn.experiments.tables import capacity_tables, write_readme

@@ -1,7 +1,8 @@
 """The README's results tables, generated from the committed `results/` (never typed by hand).
 
 `linattn tables` prints them; `linattn tables --write README.md` replaces the block between the markers
-`<!-- results:begin -->` and `<!-- results:end -->`. A test checks the README holds what this generates.
+`<!-- results:begin -->` and `<!-- results:end -->`, and the VLA claims between `<!-- claims:begin -->` and
+`<!-- claims:end -->` (`report.readme_block`). A test checks the README holds what this generates.
 """
 
 from __future__ import annotations
@@ -70,10 +71,18 @@ def capacity_tables(root: Path = Path("results")) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _replace_block(text: str, begin: str, end: str, content: str, where: Path) -> str:
+    if begin not in text or end not in text:
+        raise ValueError(f"{where}: expected the markers {begin} and {end}")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{content}{end}{tail}"
+
+
 def write_readme(readme: Path, root: Path = Path("results")) -> None:
-    text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{readme}: expected the markers {BEGIN} and {END}")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{BEGIN}\n{capacity_tables(root)}{END}{tail}")
+    """Fill the README's two generated blocks: the results tables and the VLA claims (`report.readme_block`)."""
+    from linattn.experiments import report
+
+    text = _replace_block(readme.read_text(), BEGIN, END, capacity_tables(root), readme)
+    text = _replace_block(text, report.BEGIN, report.END, report.readme_block(root), readme)
+    readme.write_text(text)

@@ -1,0 +1,71 @@
+"""The claims report: verdicts from results on known inputs, missing results, the CLI, and the committed files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from linattn.cli import main
+from linattn.experiments import claims, report
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _write(root: Path, folder: str, results: dict) -> None:
+    (root / folder).mkdir(parents=True)
+    (root / folder / "results.json").write_text(json.dumps(results))
+
+
+def _claim(text: str) -> claims.Claim:
+    return next(c for c in claims.CLAIMS if c.claim == text)
+
+
+def test_verdicts_follow_the_rules(tmp_path):
+    table = {
+        "vla": {"4": 1.0, "24": 0.995},
+        "softmax": {"4": 0.26, "24": 0.2},  # 0.126 off the paper's 0.074 at n = 24
+        "deltanet": {"4": 0.99, "24": 0.05},
+    }
+    _write(tmp_path, "vla-mqar-capacity/paper", {"table": table})
+    assert _claim("VLA recalls every pair on MQAR up to n = 24").evaluate(tmp_path) == ("0.995 – 1.000", "holds")
+    assert _claim("softmax attention fails MQAR (the paper's budget)").evaluate(tmp_path)[1] == "does not hold"
+    assert _claim("DeltaNet collapses as n grows").evaluate(tmp_path)[1] == "holds"
+
+
+def test_state_norm_rules(tmp_path):
+    final = {
+        m: {"last_layer": {"mean": v, "max": v}} for m, v in {"linear": 1700.0, "deltanet": 1.3, "vla": 14.0}.items()
+    }
+    _write(tmp_path, "vla-state-norm/default", {"final": final, "ratio_linear_over_vla": 1700 / 14})
+    assert _claim("untrained last-layer ‖S_T‖_F at T = 1000: linear / DeltaNet / VLA").evaluate(tmp_path)[1] == "holds"
+    assert _claim("VLA's state is 109× smaller than linear attention's").evaluate(tmp_path)[1] == "holds"
+    assert _claim("VLA's state norm stays below 15").evaluate(tmp_path)[1] == "holds"
+
+
+def test_missing_results_and_out_of_scale(tmp_path):
+    verdicts = {c.claim: c.evaluate(tmp_path)[1] for c in claims.CLAIMS}
+    assert set(verdicts.values()) == {claims.NOT_YET, claims.NOT_AT_SCALE}
+    assert verdicts["KLA's perplexity beats GDN's at 0.4B / 1B tokens"] == claims.NOT_AT_SCALE
+
+
+def test_every_rule_is_stated():
+    text = report.report(Path("no-such-results"))
+    for c in claims.CLAIMS:
+        assert c.claim in text
+        if c.judge is not None:
+            assert c.judge.__doc__, f"{c.claim}: the rule of its verdict must be written down"
+
+
+def test_cli_writes_the_report(tmp_path):
+    out = tmp_path / "REPORT.md"
+    assert main(["report", "--results", str(tmp_path / "results"), "--out", str(out)]) == 0
+    assert out.read_text().startswith("# Claims report")
+    (tmp_path / "a-file").write_text("")
+    assert main(["report", "--out", str(tmp_path / "a-file" / "REPORT.md")]) == 2
+
+
+def test_committed_report_and_readme_are_generated(monkeypatch):
+    monkeypatch.chdir(REPO)  # the links are relative to the repository root
+    assert (REPO / "REPORT.md").read_text() == report.report(Path("results")), "run `linattn report`"
+    block = (REPO / "README.md").read_text().split(report.BEGIN, 1)[1].split(report.END, 1)[0]
+    assert block.strip() == report.readme_block(Path("results")).strip(), "run `linattn tables --write README.md`"
