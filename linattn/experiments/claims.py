@@ -157,6 +157,21 @@ def _gradient_flow(results: dict) -> Verdict:
     return Verdict(ours, HOLDS if slope["vla"] >= -0.5 else PARTLY if slope["vla"] > slope["deltanet"] else FAILS)
 
 
+def _overload(results: dict) -> Verdict:
+    """With the boundary n = d_h (the paper's 62% point): holds when VLA is ≥ 0.99 at every n < d_h and at least
+    linear attention's accuracy at every n ≥ d_h; partly when one of the two holds."""
+    d_h = int(next(iter(results["paper"]["vla"])))
+    vla = _row(results, "vla")
+    exact = all(a >= 0.99 for n, a in vla.items() if n < d_h)
+    beyond = "linear" in results["table"] and all(
+        vla[n] >= a for n, a in _row(results, "linear").items() if n >= d_h and n in vla
+    )
+    ours = f"d_h = {d_h}: VLA " + ", ".join(f"{n}: {a:.2f}" for n, a in sorted(vla.items()))
+    if "linear" in results["table"]:
+        ours += "; linear " + ", ".join(f"{n}: {a:.2f}" for n, a in sorted(_row(results, "linear").items()) if n >= d_h)
+    return Verdict(ours, HOLDS if exact and beyond else PARTLY if exact or beyond else FAILS)
+
+
 def _long_context(results: dict) -> Verdict:
     """Holds when VLA's accuracy is ≥ 0.98 at every length (the paper: 1.000 … 0.982 at T = 512)."""
     row = _row(results, "vla")
@@ -186,8 +201,10 @@ VLA_CLAIMS = (
           _deltanet_collapses),
     Claim("VLA", "VLA keeps recall at long context (n = 8, T to 512)", "MQAR long context", "1.000 … 0.982 at 512",
           "vla-mqar-length/paper", _long_context),
-    Claim("VLA", "exact recall while n < d_h, graceful degradation beyond", "capacity and overload",
-          "62% at the boundary", "vla-mqar-overload/paper"),
+    Claim("VLA", "exact recall while n < d_h, graceful degradation beyond, better than linear attention",
+          "capacity and overload", "62% at n = d_h", "vla-mqar-overload-dh16/paper", _overload),
+    Claim("VLA", "the same at d_h = 32", "capacity and overload", "62% at n = d_h", "vla-mqar-overload/paper",
+          _overload),
     Claim("VLA", "every mixer copies 31 tokens", "Copy", "1.0 for all", "vla-copy/paper", _copies),
     Claim("VLA", "untrained last-layer ‖S_T‖_F at T = 1000: linear / DeltaNet / VLA", "state norm",
           "1634 / 1.2 / 14.5", "vla-state-norm/default", _state_norms),

@@ -19,6 +19,13 @@ VLA_MQAR_LENGTH = {
     "vla": {49: 1.000, 512: 0.982},
 }
 
+
+def vla_mqar_overload(d_h: int) -> dict[str, dict[int, float]]:
+    """VLA paper, capacity and overload: "exact recall while n < d_h, 62% at the capacity boundary" (n = d_h; the
+    paper does not say at which d_h, so the same number stands at every one)."""
+    return {"vla": {d_h: 0.62}}
+
+
 # VLA paper, Copy (31 tokens): "all reach 1.0"
 VLA_COPY = {m: {31: 1.0} for m in ("softmax", "linear", "deltanet", "vla")}
 

@@ -1,4 +1,5 @@
-"""The VLA paper's recall experiments on its TinyLM: MQAR capacity, MQAR over length, and Copy."""
+"""The VLA paper's recall experiments on its TinyLM: MQAR capacity, MQAR over length, capacity and overload
+(n up to twice the head dim), and Copy."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from linattn.models import preset
 from linattn.tasks import CopyConfig, VLAMQARConfig
 
 
-def _specs(mixers, settings: dict[int, object], protocol: Protocol, max_seq_len: int) -> list[RunSpec]:
+def _specs(
+    mixers, settings: dict[int, object], protocol: Protocol, max_seq_len: int, n_heads: int = 4
+) -> list[RunSpec]:
     specs = []
     for mixer in mixers:
         m = MIXERS[mixer]
-        model = preset("vla-tinylm", mixer=m.layer, mixer_options=m.options, max_seq_len=max_seq_len)
+        model = preset("vla-tinylm", mixer=m.layer, mixer_options=m.options, max_seq_len=max_seq_len, n_heads=n_heads)
         for x, task in settings.items():
             for train in protocol.configs():
                 specs.append(RunSpec(mixer, x, task, model, train, protocol.eval_batches, protocol.eval_batch_size))
@@ -46,6 +49,19 @@ def length_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
     return _specs(mixers, settings, protocol, max_seq_len=512)
 
 
+def overload_plan(d_h: int):
+    """MQAR with n from d_h/4 to 2·d_h pairs, the TinyLM's d_model 128 split into heads of `d_h`: a head's state
+    `[d_h, d_h]` can hold at most d_h independent pairs, so recall must degrade from n = d_h on."""
+
+    def plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
+        ns = (d_h // 2, d_h, 2 * d_h) if is_quick else tuple(d_h * f // 4 for f in (1, 2, 3, 4, 5, 6, 8))
+        protocol = _protocol(protocol_name, is_quick, 3000, 64, 300, fair_steps=5000)
+        settings = {n: VLAMQARConfig(n_pairs=n) for n in ns}
+        return _specs(mixers, settings, protocol, max_seq_len=3 * max(ns) + 1, n_heads=128 // d_h)
+
+    return plan
+
+
 def copy_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
     protocol = _protocol(protocol_name, is_quick, 1500, 32, 150, fair_steps=3000)
     return _specs(mixers, {31: CopyConfig(n_tokens=31)}, protocol, max_seq_len=128)
@@ -67,6 +83,17 @@ EXPERIMENTS = [
         length_plan,
         VLA_COMPARISON,
         paper.VLA_MQAR_LENGTH,
+    ),
+    *(
+        Experiment(
+            f"vla-mqar-overload{'' if d_h == 32 else f'-dh{d_h}'}",
+            f"MQAR (VLA format), heads of d_h = {d_h}, n from {d_h // 4} to {2 * d_h}: recall at and past capacity",
+            "n_pairs",
+            overload_plan(d_h),
+            ("linear", "deltanet", "vla"),
+            paper.vla_mqar_overload(d_h),
+        )
+        for d_h in (32, 16)
     ),
     Experiment("vla-copy", "Copy 31 tokens after SEP", "n_tokens", copy_plan, VLA_COMPARISON, paper.VLA_COPY),
 ]

@@ -129,3 +129,12 @@ def test_parse_mixers():
     assert parse_mixers("softmax, vla", ("vla",)) == ("softmax", "vla")
     with pytest.raises(ValueError, match="^--mixers: unknown mixer"):
         parse_mixers("vla,transformer", ())
+
+
+def test_overload_plans_split_the_model_into_heads_of_d_h():
+    for name, d_h in (("vla-mqar-overload", 32), ("vla-mqar-overload-dh16", 16)):
+        runs = EXPERIMENTS[name].plan("paper", False, ("vla",))
+        assert [r.x for r in runs] == [d_h // 4, d_h // 2, 3 * d_h // 4, d_h, 5 * d_h // 4, 3 * d_h // 2, 2 * d_h]
+        assert {r.model.d_model // r.model.n_heads for r in runs} == {d_h}
+        assert max(r.task.length for r in runs) == 6 * d_h + 1 <= runs[0].model.max_seq_len
+        assert EXPERIMENTS[name].paper == {"vla": {d_h: 0.62}}

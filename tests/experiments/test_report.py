@@ -69,3 +69,11 @@ def test_committed_report_and_readme_are_generated(monkeypatch):
     assert (REPO / "REPORT.md").read_text() == report.report(Path("results")), "run `linattn report`"
     block = (REPO / "README.md").read_text().split(report.BEGIN, 1)[1].split(report.END, 1)[0]
     assert block.strip() == report.readme_block(Path("results")).strip(), "run `linattn tables --write README.md`"
+
+
+def test_overload_rule(tmp_path):
+    table = {"vla": {"4": 1.0, "8": 0.995, "16": 0.6, "32": 0.3}, "linear": {"4": 0.5, "8": 0.3, "16": 0.2, "32": 0.4}}
+    _write(tmp_path, "vla-mqar-overload-dh16/paper", {"paper": {"vla": {"16": 0.62}}, "table": table})
+    claim = next(c for c in claims.CLAIMS if c.results == "vla-mqar-overload-dh16/paper")
+    ours, verdict = claim.evaluate(tmp_path)
+    assert verdict == "partly" and ours.startswith("d_h = 16: VLA 4: 1.00")  # exact below d_h, behind linear at 32
