@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from linattn.models import ModelConfig, preset
+
 
 @dataclass(frozen=True)
 class MixerSpec:
@@ -30,6 +32,14 @@ MIXERS: dict[str, MixerSpec] = {
 
 # the VLA paper's comparison, plus KLA, GDN and CCQ on GDN
 VLA_COMPARISON = ("softmax", "linear", "deltanet", "gated_deltanet", "kla", "vla", "ccq-gated_deltanet")
+
+
+def model_with(mixer: str, preset_name: str, min_seq_len: int = 0) -> ModelConfig:
+    """The model preset `preset_name` with `mixer`'s layer and options, its position table at least `min_seq_len`
+    rows long (the diagnostics run untrained models past the preset's length)."""
+    base = preset(preset_name)
+    spec = MIXERS[mixer]
+    return base.replace(mixer=spec.layer, mixer_options=spec.options, max_seq_len=max(base.max_seq_len, min_seq_len))
 
 
 def parse_mixers(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:

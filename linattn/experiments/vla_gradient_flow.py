@@ -35,9 +35,9 @@ from pathlib import Path
 import torch
 
 from linattn.experiments.diagnostic import Diagnostic
-from linattn.experiments.mixers import MIXERS as MIXER_SPECS
+from linattn.experiments.mixers import model_with
 from linattn.io import save_figure
-from linattn.models import DecoderLM, ModelConfig, preset
+from linattn.models import DecoderLM, ModelConfig
 
 MIXERS = ("linear", "deltanet", "vla")
 
@@ -63,9 +63,7 @@ QUICK = GradientFlowConfig(Ts=(16, 64, 256), seeds=(0,))
 
 def model_config(mixer: str, config: GradientFlowConfig) -> ModelConfig:
     """The preset with `mixer` and a position table long enough for the longest `T`."""
-    base = preset(config.model)
-    spec = MIXER_SPECS[mixer]
-    return base.replace(mixer=spec.layer, mixer_options=spec.options, max_seq_len=max(base.max_seq_len, max(config.Ts)))
+    return model_with(mixer, config.model, max(config.Ts))
 
 
 def first_token_gradient(model: DecoderLM, ids: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:

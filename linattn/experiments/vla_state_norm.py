@@ -32,9 +32,9 @@ import torch
 
 from linattn.experiments import paper, state_norm
 from linattn.experiments.diagnostic import Diagnostic
-from linattn.experiments.mixers import MIXERS as MIXER_SPECS
+from linattn.experiments.mixers import model_with
 from linattn.io import save_figure
-from linattn.models import DecoderLM, ModelConfig, preset
+from linattn.models import DecoderLM, ModelConfig
 
 MIXERS = ("linear", "deltanet", "vla")
 
@@ -65,9 +65,7 @@ QUICK = StateNormModelConfig(long_T=10_000, points=13, op_T=10_000)
 
 def model_config(mixer: str, config: StateNormModelConfig) -> ModelConfig:
     """The preset with `mixer` and a position table long enough for the curve."""
-    base = preset(config.model)
-    spec = MIXER_SPECS[mixer]
-    return base.replace(mixer=spec.layer, mixer_options=spec.options, max_seq_len=max(base.max_seq_len, config.long_T))
+    return model_with(mixer, config.model, config.long_T)
 
 
 def layer_state_norms(state: dict) -> list[float]:
