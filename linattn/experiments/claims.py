@@ -159,7 +159,7 @@ def _gradient_flow(results: dict) -> Verdict:
 
 def _overload(results: dict) -> Verdict:
     """With the boundary n = d_h (the paper's 62% point): holds when VLA is ≥ 0.99 at every n < d_h and at least
-    linear attention's accuracy at every n ≥ d_h; partly when one of the two holds."""
+    linear attention's accuracy at every n ≥ d_h; partly when one of the two holds (or linear was not run)."""
     d_h = int(next(iter(results["paper"]["vla"])))
     vla = _row(results, "vla")
     exact = all(a >= 0.99 for n, a in vla.items() if n < d_h)
@@ -169,6 +169,8 @@ def _overload(results: dict) -> Verdict:
     ours = f"d_h = {d_h}: VLA " + ", ".join(f"{n}: {a:.2f}" for n, a in sorted(vla.items()))
     if "linear" in results["table"]:
         ours += "; linear " + ", ".join(f"{n}: {a:.2f}" for n, a in sorted(_row(results, "linear").items()) if n >= d_h)
+    else:
+        ours += "; linear not run"
     return Verdict(ours, HOLDS if exact and beyond else PARTLY if exact or beyond else FAILS)
 
 
