@@ -1,6 +1,6 @@
 """Compile every Triton kernel of linattn for an NVIDIA GPU on a machine without one, and report registers/spills.
 
-    python scripts/compile_kernels.py [--arch 90] [--out DIR]
+    python scripts/compile_kernels.py [--arch 90] [--out DIR] [--only NAME] [--record-python PYTHON]
 
 Two phases, two processes:
 1. record: with `TRITON_INTERPRET=1`, run representative calls (forward + backward of the delta rule, linear
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import re
@@ -71,7 +72,7 @@ def record(path: Path) -> None:
     def recording_run(self, *args, grid, warmup, **kwargs):
         bound = dict(zip(self.arg_names, args)) | kwargs
         signature, constexprs, options = {}, {}, {}
-        params = {p.name: p for p in __import__("inspect").signature(self.fn).parameters.values()}
+        params = inspect.signature(self.fn).parameters
         for name, value in bound.items():
             if name in ("num_warps", "num_stages"):
                 options[name] = value
