@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -101,6 +103,17 @@ def run_one(spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = 
     return record
 
 
+def _die_with_parent() -> None:
+    """Pool initializer. On Linux a worker is sent SIGTERM when the command that started it dies, also when that
+    command is killed alone (`kill PID`, not Ctrl-C, which reaches the whole process group): otherwise an orphaned
+    worker trains on, into the same run folder as the re-run command's worker."""
+    if sys.platform == "linux":
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _worker(spec: RunSpec, run_dir: Path, device: str, threads: int) -> dict:
     torch.set_num_threads(threads)
     return run_one(spec, run_dir, device, progress=False)
@@ -113,7 +126,7 @@ def run_all(specs: list[RunSpec], runs_dir: Path, *, device: str = "cpu", jobs: 
     threads = max(1, (os.cpu_count() or 1) // jobs)
     records: dict[str, dict] = {}
     context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_die_with_parent) as pool:
         futures = {pool.submit(_worker, s, runs_dir / s.id, device, threads): s for s in specs}
         with tqdm(total=len(specs), desc="runs", unit="run") as bar:
             for future in as_completed(futures):

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -138,3 +143,30 @@ def test_overload_plans_split_the_model_into_heads_of_d_h():
         assert {r.model.d_model // r.model.n_heads for r in runs} == {d_h}
         assert max(r.task.length for r in runs) == 6 * d_h + 1 <= runs[0].model.max_seq_len
         assert EXPERIMENTS[name].paper == {"vla": {d_h: 0.62}}
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_pool_workers_die_with_the_command(tmp_path):
+    """A command killed alone (SIGKILL to it, not to its group) takes its training workers with it."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import multiprocessing, os, time\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from linattn.experiments.runner import _die_with_parent\n"
+        "if __name__ == '__main__':\n"
+        "    context = multiprocessing.get_context('spawn')\n"
+        "    pool = ProcessPoolExecutor(1, mp_context=context, initializer=_die_with_parent)\n"
+        "    print(pool.submit(os.getpid).result(), flush=True)\n"
+        "    pool.submit(time.sleep, 60)\n"
+        "    time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    for _ in range(100):
+        if not Path(f"/proc/{worker}").exists() or "Z" in Path(f"/proc/{worker}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"worker {worker} outlived its parent")
