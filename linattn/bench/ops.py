@@ -1,4 +1,5 @@
-"""GPU op benchmark: our backends beside SDPA (flash) and flash-linear-attention, measured in one run.
+"""GPU op benchmark: our backends beside SDPA (flash), flash-linear-attention and the naive token loop (the
+definition, timed up to B·T = 4096 tokens), measured in one run.
 
 Run on a CUDA machine: `python -m linattn.bench ops [--json FILE]`. For every shape and contender it times the
 forward and the forward + backward with `triton.testing.do_bench` (median), records the peak memory of the
@@ -44,6 +45,7 @@ class Contender:
     flops: Callable[[Shape], float]  # forward FLOPs
     bytes: Callable[[Shape, int], float]  # forward bytes at an element size
     backward: bool = True
+    max_tokens: int | None = None  # B·T beyond which it is not timed (the token loop would take minutes)
 
 
 def _sdpa_flops(s: Shape) -> float:
@@ -122,6 +124,7 @@ CONTENDERS = [
     Contender("ours triton GDN", _ours("triton", False), _delta_flops, _io_bytes(3)),
     Contender("ours triton two-key", _ours("triton", True), _delta_flops, _io_bytes(4)),
     Contender("ours chunk GDN (PyTorch)", _ours("chunk", False), _delta_flops, _io_bytes(3)),
+    Contender("naive token loop GDN (PyTorch)", _ours("naive", False), _delta_flops, _io_bytes(3), max_tokens=4096),
     Contender("fla GDN", _fla("gdn"), _delta_flops, _io_bytes(3)),
     Contender("fla DeltaNet", _fla("deltanet"), _delta_flops, _io_bytes(3)),
     Contender("fla DPLR two-key", _fla("dplr"), _delta_flops, _io_bytes(4)),
@@ -145,6 +148,9 @@ def measure(contender: Contender, shape: Shape, dtype: torch.dtype, limits: dict
     from triton.testing import do_bench
 
     row = {"contender": contender.name, "shape": shape.label, "B": shape.B, "T": shape.T}
+    if contender.max_tokens is not None and shape.B * shape.T > contender.max_tokens:
+        row["error"] = f"not timed beyond B·T = {contender.max_tokens}"
+        return row
     try:
         fn, leaves = contender.build(shape, dtype)
         fwd = do_bench(lambda: fn(), return_mode="median")
