@@ -1,4 +1,4 @@
-"""VLA paper, Jacobian: the state update's `J_t = ∂S_t/∂S_{t-1} = I − α̂_t k̂_tᵀ` in untrained TinyLMs.
+"""VLA paper, Jacobian: the state update's `J_t = ∂S_t/∂S_{t-1} = I − α̂_t k̂_tᵀ` in untrained and trained TinyLMs.
 
 For every VLA layer of an untrained `vla-tinylm` (`torch.manual_seed(seed)`, uniformly random tokens, batch 1),
 the layer's input is captured with a forward pre-hook and its gate recomputed from the layer's parameters the way
@@ -20,8 +20,9 @@ Reported per layer, over tokens, heads and seeds:
   `‖α_t‖`, `‖I − α_t k̂_tᵀ‖₂` and the product over 25 steps (paper: "~d_h/λ0 per step, 1e32 after 25 steps at
   d_h = 96"). With `‖u‖ = 1/√d`, `A_t ≈ I/λ0` for the first tokens, so `‖α_t‖ ≈ 1/λ0` there.
 
-Trained models: `collect` takes any `DecoderLM` with VLA layers, but no trained checkpoint is part of the
-repository, so only untrained models are measured.
+Trained: the measurement trains its own VLA TinyLM on MQAR (n = 8, the paper's recipe: 3000 steps, batch 64, lr
+3e-4) and collects the same one-step statistics on held-out MQAR sequences (`trained`); `collect` takes any
+`DecoderLM` with VLA layers.
 
 Full run: T = 1000 tokens, seeds 0–2, windows of 25, 100 and 1000 steps (30 s on a 2-core CPU).
 `--quick`: T = 200, one seed, windows of 25 and 100 (5 s).
@@ -58,6 +59,9 @@ class JacobianConfig:
     lam0s: tuple[float, ...] = (0.1, 1.0, 10.0)  # λ0 of the widened model
     unnormalised_window: int = 25  # steps of the unnormalised product
     bins: int = 60  # histogram bins
+    trained_n: int = 8  # the trained model: MQAR (VLA format) with this many pairs, the paper's recipe
+    train_steps: int = 3000  # its AdamW updates (the paper's 3000; 0 skips the trained model)
+    trained_sequences: int = 64  # MQAR sequences whose gates are collected from the trained model
 
     def __post_init__(self):
         if not isinstance(self.T, int) or self.T < 2:
@@ -68,12 +72,17 @@ class JacobianConfig:
             raise ValueError(
                 f"unnormalised_window: expected 1 <= window <= T = {self.T}, got {self.unnormalised_window}"
             )
+        if self.train_steps < 0 or self.trained_n < 1 or self.trained_sequences < 1:
+            raise ValueError(
+                "train_steps, trained_n, trained_sequences: expected >= 0, >= 1, >= 1, got "
+                f"{self.train_steps}, {self.trained_n}, {self.trained_sequences}"
+            )
         if not any(1 <= w <= self.T for w in self.windows):
             raise ValueError(f"windows: expected at least one window in [1, T = {self.T}], got {self.windows}")
 
 
 FULL = JacobianConfig()
-QUICK = JacobianConfig(T=200, seeds=(0,), windows=(25, 100))
+QUICK = JacobianConfig(T=200, seeds=(0,), windows=(25, 100), train_steps=100, trained_sequences=8)
 
 
 def gate_inputs(layer: VariationalLinearAttention, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -171,6 +180,43 @@ def _unnormalised(runs: list[list[dict]], lam0: float, window: int) -> dict:
     }
 
 
+def trained(config: JacobianConfig, device: str) -> dict:
+    """A VLA TinyLM trained on MQAR (VLA format, `trained_n` pairs, T = 3n + 1) with the paper's recipe (AdamW
+    lr 3e-4, batch 64, warmup 300, `train_steps` updates, seed 42), then the one-step statistics of its gates over
+    `trained_sequences` held-out MQAR sequences, per layer, and the product over each whole sequence."""
+    from linattn.experiments.protocols import paper as paper_protocol
+    from linattn.experiments.runner import evaluate_on
+    from linattn.tasks import VLAMQARConfig, generate
+    from linattn.train import train
+
+    task = VLAMQARConfig(n_pairs=config.trained_n)
+    recipe = paper_protocol(config.train_steps, 64, min(300, config.train_steps // 10)).train
+    torch.manual_seed(recipe.seed)
+    base = preset(config.model, mixer="vla")
+    model = DecoderLM(base.replace(vocab_size=max(base.vocab_size, 128)))  # the VLA format's 127 tokens and SEP
+    train(model, recipe, lambda step, gen: generate(task, recipe.batch_size, gen), None, None, device=device)
+    gen = torch.Generator().manual_seed(12345)  # held out: the trainer draws from seed 42
+    batch = generate(task, config.trained_sequences, gen)
+    accuracy = evaluate_on(model, [batch], torch.device(device))["acc"]
+    model.eval()
+    runs = [collect(model, batch.inputs[i : i + 1].to(device)) for i in range(config.trained_sequences)]
+    layers = []
+    for i in range(len(runs[0])):
+        alpha = [run[i]["alpha_hat"] for run in runs]
+        k_hat = [run[i]["k_hat"] for run in runs]
+        T = alpha[0].shape[0]
+        layers.append(
+            {
+                "layer": i,
+                "step_norm": quantiles(torch.cat([rank_one_update_norm(a, k).flatten() for a, k in zip(alpha, k_hat)])),
+                "cos": quantiles(torch.cat([cosine(a, k).flatten() for a, k in zip(alpha, k_hat)])),
+                "sequence_product": quantiles(_windows(alpha, k_hat, T)),
+            }
+        )
+    return {"n_pairs": config.trained_n, "T": 3 * config.trained_n + 1, "steps": config.train_steps,
+            "accuracy": accuracy, "layers": layers}  # fmt: skip
+
+
 def measure(quick: bool, device: str, config: JacobianConfig | None = None) -> dict:
     """Collect every seed's gates, then the statistics; the JSON body of results.json."""
     config = config or (QUICK if quick else FULL)
@@ -233,6 +279,7 @@ def measure(quick: bool, device: str, config: JacobianConfig | None = None) -> d
         "hist_edges": {"step_norm": norm_edges.tolist(), "cos": cos_edges.tolist()},
         "layers": layers,
         "unnormalised": unnormalised,
+        "trained": trained(config, device) if config.train_steps else None,
     }
 
 
@@ -285,6 +332,20 @@ def table(results: dict) -> str:
         lines.append(
             f"| {layer['layer']} | " + " | ".join(f"{m:.3g} ({x:.3g})" for m, x in zip(g["median"], g["max"])) + " |"
         )
+    t = results.get("trained")
+    if t:
+        lines += [
+            "",
+            f"## Trained: VLA TinyLM after {t['steps']:,} steps of MQAR (n = {t['n_pairs']}, T = {t['T']}), "
+            f"held-out accuracy {t['accuracy']:.3f}; gates over held-out MQAR sequences",
+            "",
+            "| layer | quantity " + head,
+            "|---|---|" + "---:|" * 7,
+        ]
+        for layer in t["layers"]:
+            lines.append(f"| {layer['layer']} | ‖I − α̂k̂ᵀ‖₂ | {_row(layer['step_norm'])} |")
+            lines.append(f"| {layer['layer']} | cos(α̂, k̂) | {_row(layer['cos'])} |")
+            lines.append(f"| {layer['layer']} | product over the sequence | {_row(layer['sequence_product'])} |")
     p = results["paper"]["unnormalised"]
     w = results["unnormalised"][0]["window"]
     lines += [
@@ -352,8 +413,8 @@ def plot(results: dict, path: Path) -> None:
 
 DIAGNOSTIC = Diagnostic(
     "vla-jacobian",
-    "Jacobian I − α̂_t k̂_tᵀ of VLA's state update in untrained TinyLMs: its norm, products over 25/100/1000 steps, "
-    "and the unnormalised write's growth",
+    "Jacobian I − α̂_t k̂_tᵀ of VLA's state update in untrained and MQAR-trained TinyLMs: its norm, products over "
+    "25/100/1000 steps, and the unnormalised write's growth",
     measure,
     table,
     plot,

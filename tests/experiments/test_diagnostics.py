@@ -19,8 +19,9 @@ TINY_STATE_NORM = vla_state_norm.StateNormModelConfig(
     T=64, seeds=(0, 1), long_T=600, points=8, segment=100, op_T=200, model="debug"
 )
 TINY_JACOBIAN = vla_jacobian.JacobianConfig(
-    T=60, seeds=(0,), windows=(10, 60), model="debug", wide_d_model=64, lam0s=(0.1, 10.0), unnormalised_window=8
-)
+    T=60, seeds=(0,), windows=(10, 60), model="debug", wide_d_model=64, lam0s=(0.1, 10.0), unnormalised_window=8,
+    trained_n=2, train_steps=20, trained_sequences=3,
+)  # fmt: skip
 GOLDEN = (1 + 5**0.5) / 2  # the largest ‖I − α̂ k̂ᵀ‖₂ for unit vectors with α̂ᵀk̂ ≥ 0
 
 
@@ -109,6 +110,11 @@ def test_jacobian_measure():
     # at λ0 = 0.1 the unnormalised write grows by about 1/λ0 a step; at λ0 = 10 (‖α‖ ≤ 0.1) hardly at all
     assert wide_01["per_step_factor"] > 3 and wide_01["first_window"]["median"][-1] > 1e4
     assert wide_10["alpha_norm"]["max"] <= 0.1 + 1e-9 and wide_10["window_products"]["max"] < 1.01
+    trained = r["trained"]
+    assert (trained["n_pairs"], trained["T"], trained["steps"]) == (2, 7, 20) and 0 <= trained["accuracy"] <= 1
+    for layer in trained["layers"]:
+        assert 1 - 1e-9 <= layer["step_norm"]["min"] <= layer["step_norm"]["max"] <= GOLDEN
+        assert layer["sequence_product"]["min"] > 0  # one product per sequence and head
     json.dumps(r)
 
 
