@@ -124,10 +124,18 @@ def _plateau(results: dict) -> Verdict:
 
 
 def _unit_jacobian(results: dict) -> Verdict:
-    """Holds when every layer's median ‖I − α̂k̂ᵀ‖₂ is within 1e-3 of 1."""
-    medians = [layer["step_norm"]["p50"] for layer in results["layers"]]
-    maxima = [layer["step_norm"]["max"] for layer in results["layers"]]
-    ours = f"median {' / '.join(f'{m:.3f}' for m in medians)}, max {' / '.join(f'{m:.3f}' for m in maxima)} by layer"
+    """Holds when every layer's median ‖I − α̂k̂ᵀ‖₂ is within 1e-3 of 1, in the untrained models and (when
+    measured) in the MQAR-trained one."""
+    models = {"untrained": results["layers"]}
+    if results.get("trained"):
+        models["trained"] = results["trained"]["layers"]
+    parts, medians = [], []
+    for name, layers in models.items():
+        p50 = [layer["step_norm"]["p50"] for layer in layers]
+        top = [layer["step_norm"]["max"] for layer in layers]
+        medians += p50
+        parts.append(f"{name}: median {' / '.join(f'{m:.3f}' for m in p50)}, max {' / '.join(f'{m:.3f}' for m in top)}")
+    ours = "; ".join(parts) + " by layer"
     return Verdict(ours, HOLDS if all(abs(m - 1) <= 1e-3 for m in medians) else FAILS)
 
 

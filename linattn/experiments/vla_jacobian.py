@@ -24,8 +24,9 @@ Trained: the measurement trains its own VLA TinyLM on MQAR (n = 8, the paper's r
 3e-4) and collects the same one-step statistics on held-out MQAR sequences (`trained`); `collect` takes any
 `DecoderLM` with VLA layers.
 
-Full run: T = 1000 tokens, seeds 0–2, windows of 25, 100 and 1000 steps (30 s on a 2-core CPU).
-`--quick`: T = 200, one seed, windows of 25 and 100 (5 s).
+Full run: T = 1000 tokens, seeds 0–2, windows of 25, 100 and 1000 steps (30 s on a 2-core CPU), and the trained
+model's 3000 steps (about 10 minutes there). `--quick`: T = 200, one seed, windows of 25 and 100, 100 training
+steps (20 s).
 """
 
 from __future__ import annotations
