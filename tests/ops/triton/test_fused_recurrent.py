@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from linattn.ops.delta_rule.naive import naive_delta_rule
-from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent_fwd
+from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent
 from linattn.ops.linear_attention.naive import naive_gated_linear_attention
 from tests.ops.cases import rel_err
 
@@ -39,7 +39,7 @@ def test_matches_naive(config, K, V, dtype):
     w = x["w"] if config == "gdn-two-key" else None
     beta = x["beta"] if erase else None
     g = {"deltanet": None, "gdn-two-key": x["g"], "linear": None, "gla": x["gk"]}[config]
-    o, ht = fused_recurrent_fwd(
+    o, ht = fused_recurrent(
         x["q"],
         x["k"],
         x["v"],
@@ -75,14 +75,14 @@ def test_varlen_and_no_state():
     K, V = 16, 16
     x = inputs(1, 7, 2, K, V, torch.float32)
     cu = torch.tensor([0, 1, 4, 7])
-    o, ht = fused_recurrent_fwd(
+    o, ht = fused_recurrent(
         x["q"], x["k"], x["v"], beta=x["beta"], g=x["g"], scale=0.25, output_final_state=True, cu_seqlens=cu
     )
     for i, (bos, eos) in enumerate([(0, 1), (1, 4), (4, 7)]):
         sl = {n: x[n][:, bos:eos] for n in ("q", "k", "v", "beta", "g")}
         want_o, want_h = naive_delta_rule(sl["q"], sl["k"], sl["v"], None, sl["beta"], sl["g"], None, scale=0.25)
         assert rel_err(o[:, bos:eos], want_o) < 2e-6 and rel_err(ht[i : i + 1], want_h) < 2e-6
-    o2, none = fused_recurrent_fwd(x["q"], x["k"], x["v"], scale=0.25)
+    o2, none = fused_recurrent(x["q"], x["k"], x["v"], scale=0.25)
     assert none is None and torch.isfinite(o2).all()
 
 

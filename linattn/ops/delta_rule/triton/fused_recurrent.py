@@ -110,7 +110,7 @@ def fused_recurrent_fwd_kernel(
         tl.store(p_ht, b_h, mask=m_h)
 
 
-def fused_recurrent_fwd(
+def fused_recurrent(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -124,13 +124,21 @@ def fused_recurrent_fwd(
     output_final_state: bool = False,
     cu_seqlens: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Launch the kernel. Shapes as `delta_rule` (`g` may also be per channel, `[B, T, H, K]`); the caller has
-    validated them. Returns `o` in v's dtype and the float32 final state `[N, H, K, V]` (or None)."""
+    """The ops' `backend="fused_recurrent"`: decoding only, so no gradient and no float64. Shapes as `delta_rule`
+    (`g` may also be per channel, `[B, T, H, K]`); the caller has validated them. Returns `o` in v's dtype and the
+    float32 final state `[N, H, K, V]` (or None)."""
+    if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"backend 'fused_recurrent': q, k, v must be float32, bfloat16 or float16, got {q.dtype}")
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, w, beta, g, initial_state)):
+        raise ValueError(
+            "backend: 'fused_recurrent' is forward-only (for decoding); use 'triton' or 'chunk' to train, "
+            "or run it under torch.no_grad()"
+        )
     B, T, H, K = k.shape
     V = v.shape[-1]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
     if K > 256 or V > 256:
-        raise ValueError(f"fused_recurrent_fwd: head dims up to 256 are supported, got K={K}, V={V}")
+        raise ValueError(f"fused_recurrent: head dims up to 256 are supported, got K={K}, V={V}")
     q, k, v = (x.contiguous() for x in (q, k, v))
     o = torch.empty_like(v)
     ht = q.new_empty(N, H, K, V, dtype=torch.float32) if output_final_state else None
@@ -154,40 +162,3 @@ def fused_recurrent_fwd(
         USE_H0=initial_state is not None, STORE_HT=ht is not None, IS_VARLEN=cu_seqlens is not None,
     )  # fmt: skip
     return o, ht
-
-
-def fused_recurrent(
-    q,
-    k,
-    v,
-    *,
-    w=None,
-    beta=None,
-    g=None,
-    erase: bool,
-    scale: float,
-    initial_state=None,
-    output_final_state: bool = False,
-    cu_seqlens=None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The ops' `backend="fused_recurrent"` on validated inputs: decoding only, so no gradient and no float64."""
-    if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise TypeError(f"backend 'fused_recurrent': q, k, v must be float32, bfloat16 or float16, got {q.dtype}")
-    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, w, beta, g, initial_state)):
-        raise ValueError(
-            "backend: 'fused_recurrent' is forward-only (for decoding); use 'triton' or 'chunk' to train, "
-            "or run it under torch.no_grad()"
-        )
-    return fused_recurrent_fwd(
-        q,
-        k,
-        v,
-        w=w,
-        beta=beta,
-        g=g,
-        erase=erase,
-        scale=scale,
-        initial_state=initial_state,
-        output_final_state=output_final_state,
-        cu_seqlens=cu_seqlens,
-    )
