@@ -20,8 +20,16 @@ from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd, state_bwd_ref
 from linattn.ops.delta_rule.triton.wy import wy_fwd, wy_ref
-from tests.ops.cases import CASES, Sizes, draw, rel_err
-from tests.ops.triton.test_delta_rule_fwd import DEVICE, FLOOR, INTERPRETED_BF16_ROUNDING, Config, check, make_inputs
+from tests.ops.cases import CASES, rel_err
+from tests.ops.triton.test_delta_rule_fwd import (
+    DEVICE,
+    FLOOR,
+    INTERPRETED_BF16_ROUNDING,
+    Config,
+    check,
+    check_shared_case,
+    make_inputs,
+)
 
 F32_TOL = 5e-5  # float32 inputs against the float64 recurrence, every gradient
 STAGE_TOL = 5e-6  # one stage against its float64 reference on the same inputs
@@ -235,27 +243,7 @@ def test_delta_cases_are_found():
 
 @pytest.mark.parametrize("case", DELTA_CASES, ids=[c.id for c in DELTA_CASES])
 def test_shared_cases_f32(case):
-    """The delta-rule cases of the backend tests (tests/ops/test_backends.py), T = 70 and packed, with the triton
-    backend in float32 against naive in float64 on the same float32 values: outputs, final states, gradients."""
-    lengths = [1, 70, 5]
-    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], device=DEVICE)
-    for sizes, cu_seqlens in ((Sizes(B=2, T=70), None), (Sizes(B=1, T=sum(lengths)), cu)):
-        tokens, state = draw(case, sizes, N=None if cu_seqlens is None else len(lengths))
-        tokens = {n: t.to(DEVICE, torch.float32).requires_grad_() for n, t in tokens.items()}
-        state = tuple(s.to(DEVICE, torch.float32).requires_grad_() for s in state)
-        leaves = [*tokens.values(), *state]
-        gen = torch.Generator().manual_seed(1)
-
-        def run(backend, dtype):
-            cast = [x.detach().to(dtype).requires_grad_() for x in leaves]
-            outs = case.run(dict(zip(tokens, cast)), tuple(cast[len(tokens) :]), backend, cu_seqlens)
-            cot = [torch.randn(o.shape, generator=gen.manual_seed(i)).to(DEVICE) for i, o in enumerate(outs)]
-            loss = sum((o.double() * c.double()).sum() for o, c in zip(outs, cot))
-            return [*outs, *torch.autograd.grad(loss, cast)]
-
-        names = ["o", "final state", *(f"d{n}" for n in tokens), "dinitial_state"]
-        for what, a, b in zip(names, run("triton", torch.float32), run("naive", torch.float64)):
-            check(a, b, CASE_TOL, f"{case.id} {'packed' if cu_seqlens is not None else 'B=2'} {what}")
+    check_shared_case(case, CASE_TOL)
 
 
 def test_float64_is_refused():

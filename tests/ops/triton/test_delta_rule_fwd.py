@@ -21,7 +21,7 @@ from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref,
 from linattn.ops.delta_rule.triton.output import output_fwd, output_ref
 from linattn.ops.delta_rule.triton.state import state_fwd, state_ref
 from linattn.ops.delta_rule.triton.wy import wy_fwd, wy_ref
-from tests.ops.cases import rel_err
+from tests.ops.cases import Case, Sizes, draw, rel_err
 
 F32_TOL = 2e-5  # float32 inputs against the float64 recurrence
 STAGE_TOL = 2e-6  # one stage against its float64 reference on the same inputs
@@ -93,6 +93,33 @@ def check(got: torch.Tensor, want: torch.Tensor, tol: float, what: str) -> None:
     assert torch.isfinite(got).all(), f"{what}: non-finite values (an unwritten or overflowing element)"
     err = rel_err(got, want)
     assert err <= tol, f"{what}: relative RMS error {err:.2e} > {tol:.0e}"
+
+
+def check_shared_case(case: Case, tol: float) -> None:
+    """One case of the backend tests (tests/ops/cases.py), T = 70 and packed, with the triton backend in float32
+    against naive in float64 on the same float32 values: outputs, final states and every gradient."""
+    lengths = [1, 70, 5]
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], device=DEVICE)
+    for sizes, cu_seqlens in ((Sizes(B=2, T=70), None), (Sizes(B=1, T=sum(lengths)), cu)):
+        tokens, state = draw(case, sizes, N=None if cu_seqlens is None else len(lengths))
+        tokens = {n: t.to(DEVICE, torch.float32) for n, t in tokens.items()}
+        state = tuple(s.to(DEVICE, torch.float32) for s in state)
+        leaves = [*tokens.values(), *state]
+        gen = torch.Generator().manual_seed(1)
+
+        def run(backend, dtype):
+            cast = [x.detach().to(dtype).requires_grad_() for x in leaves]
+            outs = case.run(dict(zip(tokens, cast)), tuple(cast[len(tokens) :]), backend, cu_seqlens)
+            cot = [torch.randn(o.shape, generator=gen.manual_seed(i)).to(DEVICE) for i, o in enumerate(outs)]
+            loss = sum((o.double() * c.double()).sum() for o, c in zip(outs, cot))
+            return [*outs, *torch.autograd.grad(loss, cast)]
+
+        got, want = run("triton", torch.float32), run("naive", torch.float64)
+        names = ["o", *(f"final state[{i}]" for i in range(len(state))), *(f"d{n}" for n in tokens)]
+        names += [f"dinitial_state[{i}]" for i in range(len(state))]
+        assert len(names) == len(got) == len(want)
+        for what, a, b in zip(names, got, want):
+            check(a, b, tol, f"{case.id} {'packed' if cu_seqlens is not None else 'B=2'} {what}")
 
 
 def test_empty_is_poisoned():

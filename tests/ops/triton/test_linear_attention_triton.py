@@ -22,8 +22,8 @@ from linattn.ops.delta_rule.triton.output import output_fwd, output_ref
 from linattn.ops.delta_rule.triton.state import state_fwd, state_ref
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd, state_bwd_ref
 from linattn.ops.linear_attention.api import resolve_backend
-from tests.ops.cases import CASES, Sizes, draw, rel_err
-from tests.ops.triton.test_delta_rule_fwd import DEVICE, FLOOR, INTERPRETED_BF16_ROUNDING, check
+from tests.ops.cases import CASES, rel_err
+from tests.ops.triton.test_delta_rule_fwd import DEVICE, FLOOR, INTERPRETED_BF16_ROUNDING, check, check_shared_case
 
 F32_TOL = 5e-5  # float32 inputs against the float64 recurrence: outputs and every gradient
 STAGE_TOL = 5e-6  # one stage against its float64 reference on the same inputs
@@ -286,30 +286,7 @@ def test_linear_cases_are_found():
 
 @pytest.mark.parametrize("case", LINEAR_CASES, ids=[c.id for c in LINEAR_CASES])
 def test_shared_cases_f32(case):
-    """The linear cases of the backend tests (tests/ops/test_backends.py), T = 70 and packed, with the triton
-    backend in float32 against naive in float64 on the same float32 values: outputs, final states, gradients."""
-    lengths = [1, 70, 5]
-    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], device=DEVICE)
-    for sizes, cu_seqlens in ((Sizes(B=2, T=70), None), (Sizes(B=1, T=sum(lengths)), cu)):
-        tokens, state = draw(case, sizes, N=None if cu_seqlens is None else len(lengths))
-        tokens = {n: t.to(DEVICE, torch.float32) for n, t in tokens.items()}
-        state = tuple(s.to(DEVICE, torch.float32) for s in state)
-        leaves = [*tokens.values(), *state]
-        gen = torch.Generator().manual_seed(1)
-
-        def run(backend, dtype):
-            cast = [x.detach().to(dtype).requires_grad_() for x in leaves]
-            outs = case.run(dict(zip(tokens, cast)), tuple(cast[len(tokens) :]), backend, cu_seqlens)
-            cot = [torch.randn(o.shape, generator=gen.manual_seed(i)).to(DEVICE) for i, o in enumerate(outs)]
-            loss = sum((o.double() * c.double()).sum() for o, c in zip(outs, cot))
-            return [*outs, *torch.autograd.grad(loss, cast)]
-
-        got, want = run("triton", torch.float32), run("naive", torch.float64)
-        names = ["o", *(f"final state[{i}]" for i in range(len(state))), *(f"d{n}" for n in tokens)]
-        names += [f"dinitial_state[{i}]" for i in range(len(state))]
-        assert len(names) == len(got) == len(want)
-        for what, a, b in zip(names, got, want):
-            check(a, b, CASE_TOL, f"{case.id} {'packed' if cu_seqlens is not None else 'B=2'} {what}")
+    check_shared_case(case, CASE_TOL)
 
 
 def test_per_channel_gate_is_refused():
