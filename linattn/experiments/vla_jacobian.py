@@ -141,6 +141,12 @@ def quantiles(x: torch.Tensor) -> dict[str, float]:
     return {**{n: v.item() for n, v in zip(QUANTILES, q)}, "mean": x.mean().item()}
 
 
+def _one_step(alpha: list[torch.Tensor], k_hat: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """`‖I − α k̂ᵀ‖₂` and `cos(α, k̂)` of every step and head of every run, flat."""
+    step = torch.cat([rank_one_update_norm(a, k).flatten() for a, k in zip(alpha, k_hat)])
+    return step, torch.cat([cosine(a, k).flatten() for a, k in zip(alpha, k_hat)])
+
+
 def _windows(alpha: list[torch.Tensor], k_hat: list[torch.Tensor], w: int) -> torch.Tensor:
     """Product norms over non-overlapping windows of `w` steps, every head of every run: `[windows]`."""
     return torch.cat(
@@ -173,7 +179,7 @@ def _unnormalised(runs: list[list[dict]], lam0: float, window: int) -> dict:
     product = torch.tensor(first["median"][-1], dtype=torch.float64)
     return {
         "alpha_norm": quantiles(torch.cat([a.norm(dim=-1).flatten() for a in alpha])),
-        "step_norm": quantiles(torch.cat([rank_one_update_norm(a, k).flatten() for a, k in zip(alpha, k_hat)])),
+        "step_norm": quantiles(_one_step(alpha, k_hat)[0]),
         "window": window,
         "window_products": quantiles(_windows(alpha, k_hat, window)),
         "first_window": first,
@@ -206,11 +212,12 @@ def trained(config: JacobianConfig, device: str) -> dict:
         alpha = [run[i]["alpha_hat"] for run in runs]
         k_hat = [run[i]["k_hat"] for run in runs]
         T = alpha[0].shape[0]
+        step, cos = _one_step(alpha, k_hat)
         layers.append(
             {
                 "layer": i,
-                "step_norm": quantiles(torch.cat([rank_one_update_norm(a, k).flatten() for a, k in zip(alpha, k_hat)])),
-                "cos": quantiles(torch.cat([cosine(a, k).flatten() for a, k in zip(alpha, k_hat)])),
+                "step_norm": quantiles(step),
+                "cos": quantiles(cos),
                 "sequence_product": quantiles(_windows(alpha, k_hat, T)),
             }
         )
@@ -243,8 +250,7 @@ def measure(quick: bool, device: str, config: JacobianConfig | None = None) -> d
     for i in range(n_layers):
         alpha = [run[i]["alpha_hat"] for run in runs]
         k_hat = [run[i]["k_hat"] for run in runs]
-        step = torch.cat([rank_one_update_norm(a, k).flatten() for a, k in zip(alpha, k_hat)])
-        cos = torch.cat([cosine(a, k).flatten() for a, k in zip(alpha, k_hat)])
+        step, cos = _one_step(alpha, k_hat)
         products = {w: _windows(alpha, k_hat, w) for w in windows}
         layers.append(
             {
