@@ -38,7 +38,11 @@ def _parser() -> _Parser:
     run.add_argument("--quick", action="store_true", help="a smaller version that runs on a 2-core CPU in minutes")
     run.add_argument("--device", default="auto", help="'cpu', 'cuda' or 'auto' (cuda when available)")
     run.add_argument("--mixers", help="comma-separated subset of the experiment's mixers")
-    run.add_argument("--jobs", type=int, help="training runs at a time, as separate processes (default 1)")
+    run.add_argument(
+        "--jobs",
+        type=int,
+        help="training runs at a time, as separate processes (default 1); several GPUs share them out",
+    )
     run.add_argument("--out", default="results", help="results root (default results/)")
     run.add_argument("--force", action="store_true", help="run again even if results exist (discards them)")
     rep = sub.add_parser("report", help="the claims report (REPORT.md), from results/")

@@ -84,6 +84,7 @@ class Experiment:
                         "test",
                         "wall_time_s",
                         "params",
+                        "hardware",
                     )
                 }
                 for r in records
@@ -116,15 +117,21 @@ def _val_acc(record: dict) -> float:
 
 
 def report_header(results: dict, title: str) -> list[str]:
-    """The first lines of a `table.md`: the title, what was measured, the command and where it ran."""
+    """The first lines of a `table.md`: the title, what was measured, the command and where it ran (the
+    training runs' own hardware when they say, since a report can gather runs finished elsewhere)."""
     env = results["environment"]
+    runs_on = sorted({r["hardware"] for r in results.get("runs", []) if "hardware" in r})
+    here = env.get("gpu") or env.get("cpu")
+    hardware = f"{here}; torch {env['torch']}"
+    if runs_on and runs_on != [here]:
+        hardware = f"runs on {', '.join(runs_on)}; gathered on {hardware}"
     return [
         f"# {title}",
         "",
         results["description"],
         "",
         f"Command: `{results['command']}`  ",
-        f"Hardware: {env.get('gpu') or env.get('cpu')}; torch {env['torch']}; {env['date']}",
+        f"Hardware: {hardware}; {env['date']}",
         "",
     ]
 

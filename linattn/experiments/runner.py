@@ -116,7 +116,15 @@ def _die_with_parent() -> None:
 
 def _worker(spec: RunSpec, run_dir: Path, device: str, threads: int) -> dict:
     torch.set_num_threads(threads)
+    if device.startswith("cuda:"):
+        torch.cuda.set_device(device)  # Triton launches on the current device
     return run_one(spec, run_dir, device, progress=False)
+
+
+def _devices(device: str, n: int) -> list[str]:
+    """The device of each of `n` runs: a bare "cuda" on a machine with several GPUs deals them out in turn."""
+    count = torch.cuda.device_count() if device == "cuda" else 0
+    return [f"cuda:{i % count}" for i in range(n)] if count > 1 else [device] * n
 
 
 def run_all(specs: list[RunSpec], runs_dir: Path, *, device: str = "cpu", jobs: int = 1) -> list[dict]:
@@ -127,7 +135,8 @@ def run_all(specs: list[RunSpec], runs_dir: Path, *, device: str = "cpu", jobs: 
     records: dict[str, dict] = {}
     context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_die_with_parent) as pool:
-        futures = {pool.submit(_worker, s, runs_dir / s.id, device, threads): s for s in specs}
+        devices = _devices(device, len(specs))
+        futures = {pool.submit(_worker, s, runs_dir / s.id, d, threads): s for s, d in zip(specs, devices)}
         with tqdm(total=len(specs), desc="runs", unit="run") as bar:
             for future in as_completed(futures):
                 record = future.result()

@@ -55,12 +55,15 @@ def capacity_tables(root: Path = Path("results")) -> str:
     complete = {m for m in FAIR_MIXERS if sum(r["mixer"] == m for r in records) == sweep * len(ns)}
     shown = [m for m in FAIR_MIXERS if m in summary["acc"]]
     hardware = sorted({r.get("hardware", "hardware unrecorded") for r in records})
+    missing = [m for m in FAIR_MIXERS if m not in shown]
+    partial = [m for m in shown if m not in complete]
     lines += [
         "",
         f"**Fair protocol** (`linattn run {CAPACITY} --protocol fair`; {', '.join(hardware)}): batch 256, up to "
         f"5000 steps (stop at validation accuracy ≥ 0.995), lr ∈ {{3e-4, 1e-3, 3e-3}} chosen per cell on validation; "
-        "test accuracy. `*`: the lr sweep of that mixer is not complete yet (best of the runs finished so far); "
-        f"not run yet: {', '.join(m for m in FAIR_MIXERS if m not in shown) or 'none'}.",
+        "test accuracy."
+        + (" `*`: the lr sweep of that mixer is not complete (best of the runs finished so far)." if partial else "")
+        + (f" Not run yet: {', '.join(missing)}." if missing else ""),
         "",
         "| n_pairs | " + " | ".join(m + ("" if m in complete else "*") for m in shown) + " |",
         "|---:|" + "---:|" * len(shown),

@@ -319,7 +319,8 @@ def local_bwd(
         raise ValueError("local_bwd: without the erase term there is one key (w None) and no beta")
     B, T, H, K = q.shape
     V = v.shape[-1]
-    BK = min(64, max(16, triton.next_power_of_2(K)))
+    # key blocks of at least 32: on the H200 (Triton 3.6) BK = 16 beside BV = 64 faults (K ≤ 16 with V = 33)
+    BK = min(64, max(32, triton.next_power_of_2(K)))
     BV = min(64, max(16, triton.next_power_of_2(V)))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dw = None if w is None else torch.empty_like(w)
