@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent GPU machine: check the Triton backend against float64, then benchmark it beside SDPA and fla.
-#   bash scripts/device_bench.sh [verify] [ops] [decode]      (all three by default; carry .whl for fla, see below)
+#   bash scripts/device_bench.sh [verify] [ops] [decode] [stages]   (the first three by default; carry .whl for fla)
 # fla is a benchmark-only dependency and the machine is offline: its wheel travels in .whl/ (ignored by git):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 -d .whl fla-core==0.6.0        (then: run with carry [".whl"])

@@ -44,9 +44,29 @@ def test_bench_cpu_runs(tmp_path, capsys):
 
 def test_bench_ops_needs_a_gpu(capsys, monkeypatch):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    for command in ("ops", "decode"):
+    for command in ("ops", "decode", "stages"):
         assert bench_main([command]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_stage_profile_times_every_kernel():
+    """The GPU stage profile, run here in Triton's interpreter at a small shape with a wall-clock timer."""
+    import time
+
+    import torch
+
+    from linattn.bench import stages
+
+    def timer(fn):
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+
+    rows = stages.profile(70, timer, H=1, K=16, dtype=torch.float32, device="cpu")
+    names = [r["stage"] for r in rows]
+    assert names[:2] == ["chunk_cumsum", "wy_fwd"] and names[-1] == "delta_rule forward + backward"
+    assert all(r["ms"] > 0 for r in rows) and rows[2]["us_per_chunk"] == rows[2]["ms"] * 1e3 / 2
+    assert "**stages, total**" in stages.table(rows)
 
 
 def test_verify_checks_a_backend_against_float64():

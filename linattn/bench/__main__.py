@@ -1,4 +1,4 @@
-"""`python -m linattn.bench cpu|ops|verify|decode [--json FILE]`: benchmarks, printed as markdown tables.
+"""`python -m linattn.bench cpu|ops|verify|decode|stages [--json FILE]`: benchmarks, printed as markdown tables.
 
 - `cpu`: the chunk backend against the naive token loop on the CPU, forward and forward + backward.
 - `ops`: on a CUDA GPU, our backends beside SDPA (flash) and flash-linear-attention, bf16, B=1 H=16 K=V=128,
@@ -6,6 +6,7 @@
 - `verify`: on a CUDA GPU, a backend's correctness matrix against float64 (dtypes, lengths, head sizes, options).
 - `decode`: on a CUDA GPU, one token's step at context 4K / 32K / 64K (B=8): our fused recurrent step vs SDPA
   reading a KV cache.
+- `stages`: on a CUDA GPU, each kernel of the Triton delta rule's forward and backward timed on its own.
 """
 
 from __future__ import annotations
@@ -30,12 +31,6 @@ def main(argv: list[str] | None = None) -> int:
     p_cpu.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement (default 2)")
     p_ops = sub.add_parser("ops", help="GPU: ours vs SDPA vs fla, bf16, forward and forward+backward")
     p_ops.add_argument(
-        "--lengths",
-        type=lambda s: [int(x) for x in s.split(",")],
-        default=[2048, 4096, 8192, 16384, 32768, 65536],
-        help="comma-separated sequence lengths at B=1 (default 2048,…,65536)",
-    )
-    p_ops.add_argument(
         "--batch-sweep", action=argparse.BooleanOptionalAction, default=True, help="also the B·T = 32K shapes"
     )
     p_ops.add_argument("--only", help="only the contenders whose name contains this (SDPA always runs)")
@@ -43,7 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     p_verify.add_argument("--backend", default="triton", help="backend under test (default triton)")
     p_verify.add_argument("--jobs", type=int, default=1, help="processes sharing the GPU (default 1)")
     p_decode = sub.add_parser("decode", help="GPU: per-token decode step, ours vs SDPA with a KV cache")
-    for p in (p_cpu, p_ops, p_verify, p_decode):
+    p_stages = sub.add_parser("stages", help="GPU: each Triton delta-rule kernel timed on its own")
+    for p, lengths in ((p_ops, [2048, 4096, 8192, 16384, 32768, 65536]), (p_stages, [8192, 65536])):
+        p.add_argument(
+            "--lengths",
+            type=lambda s: [int(x) for x in s.split(",")],
+            default=lengths,
+            help=f"comma-separated sequence lengths at B=1 (default {','.join(map(str, lengths))})",
+        )
+    for p in (p_cpu, p_ops, p_verify, p_decode, p_stages):
         p.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
     args = parser.parse_args(argv)
 
@@ -96,6 +99,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         rows = decode.run()
         print(decode.table(rows))
+        extra = {}
+    elif args.command == "stages":
+        from linattn.bench import stages
+
+        print(
+            "# linattn stage profile: Triton delta rule, GDN configuration, bf16, B=1, H=16, K=V=128; "
+            + ", ".join(f"{k}: {v}" for k, v in env.items())
+        )
+        rows = stages.run(args.lengths)
+        print(stages.table(rows))
         extra = {}
     if args.json:
         write_atomic(args.json, json.dumps({"environment": env, **extra, "rows": rows}, indent=2))

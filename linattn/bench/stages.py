@@ -1,0 +1,128 @@
+"""Stage profile of the Triton delta rule: each kernel of the forward and of the backward timed on its own.
+
+Run on a CUDA machine: `python -m linattn.bench stages [--lengths 8192,65536] [--json FILE]`; bf16, B = 1, H = 16,
+K = V = 128, the GDN configuration (w = k, β, g), as in `ops`. Each stage is called the way `delta_rule_fwd` and
+`delta_rule_bwd` call it, on the intermediates of one real forward and backward, and timed with
+`triton.testing.do_bench` (median). Beside the stages: the end-to-end forward and forward + backward of
+`delta_rule(backend="triton")`; what they spend beyond the sum of their stages is the host's time between
+launches (argument checks, allocations, casts). For the sequential stages (`state_fwd`, `state_bwd`), whose
+programs walk the chunks one after another, the time per chunk is one step of that walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from linattn.ops import delta_rule
+from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_layout
+from linattn.ops.delta_rule.triton.local_bwd import local_bwd
+from linattn.ops.delta_rule.triton.output import output_fwd
+from linattn.ops.delta_rule.triton.recompute import wy_apply
+from linattn.ops.delta_rule.triton.state import state_fwd
+from linattn.ops.delta_rule.triton.state_bwd import state_bwd
+from linattn.ops.delta_rule.triton.wy import wy_fwd
+
+SEQUENTIAL = ("state_fwd", "state_fwd (recompute)", "state_bwd")
+
+
+def inputs(B: int, T: int, H: int, K: int, dtype: torch.dtype, device) -> dict[str, torch.Tensor]:
+    """GDN-configuration inputs: unit keys, β ∈ (0, 1), a mild decay; `do` the gradient of the output."""
+    gen = torch.Generator(device=device).manual_seed(0)
+
+    def r(*shape):
+        return torch.randn(*shape, device=device, generator=gen)
+
+    return {
+        "q": r(B, T, H, K).to(dtype),
+        "k": F.normalize(r(B, T, H, K), dim=-1).to(dtype),
+        "v": r(B, T, H, K).to(dtype),
+        "beta": torch.rand(B, T, H, device=device, generator=gen),
+        "g": -0.1 * torch.rand(B, T, H, device=device, generator=gen),
+        "do": r(B, T, H, K).to(dtype),
+    }
+
+
+def stage_calls(x: dict[str, torch.Tensor]) -> list[tuple[str, Callable[[], object]]]:
+    """`(stage, call)` for every launch of the forward, then of the backward, in order; each call repeats its
+    stage on inputs computed once here (the intermediates of one forward and backward)."""
+    q, k, v, beta, g, do = (x[n] for n in ("q", "k", "v", "beta", "g", "do"))
+    B, T, _, K = q.shape
+    scale = K**-0.5
+    layout = chunk_layout(B, T, None, q.device)
+    G = chunk_cumsum(g, layout)
+    T_inv, u_tilde, k_tilde = wy_fwd(k, v, k, beta, G, layout)
+    h, U, _ = state_fwd(k_tilde, u_tilde, k, G, None, False, layout)
+    dh, dv_tilde, _ = state_bwd(q, k, G, T_inv, k_tilde, do, None, scale, False, layout)
+    _, _, _, _, _, dG = local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout)
+    return [
+        ("chunk_cumsum", lambda: chunk_cumsum(g, layout)),
+        ("wy_fwd", lambda: wy_fwd(k, v, k, beta, G, layout)),
+        ("state_fwd", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout)),
+        ("output_fwd", lambda: output_fwd(q, k, G, h, U, scale, layout, v.dtype)),
+        ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout)),
+        ("state_fwd (recompute)", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout)),
+        ("state_bwd", lambda: state_bwd(q, k, G, T_inv, k_tilde, do, None, scale, False, layout)),
+        ("local_bwd", lambda: local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout)),
+        ("chunk_cumsum (reverse)", lambda: chunk_cumsum(dG, layout, reverse=True)),
+    ]
+
+
+def end_to_end(x: dict[str, torch.Tensor]) -> dict[str, Callable[[], object]]:
+    """`delta_rule(backend="triton")`'s forward, and its forward + backward through autograd."""
+    leaves = {n: x[n].detach().clone().requires_grad_() for n in ("q", "k", "v", "beta", "g")}
+
+    def forward():
+        return delta_rule(**leaves, backend="triton")[0]
+
+    def forward_backward():
+        for t in leaves.values():
+            t.grad = None
+        forward().backward(x["do"])
+
+    return {"forward": forward, "forward + backward": forward_backward}
+
+
+def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dtype=torch.bfloat16, device="cuda"):
+    """Rows `{T, stage, ms}` (and `us_per_chunk` for the sequential stages), the end-to-end rows last;
+    `timer(fn) -> ms`."""
+    x = inputs(B, T, H, K, dtype, device)
+    NT = -(-T // 64)
+    rows = []
+    for stage, call in stage_calls(x):
+        row = {"T": T, "stage": stage, "ms": timer(call)}
+        if stage in SEQUENTIAL:
+            row["us_per_chunk"] = row["ms"] * 1e3 / NT
+        rows.append(row)
+    for name, call in end_to_end(x).items():
+        rows.append({"T": T, "stage": f"delta_rule {name}", "ms": timer(call)})
+    return rows
+
+
+def run(lengths=(8192, 65536)) -> list[dict]:
+    if not torch.cuda.is_available():
+        raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU")
+    from triton.testing import do_bench
+
+    rows = []
+    for T in lengths:
+        rows += profile(T, lambda fn: do_bench(fn, return_mode="median"))
+        torch.cuda.empty_cache()
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: per length, each stage's time and share of the stages' total, then the end-to-end times."""
+    lines = ["| T | stage | ms | share | µs per chunk |", "|---:|---|---:|---:|---:|"]
+    for T in sorted({r["T"] for r in rows}):
+        mine = [r for r in rows if r["T"] == T]
+        stages = [r for r in mine if not r["stage"].startswith("delta_rule")]
+        total = sum(r["ms"] for r in stages)
+        for r in stages:
+            per_chunk = f"{r['us_per_chunk']:.1f}" if "us_per_chunk" in r else ""
+            lines.append(f"| {T} | {r['stage']} | {r['ms']:.3f} | {r['ms'] / total:.0%} | {per_chunk} |")
+        lines.append(f"| {T} | **stages, total** | {total:.3f} | 100% | |")
+        lines += [f"| {T} | {r['stage']} | {r['ms']:.3f} | | |" for r in mine if r["stage"].startswith("delta_rule")]
+    return "\n".join(lines)
