@@ -15,6 +15,7 @@ import torch
 
 from linattn.experiments.mixers import parse_mixers
 from linattn.experiments.registry import DIAGNOSTICS, EXPERIMENTS
+from linattn.experiments.runner import RunsFailed
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,16 +122,20 @@ def main(argv: list[str] | None = None) -> int:
     if diagnostic is not None:
         diagnostic.run(quick=args.quick, device=device, root=out, force=args.force, command=command)
         return 0
-    experiment.run(
-        protocol,
-        quick=args.quick,
-        mixers=mixers,
-        device=device,
-        jobs=jobs,
-        root=out,
-        force=args.force,
-        command=command,
-    )
+    try:
+        experiment.run(
+            protocol,
+            quick=args.quick,
+            mixers=mixers,
+            device=device,
+            jobs=jobs,
+            root=out,
+            force=args.force,
+            command=command,
+        )
+    except RunsFailed as e:
+        print(f"linattn run {args.name}: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -127,21 +127,35 @@ def _devices(device: str, n: int) -> list[str]:
     return [f"cuda:{i % count}" for i in range(n)] if count > 1 else [device] * n
 
 
+class RunsFailed(RuntimeError):
+    """Some training runs raised; the others finished (and are kept), so a re-run retries only the failed ones."""
+
+
 def run_all(specs: list[RunSpec], runs_dir: Path, *, device: str = "cpu", jobs: int = 1) -> list[dict]:
-    """Run every spec (finished ones are read back, interrupted ones resume), `jobs` at a time."""
+    """Run every spec (finished ones are read back, interrupted ones resume), `jobs` at a time. A run that
+    raises does not stop the others: its error is printed, and `RunsFailed` names every failed run at the end."""
     if jobs <= 1:
         return [run_one(s, runs_dir / s.id, device, progress=True) for s in specs]
     threads = max(1, (os.cpu_count() or 1) // jobs)
     records: dict[str, dict] = {}
+    failures: dict[str, str] = {}
     context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_die_with_parent) as pool:
         devices = _devices(device, len(specs))
         futures = {pool.submit(_worker, s, runs_dir / s.id, d, threads): s for s, d in zip(specs, devices)}
         with tqdm(total=len(specs), desc="runs", unit="run") as bar:
             for future in as_completed(futures):
-                record = future.result()
-                records[record["id"]] = record
-                acc = record["test"].get("acc", float("nan"))
-                bar.set_postfix_str(f"{record['id']}: test acc {acc:.3f}")
+                spec = futures[future]
+                try:
+                    record = future.result()
+                except Exception as e:
+                    failures[spec.id] = f"{type(e).__name__}: {e}"
+                    bar.write(f"run {spec.id} failed: {failures[spec.id]}")
+                else:
+                    records[record["id"]] = record
+                    bar.set_postfix_str(f"{record['id']}: test acc {record['test'].get('acc', float('nan')):.3f}")
                 bar.update()
+    if failures:
+        named = "; ".join(f"{k} ({v})" for k, v in failures.items())
+        raise RunsFailed(f"{len(failures)} of {len(specs)} runs failed: {named}")
     return [records[s.id] for s in specs]

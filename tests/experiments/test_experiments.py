@@ -170,3 +170,17 @@ def test_pool_workers_die_with_the_command(tmp_path):
         time.sleep(0.05)
     else:
         raise AssertionError(f"worker {worker} outlived its parent")
+
+
+def test_a_failed_run_does_not_stop_the_others(tmp_path):
+    """One run raises (its model's position table is shorter than its sequences); the other finishes and is
+    kept, and the failure is named at the end."""
+    from linattn.experiments.runner import RunsFailed, run_all
+
+    good = tiny_plan("paper", True, ("vla",))[0]
+    bad = RunSpec(
+        "softmax", 3, good.task, preset("debug", mixer="softmax", vocab_size=16, max_seq_len=4), good.train, 2, 4
+    )
+    with pytest.raises(RunsFailed, match=r"1 of 2 runs failed: softmax-x3-lr0\.001"):
+        run_all([good, bad], tmp_path, jobs=2)
+    assert (tmp_path / good.id / "result.json").exists() and not (tmp_path / bad.id / "result.json").exists()
