@@ -12,8 +12,10 @@ import multiprocessing
 import os
 import signal
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -134,27 +136,33 @@ class RunsFailed(RuntimeError):
 def run_all(specs: list[RunSpec], runs_dir: Path, *, device: str = "cpu", jobs: int = 1) -> list[dict]:
     """Run every spec (finished ones are read back, interrupted ones resume), `jobs` at a time. A run that
     raises does not stop the others: its error is printed, and `RunsFailed` names every failed run at the end."""
-    if jobs <= 1:
-        return [run_one(s, runs_dir / s.id, device, progress=True) for s in specs]
-    threads = max(1, (os.cpu_count() or 1) // jobs)
     records: dict[str, dict] = {}
     failures: dict[str, str] = {}
-    context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_die_with_parent) as pool:
-        devices = _devices(device, len(specs))
-        futures = {pool.submit(_worker, s, runs_dir / s.id, d, threads): s for s, d in zip(specs, devices)}
-        with tqdm(total=len(specs), desc="runs", unit="run") as bar:
-            for future in as_completed(futures):
-                spec = futures[future]
-                try:
-                    record = future.result()
-                except Exception as e:
-                    failures[spec.id] = f"{type(e).__name__}: {e}"
-                    bar.write(f"run {spec.id} failed: {failures[spec.id]}")
-                else:
-                    records[record["id"]] = record
-                    bar.set_postfix_str(f"{record['id']}: test acc {record['test'].get('acc', float('nan')):.3f}")
-                bar.update()
+
+    def collect(spec: RunSpec, outcome: Callable[[], dict], say: Callable[[str], None]) -> None:
+        try:
+            records[spec.id] = outcome()
+        except Exception as e:
+            failures[spec.id] = f"{type(e).__name__}: {e}"
+            say(f"run {spec.id} failed: {failures[spec.id]}")
+
+    if jobs <= 1:
+        for s in specs:
+            collect(s, partial(run_one, s, runs_dir / s.id, device, progress=True), print)
+    else:
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_die_with_parent) as pool:
+            devices = _devices(device, len(specs))
+            futures = {pool.submit(_worker, s, runs_dir / s.id, d, threads): s for s, d in zip(specs, devices)}
+            with tqdm(total=len(specs), desc="runs", unit="run") as bar:
+                for future in as_completed(futures):
+                    spec = futures[future]
+                    collect(spec, future.result, bar.write)
+                    if spec.id in records:
+                        acc = records[spec.id]["test"].get("acc", float("nan"))
+                        bar.set_postfix_str(f"{spec.id}: test acc {acc:.3f}")
+                    bar.update()
     if failures:
         named = "; ".join(f"{k} ({v})" for k, v in failures.items())
         raise RunsFailed(f"{len(failures)} of {len(specs)} runs failed: {named}")

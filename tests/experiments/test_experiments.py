@@ -181,6 +181,7 @@ def test_a_failed_run_does_not_stop_the_others(tmp_path):
     bad = RunSpec(
         "softmax", 3, good.task, preset("debug", mixer="softmax", vocab_size=16, max_seq_len=4), good.train, 2, 4
     )
-    with pytest.raises(RunsFailed, match=r"1 of 2 runs failed: softmax-x3-lr0\.001"):
-        run_all([good, bad], tmp_path, jobs=2)
-    assert (tmp_path / good.id / "result.json").exists() and not (tmp_path / bad.id / "result.json").exists()
+    for jobs, where in ((1, tmp_path / "one"), (2, tmp_path / "two")):
+        with pytest.raises(RunsFailed, match=r"1 of 2 runs failed: softmax-x3-lr0\.001"):
+            run_all([bad, good], where, jobs=jobs)
+        assert (where / good.id / "result.json").exists() and not (where / bad.id / "result.json").exists()
