@@ -59,8 +59,9 @@ def delta_rule_bwd(
         u_tilde, k_tilde = v, None  # T = I, K̃ = 0
     h, U, _ = state_fwd(k_tilde, u_tilde, w_or_k, G, initial_state, False, layout)
     U = v if U is None else U
+    del u_tilde  # free each intermediate once its last stage has run: the peak memory is in state_bwd
     dh, dv_tilde, dh0 = state_bwd(q, w_or_k, G, T_inv, k_tilde, do, dht, scale, initial_state is not None, layout)
-    del u_tilde, k_tilde  # not needed by the last stages: free them before the largest one
+    del k_tilde
     dq, dk, dv, dw, dbeta, dG = local_bwd(q, k, v, w, beta, G, h, dh, U, dv_tilde, do, scale, layout, erase)
     dg = None if g is None else chunk_cumsum(dG, layout, reverse=True).to(g.dtype)
     dbeta = None if beta is None else dbeta.to(beta.dtype)
