@@ -11,7 +11,7 @@ def test_list(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "vla-mqar-capacity" in out and "vla-copy" in out
-    assert "vla-state-norm" in out and "vla-jacobian" in out
+    assert "vla-state-norm" in out and "vla-jacobian" in out and "vla-speed" in out
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
-from torch.utils.benchmark import Timer
 
+from linattn.bench.timing import forward_backward, median_ms
 from linattn.ops import delta_rule, vla
 
 
@@ -51,13 +52,6 @@ def _inputs(B, T, H, K, V, dtype, seed=0):
     return {name: t.requires_grad_() for name, t in x.items()}
 
 
-def _time(fn: Callable[[], object], min_run_time: float) -> float:
-    """Median seconds per call (after one warm-up call), on all of torch's threads (Timer's default is one)."""
-    fn()
-    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=min_run_time).median
-
-
 def run(B=1, T=2048, H=4, K=64, V=64, dtype=torch.float32, min_run_time=2.0) -> list[dict]:
     """Time every config, both backends, forward and forward + backward. Returns one row per config."""
     x = _inputs(B, T, H, K, V, dtype)
@@ -65,16 +59,11 @@ def run(B=1, T=2048, H=4, K=64, V=64, dtype=torch.float32, min_run_time=2.0) -> 
     for cfg in CONFIGS:
         row = {"op": cfg.name, "config": cfg.describe}
         for backend in ("chunk", "naive"):
-
-            def forward(backend=backend, cfg=cfg):
-                with torch.no_grad():
-                    cfg.run(x, backend)
-
-            def forward_backward(backend=backend, cfg=cfg):
-                cfg.run(x, backend).sum().backward()
-
-            row[f"{backend}_fwd_ms"] = 1e3 * _time(forward, min_run_time)
-            row[f"{backend}_fwdbwd_ms"] = 1e3 * _time(forward_backward, min_run_time)
+            fn = partial(cfg.run, x, backend)
+            row[f"{backend}_fwd_ms"] = median_ms(torch.no_grad()(fn), "cpu", min_run_time=min_run_time)
+            row[f"{backend}_fwdbwd_ms"] = median_ms(
+                forward_backward(fn, list(x.values())), "cpu", min_run_time=min_run_time
+            )
         row["speedup_fwd"] = row["naive_fwd_ms"] / row["chunk_fwd_ms"]
         row["speedup_fwdbwd"] = row["naive_fwdbwd_ms"] / row["chunk_fwdbwd_ms"]
         rows.append(row)

@@ -4,8 +4,8 @@ Run on a CUDA machine: `python -m linattn.bench decode [--json FILE]`. Per head 
 its fixed `[K, V]` float32 state whatever the context (`delta_rule(..., backend="fused_recurrent")`, one token,
 the state carried in and out), while attention reads its whole KV cache: `F.scaled_dot_product_attention` of one
 query against `L` cached keys and values after writing the new token's key and value into a preallocated cache
-(what a KV-cache decoder does per step). Timed with `triton.testing.do_bench` (median); the memory column is what
-each method keeps per sequence between steps (state, or cache at that context).
+(what a KV-cache decoder does per step). Timed with `triton.testing.do_bench` (median, `timing.median_ms`); the
+memory column is what each method keeps per sequence between steps (state, or cache at that context).
 
 The state that starts our step is the final state of a real prefill over the context (`backend="triton"`), so
 the number measured at 64K is a step from a 64K-token state, not from zeros.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from linattn.bench.timing import median_ms
 from linattn.ops import delta_rule
 
 
@@ -31,8 +32,6 @@ def _inputs(B: int, T: int, H: int, K: int, dtype, gen):
 
 
 def ours(B: int, L: int, H: int, K: int, dtype) -> dict:
-    from triton.testing import do_bench
-
     gen = torch.Generator(device="cuda").manual_seed(0)
     with torch.no_grad():
         q, k, v, beta, g = _inputs(B, L, H, K, dtype, gen)
@@ -46,13 +45,11 @@ def ours(B: int, L: int, H: int, K: int, dtype) -> dict:
                 q, k, v, beta=beta, g=g, initial_state=state, output_final_state=True, backend="fused_recurrent"
             )
 
-        ms = do_bench(fn, return_mode="median")
+        ms = median_ms(fn, "cuda")
     return {"ms": ms, "state_mib_per_seq": state[0].numel() * state.element_size() / 2**20}
 
 
 def sdpa(B: int, L: int, H: int, K: int, dtype) -> dict:
-    from triton.testing import do_bench
-
     gen = torch.Generator(device="cuda").manual_seed(0)
     cache_k = torch.randn(B, H, L + 1, K, device="cuda", generator=gen).to(dtype)
     cache_v = torch.randn(B, H, L + 1, K, device="cuda", generator=gen).to(dtype)
@@ -64,7 +61,7 @@ def sdpa(B: int, L: int, H: int, K: int, dtype) -> dict:
         return F.scaled_dot_product_attention(q, cache_k, cache_v)
 
     with torch.no_grad():
-        ms = do_bench(fn, return_mode="median")
+        ms = median_ms(fn, "cuda")
     cache = 2 * H * (L + 1) * K * cache_k.element_size()
     return {"ms": ms, "state_mib_per_seq": cache / 2**20}
 

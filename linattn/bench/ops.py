@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from linattn.bench.timing import forward_backward, median_ms
 from linattn.ops import delta_rule
 
 C = 64  # chunk size the FLOP model assumes
@@ -133,42 +134,32 @@ CONTENDERS = [
 
 def ceilings() -> dict[str, float]:
     """This GPU's copy bandwidth (bytes/s, read + write) and bf16 matmul rate (FLOP/s), measured now."""
-    from triton.testing import do_bench
-
     x = torch.randn(512 * 2**20 // 4, device="cuda")  # 512 MiB
     y = torch.empty_like(x)
-    copy_ms = do_bench(lambda: y.copy_(x), return_mode="median")
+    copy_ms = median_ms(lambda: y.copy_(x), "cuda")
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    mm_ms = do_bench(lambda: a @ a, return_mode="median")
+    mm_ms = median_ms(lambda: a @ a, "cuda")
     return {"bandwidth": 2 * x.numel() * 4 / (copy_ms * 1e-3), "bf16_flops": 2 * 8192**3 / (mm_ms * 1e-3)}
 
 
 def measure(contender: Contender, shape: Shape, dtype: torch.dtype, limits: dict[str, float]) -> dict:
     """Forward and forward+backward medians (ms), peak memory of forward+backward (GiB), roofline fractions."""
-    from triton.testing import do_bench
-
     row = {"contender": contender.name, "shape": shape.label, "B": shape.B, "T": shape.T}
     if contender.max_tokens is not None and shape.B * shape.T > contender.max_tokens:
         row["error"] = f"not timed beyond B·T = {contender.max_tokens}"
         return row
     try:
         fn, leaves = contender.build(shape, dtype)
-        fwd = do_bench(lambda: fn(), return_mode="median")
+        fwd = median_ms(fn, "cuda")
         row["fwd_ms"] = fwd
         row["fwd_bw_frac"] = contender.bytes(shape, dtype.itemsize) / (fwd * 1e-3) / limits["bandwidth"]
         row["fwd_mma_frac"] = contender.flops(shape) / (fwd * 1e-3) / limits["bf16_flops"]
         if contender.backward:
-            do = torch.randn_like(fn())
-
-            def fwd_bwd():
-                for x in leaves:
-                    x.grad = None
-                fn().backward(do)
-
+            fwd_bwd = forward_backward(fn, leaves)
             torch.cuda.reset_peak_memory_stats()
             fwd_bwd()
             row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
-            row["fwdbwd_ms"] = do_bench(fwd_bwd, return_mode="median")
+            row["fwdbwd_ms"] = median_ms(fwd_bwd, "cuda")
     except Exception as e:  # a contender that cannot run here says why (keeping its forward time), the others go on
         row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
     finally:

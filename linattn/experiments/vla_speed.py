@@ -1,0 +1,332 @@
+"""VLA paper, speed: chunked VLA against its token loop, and against softmax attention, as T grows.
+
+The paper's two claims: "chunked VLA is 14× faster than sequential Python" and "VLA crosses below softmax attention
+at ≈ 43K tokens" (extrapolated from T ≤ 4096 on a T4 GPU, with a forward-only kernel). Both are measured directly.
+
+Contenders, each one op call on prepared inputs (no projections, feature maps or norms inside the timed call):
+- `VLA chunk`: `vla(q, k, v, u, backend="chunk")` (chunk-parallel gate, then the chunked two-key delta rule);
+- `VLA triton`: `vla(..., backend="triton")`, on CUDA only; until the fused gate exists `vla` refuses the backend and
+  the row records why;
+- `VLA token loop`: `vla(..., backend="naive")`, the token-by-token Sherman–Morrison gate and delta rule in a Python
+  loop over torch ops: the paper's "sequential Python". Timed only up to `loop_max_T` tokens;
+- `softmax (SDPA)`: `softmax_attention(q, k, v)`, causal `scaled_dot_product_attention` (flash on a GPU);
+- `GDN (delta_rule)`: `delta_rule` in the Gated DeltaNet configuration (unit keys, `β`, `g ≤ 0`), `backend="auto"`
+  (the Triton kernels on CUDA, chunk on CPU): the reference line of a linear mixer with fused kernels.
+
+Inputs, drawn once per (K, T) from a generator seeded with `seed` on the device: `q, k = ELU(x)+1` of standard
+normal `x`, `v` standard normal, `u` unit rows / √K (the paper's penalty directions), `k_unit = k / ‖k‖` (GDN),
+`β ~ U(0, 1)`, `g ~ −0.1·U(0, 1)`; `[B, T, H, K]` with `V = K` (gates `[B, T, H]`, float32), in `dtype`. Softmax
+attention reads the same `q, k, v`. λ0 = 0.1, `scale = K^-½`.
+
+Timing (`linattn.bench.timing`, shared with the op benchmarks): the forward under `torch.no_grad()`, and the forward +
+backward of a fixed random cotangent into every input (gradients cleared before each call). CUDA:
+`triton.testing.do_bench`, median. CPU: one warm-up call, then the median of `Timer.blocked_autorange` over at least
+`min_run_time` seconds, on all of torch's threads (a call slower than that is timed once, after a calibration call).
+
+Derived, per head dim and pass (forward; forward + backward), with VLA's time the fastest of its chunked backends
+(`VLA chunk`, `VLA triton`) at each T:
+- speed-up (claim 1): token loop / chunked VLA at the largest T both were timed (`loop_max_T` in the full runs, the
+  paper's longest T = 4096);
+- crossover (claim 2): the T from which VLA stays faster than softmax attention. With `r(T) = t_VLA / t_softmax` at
+  the measured T and `T_i` the last one with `r ≥ 1`, `log T* = log T_i + log r_i · (log T_{i+1} − log T_i) /
+  (log r_i − log r_{i+1})`, i.e. both times interpolated linearly in log-log (exact for power laws). "none up to T"
+  (with `r` there) when VLA is slower at the largest T; "from the shortest T" when it is never slower.
+
+Full runs: CPU, float32, B = 1, H = 4, K = V ∈ {32, 128}, T = 256 … 8192 (powers of 2), the loop to T = 4096
+(3.5 minutes on 2 idle cores); CUDA, bf16, B = 1, H = 16, K = V ∈ {32, 128}, T = 1K … 64K, the loop to T = 4096.
+`--quick`: CPU T = 512, 2048, 8192, the loop to 512 (35 s); CUDA T = 1K, 4K, 16K, the loop to 1024.
+On a CPU shared with other work, intra-op threads stall at their barriers whenever another process takes a core
+(calls 10–100× slower): time on an idle machine.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from linattn.bench.timing import forward_backward, median_ms
+from linattn.experiments import paper
+from linattn.experiments.diagnostic import Diagnostic
+from linattn.io import save_figure
+from linattn.ops import delta_rule, softmax_attention, vla
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PASSES = {"fwd": "forward", "fwdbwd": "forward + backward"}
+
+
+@dataclass(frozen=True)
+class SpeedConfig:
+    Ts: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192)  # sequence lengths, increasing
+    head_dims: tuple[int, ...] = (32, 128)  # K = V
+    H: int = 4  # heads
+    B: int = 1  # batch
+    loop_max_T: int = 4096  # the token loop is timed up to this T
+    dtype: str = "float32"  # inputs; states and accumulation are float32 in every op
+    min_run_time: float = 0.5  # CPU: seconds of timed calls per measurement (CUDA: do_bench decides)
+    seed: int = 0  # inputs
+
+    def __post_init__(self):
+        if not self.Ts or any(not isinstance(t, int) or t < 1 for t in self.Ts):
+            raise ValueError(f"Ts: expected positive ints, got {self.Ts!r}")
+        if any(a >= b for a, b in zip(self.Ts, self.Ts[1:])):
+            raise ValueError(f"Ts: expected increasing lengths, got {self.Ts!r}")
+        if not self.head_dims or any(not isinstance(k, int) or k < 1 for k in self.head_dims):
+            raise ValueError(f"head_dims: expected positive ints, got {self.head_dims!r}")
+        for name in ("H", "B", "loop_max_T"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected an int >= 1, got {getattr(self, name)!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype: expected one of {list(DTYPES)}, got {self.dtype!r}")
+        if not self.min_run_time > 0:
+            raise ValueError(f"min_run_time: expected seconds > 0, got {self.min_run_time!r}")
+
+
+PRESETS = {  # (device, quick) -> config
+    ("cpu", False): SpeedConfig(),
+    ("cpu", True): SpeedConfig(Ts=(512, 2048, 8192), loop_max_T=512, min_run_time=0.2),
+    ("cuda", False): SpeedConfig(Ts=tuple(2**i for i in range(10, 17)), H=16, dtype="bfloat16"),
+    ("cuda", True): SpeedConfig(Ts=(1024, 4096, 16384), H=16, loop_max_T=1024, dtype="bfloat16"),
+}
+
+
+def _vla(x: dict[str, torch.Tensor], backend: str) -> torch.Tensor:
+    return vla(x["q"], x["k"], x["v"], x["u"], backend=backend)[0]
+
+
+def _softmax(x: dict[str, torch.Tensor]) -> torch.Tensor:
+    return softmax_attention(x["q"], x["k"], x["v"])[0]
+
+
+def _gdn(x: dict[str, torch.Tensor]) -> torch.Tensor:
+    return delta_rule(x["q"], x["k_unit"], x["v"], beta=x["beta"], g=x["g"])[0]
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    run: Callable[[dict[str, torch.Tensor]], torch.Tensor]  # the inputs -> the output `[B, T, H, V]`
+    loop: bool = False  # a token loop: timed only up to `loop_max_T`
+    cuda_only: bool = False
+
+
+VLA_CHUNKED, LOOP, SOFTMAX = ("VLA chunk", "VLA triton"), "VLA token loop", "softmax (SDPA)"
+CONTENDERS = (
+    Contender("VLA chunk", partial(_vla, backend="chunk")),
+    Contender("VLA triton", partial(_vla, backend="triton"), cuda_only=True),
+    Contender(LOOP, partial(_vla, backend="naive"), loop=True),
+    Contender(SOFTMAX, _softmax),
+    Contender("GDN (delta_rule)", _gdn),
+)
+
+
+def inputs(config: SpeedConfig, T: int, K: int, device: str) -> dict[str, torch.Tensor]:
+    """Every contender's inputs at length `T` and head dim `K` (see the module docstring), leaves needing grads."""
+    gen = torch.Generator(device=device).manual_seed(config.seed)
+    shape = (config.B, T, config.H, K)
+
+    def randn(*size):
+        return torch.randn(*size, generator=gen, device=device)
+
+    x = {
+        "q": F.elu(randn(*shape)) + 1,
+        "k": F.elu(randn(*shape)) + 1,
+        "v": randn(*shape),
+        "u": F.normalize(randn(*shape), dim=-1) / K**0.5,
+    }
+    x["k_unit"] = F.normalize(x["k"], dim=-1)
+    x = {name: t.to(DTYPES[config.dtype]) for name, t in x.items()}
+    x["beta"] = torch.rand(shape[:3], generator=gen, device=device)
+    x["g"] = -0.1 * torch.rand(shape[:3], generator=gen, device=device)
+    return {name: t.requires_grad_() for name, t in x.items()}
+
+
+def time_contender(contender: Contender, x: dict[str, torch.Tensor], K: int, config: SpeedConfig, device: str) -> dict:
+    """`{contender, K, T, fwd_ms, fwdbwd_ms}`, or a `note` saying why it was not timed."""
+    T = x["q"].shape[1]
+    row = {"contender": contender.name, "K": K, "T": T}
+    if contender.loop and T > config.loop_max_T:
+        return {**row, "note": f"not timed beyond T = {config.loop_max_T:,}"}
+    fn = partial(contender.run, x)
+    try:
+        row["fwd_ms"] = median_ms(torch.no_grad()(fn), device, min_run_time=config.min_run_time)
+        step = forward_backward(fn, list(x.values()))
+        row["fwdbwd_ms"] = median_ms(step, device, min_run_time=config.min_run_time)
+    except (ValueError, RuntimeError) as e:  # a backend `vla` does not have (yet), or out of memory: say which
+        return {**row, "note": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"}
+    return row
+
+
+def times(rows: list[dict], names: tuple[str, ...], K: int, pass_: str) -> dict[int, float]:
+    """`T -> ms` of the fastest of the contenders `names` at each T where one of them was timed."""
+    out: dict[int, float] = {}
+    for r in rows:
+        if r["contender"] in names and r["K"] == K and f"{pass_}_ms" in r:
+            out[r["T"]] = min(out.get(r["T"], math.inf), r[f"{pass_}_ms"])
+    return out
+
+
+def speedup(fast: dict[int, float], slow: dict[int, float]) -> dict | None:
+    """`slow / fast` at the largest T both were timed: `{T, ratio}`, or None when they share no T."""
+    common = set(fast) & set(slow)
+    if not common:
+        return None
+    T = max(common)
+    return {"T": T, "ratio": slow[T] / fast[T]}
+
+
+def crossover(ours: dict[int, float], reference: dict[int, float]) -> dict:
+    """The T from which `ours` stays faster than `reference`, interpolated in log-log between the measured T.
+
+    Returns `{T, from_start, T_max, ratio_at_T_max}`: `T` is None when `ours` is still slower at the largest common T
+    (`from_start` False) or never slower (`from_start` True); `ratio_at_T_max = ours / reference` there."""
+    Ts = sorted(set(ours) & set(reference))
+    if not Ts:
+        raise ValueError("ours, reference: expected times at one T at least in common")
+    r = [ours[T] / reference[T] for T in Ts]
+    slower = [i for i, ri in enumerate(r) if ri >= 1]
+    found = {"T": None, "from_start": not slower, "T_max": Ts[-1], "ratio_at_T_max": r[-1]}
+    if slower and slower[-1] < len(Ts) - 1:
+        i = slower[-1]
+        a, b = math.log(r[i]), math.log(r[i + 1])
+        found["T"] = math.exp(math.log(Ts[i]) + a / (a - b) * (math.log(Ts[i + 1]) - math.log(Ts[i])))
+    return found
+
+
+def crossover_text(c: dict) -> str:
+    """`T ≈ 5.3K`, `from the shortest T`, or `none up to T = 8,192 (VLA / softmax 1.4×)`."""
+    if c["T"] is not None:
+        return f"T ≈ {c['T'] / 1000:.1f}K" if c["T"] >= 1000 else f"T ≈ {c['T']:.0f}"
+    if c["from_start"]:
+        return "from the shortest T"
+    return f"none up to T = {c['T_max']:,} (VLA / softmax {c['ratio_at_T_max']:.2g}×)"
+
+
+def measure(quick: bool, device: str, config: SpeedConfig | None = None) -> dict:
+    """Every contender at every head dim and T, then the speed-ups and crossovers; the JSON body of results.json."""
+    config = config or PRESETS[device, quick]
+    contenders = [c for c in CONTENDERS if device == "cuda" or not c.cuda_only]
+    rows = []
+    for K in config.head_dims:
+        for T in config.Ts:
+            x = inputs(config, T, K, device)
+            for c in contenders:
+                rows.append(time_contender(c, x, K, config, device))
+                print(f"# vla-speed: {rows[-1]}", file=sys.stderr, flush=True)  # progress of a minutes-long run
+            del x
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    summary = {"speedup": {}, "crossover": {}}
+    for K in config.head_dims:
+        for name in summary:
+            summary[name][str(K)] = {}
+        for p in PASSES:
+            chunked = times(rows, VLA_CHUNKED, K, p)
+            summary["speedup"][str(K)][p] = speedup(chunked, times(rows, (LOOP,), K, p))
+            summary["crossover"][str(K)][p] = crossover(chunked, times(rows, (SOFTMAX,), K, p))
+    return {
+        "config": asdict(config),
+        "device": device,
+        "contenders": [c.name for c in contenders],
+        "paper": {"speedup": paper.VLA_CHUNK_SPEEDUP, "crossover_T": paper.VLA_SOFTMAX_CROSSOVER_T},
+        "rows": rows,
+        **summary,
+    }
+
+
+def _ms(x: float) -> str:
+    return f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
+
+
+def table(results: dict) -> str:
+    """Times per head dim and pass (one column per contender), then the two claims' numbers."""
+    c, rows = results["config"], results["rows"]
+    cell = {(r["contender"], r["K"], r["T"]): r for r in rows}
+    lines = [
+        f"{results['device'].upper()}, {c['dtype']}, B = {c['B']}, H = {c['H']}, V = K; milliseconds per call "
+        "(median). VLA's chunked time in the claims below is its fastest chunked backend at each T.",
+    ]
+    for K in c["head_dims"]:
+        for p, label in PASSES.items():
+            lines += [
+                "",
+                f"## {label.capitalize()}, K = V = {K} (ms)",
+                "",
+                "| T | " + " | ".join(results["contenders"]) + " |",
+                "|---:|" + "---:|" * len(results["contenders"]),
+            ]
+            for T in c["Ts"]:
+                cells = []
+                for name in results["contenders"]:
+                    r = cell[name, K, T]
+                    cells.append(_ms(r[f"{p}_ms"]) if f"{p}_ms" in r else r["note"])
+                lines.append(f"| {T:,} | " + " | ".join(cells) + " |")
+    target = results["paper"]
+    lines += [
+        "",
+        "## The paper's claims",
+        "",
+        f"Speed-up: token loop / chunked VLA at the largest T both were timed (paper: {target['speedup']:g}×). "
+        f"Crossover: the T from which VLA stays faster than softmax attention, log-log interpolation (paper: "
+        f"≈ {target['crossover_T'] / 1000:g}K, extrapolated from T ≤ 4096 on a T4, forward only).",
+        "",
+        "| K = V | pass | chunked VLA / token loop | VLA below softmax from |",
+        "|---:|---|---:|---|",
+    ]
+    for K in c["head_dims"]:
+        for p, label in PASSES.items():
+            s = results["speedup"][str(K)][p]
+            faster = f"{s['ratio']:.1f}× at T = {s['T']:,}" if s else "not both timed"
+            lines.append(f"| {K} | {label} | {faster} | {crossover_text(results['crossover'][str(K)][p])} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path: Path) -> None:
+    """Log-log time against T: one panel per pass (rows) and head dim (columns), one line per contender, the
+    measured crossover and the paper's 43K as vertical lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c, rows = results["config"], results["rows"]
+    heads = c["head_dims"]
+    fig, axes = plt.subplots(len(PASSES), len(heads), figsize=(6 * len(heads), 4.4 * len(PASSES)), squeeze=False)
+    for (i, (p, label)), (j, K) in ((a, b) for a in enumerate(PASSES.items()) for b in enumerate(heads)):
+        ax = axes[i][j]
+        for name in results["contenders"]:
+            t = times(rows, (name,), K, p)
+            if t:
+                ax.loglog(list(t), list(t.values()), marker="o", ms=4, label=name)
+        cross = results["crossover"][str(K)][p]
+        if cross["T"] is not None:
+            ax.axvline(cross["T"], color="k", lw=0.8, label=f"crossover, {crossover_text(cross)}")
+        ax.axvline(results["paper"]["crossover_T"], color="grey", ls=":", label="paper: ≈ 43K (T4, extrapolated)")
+        ax.set_xlabel("sequence length T (tokens)")
+        ax.set_ylabel(f"{label} time (ms, median)")
+        ax.set_title(f"{label}, K = V = {K}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    env = results["environment"]
+    fig.suptitle(
+        f"VLA speed on {env.get('gpu') or env.get('cpu')}: {c['dtype']}, B = {c['B']}, H = {c['H']}, V = K",
+    )
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+
+
+DIAGNOSTIC = Diagnostic(
+    "vla-speed",
+    "Forward and forward + backward time of chunked VLA, its token loop, softmax attention (SDPA) and GDN against "
+    "the sequence length: the chunk/loop speed-up and the T where VLA drops below softmax attention",
+    measure,
+    table,
+    plot,
+)

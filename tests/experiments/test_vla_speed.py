@@ -1,0 +1,141 @@
+"""The speed diagnostic at toy size: the report's structure, the speed-up and crossover arithmetic on times whose
+answer is known, the claims' verdicts, and config errors (no speed is asserted: benchmarks report it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from linattn.cli import main
+from linattn.experiments import claims, vla_speed
+from linattn.experiments.registry import DIAGNOSTICS
+
+TINY = vla_speed.SpeedConfig(Ts=(16, 32, 64), head_dims=(8,), H=2, loop_max_T=32, min_run_time=0.01)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_cli_writes_the_report(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(vla_speed.PRESETS, ("cpu", True), TINY)
+    name = "vla-speed"
+    assert DIAGNOSTICS[name] is vla_speed.DIAGNOSTIC
+    assert main(["run", name, "--quick", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    out = tmp_path / name / "default-quick"
+    r = json.loads((out / "results.json").read_text())
+    assert r["experiment"] == name and r["device"] == "cpu" and r["config"]["Ts"] == [16, 32, 64]
+    assert r["contenders"] == ["VLA chunk", "VLA token loop", "softmax (SDPA)", "GDN (delta_rule)"]  # no triton here
+    assert len(r["rows"]) == 3 * 4
+    for row in r["rows"]:
+        if row["contender"] == "VLA token loop" and row["T"] > 32:
+            assert row["note"] == "not timed beyond T = 32" and "fwd_ms" not in row
+        else:
+            assert row["fwd_ms"] > 0 and row["fwdbwd_ms"] > 0, row
+    for p in vla_speed.PASSES:
+        assert r["speedup"]["8"][p]["T"] == 32
+        assert r["crossover"]["8"][p]["T_max"] == 64
+    text = (out / "table.md").read_text()
+    assert f"# {name} (quick)" in text and "## Forward + backward, K = V = 8 (ms)" in text
+    assert "| 64 | " in text and "not timed beyond T = 32" in text and "## The paper's claims" in text
+    assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    capsys.readouterr()
+
+
+def test_crossover_of_power_laws_is_exact():
+    """Linear against quadratic time: `0.01 T` and `1e-6 T²` meet at T = 10⁴, between grid points."""
+    Ts = (1024, 4096, 16384, 65536)
+    c = vla_speed.crossover({T: 0.01 * T for T in Ts}, {T: 1e-6 * T**2 for T in Ts})
+    assert c["T"] == pytest.approx(1e4, rel=1e-9) and not c["from_start"]
+    assert c["T_max"] == 65536 and c["ratio_at_T_max"] == pytest.approx(1e4 / 65536)
+    assert vla_speed.crossover_text(c) == "T ≈ 10.0K"
+
+
+def test_crossover_is_where_ours_stays_faster():
+    """A dip below 1 that comes back up is not the crossover; the last crossing from above is."""
+    ours = {1: 2.0, 2: 0.5, 4: 2.0, 8: 0.5}
+    c = vla_speed.crossover(ours, dict.fromkeys(ours, 1.0))
+    assert c["T"] == pytest.approx(4 * 2**0.5)  # r = 2 at T = 4, 1/2 at T = 8: r = 1 halfway in log T
+
+
+def test_crossover_none_and_from_the_start():
+    ref = {100: 1.0, 1000: 1.0}
+    none = vla_speed.crossover({100: 4.0, 1000: 2.0}, ref)
+    assert none["T"] is None and not none["from_start"] and none["ratio_at_T_max"] == 2.0
+    assert vla_speed.crossover_text(none) == "none up to T = 1,000 (VLA / softmax 2×)"
+    start = vla_speed.crossover({100: 0.5, 1000: 0.25}, ref)
+    assert start["T"] is None and start["from_start"]
+    assert vla_speed.crossover_text(start) == "from the shortest T"
+    only_common = vla_speed.crossover({100: 4.0, 1000: 0.5, 5000: 0.1}, ref)  # T = 5000 has no reference
+    assert only_common["T_max"] == 1000
+    with pytest.raises(ValueError, match="^ours, reference"):
+        vla_speed.crossover({100: 1.0}, {200: 1.0})
+
+
+def test_speedup_and_fastest_times():
+    rows = [
+        {"contender": "VLA chunk", "K": 8, "T": 16, "fwd_ms": 2.0, "fwdbwd_ms": 6.0},
+        {"contender": "VLA triton", "K": 8, "T": 16, "fwd_ms": 1.0, "fwdbwd_ms": 9.0},
+        {"contender": "VLA chunk", "K": 8, "T": 32, "fwd_ms": 4.0, "fwdbwd_ms": 12.0},
+        {"contender": "VLA triton", "K": 8, "T": 32, "note": "ValueError: not available"},
+        {"contender": "VLA token loop", "K": 8, "T": 16, "fwd_ms": 30.0, "fwdbwd_ms": 120.0},
+        {"contender": "VLA token loop", "K": 8, "T": 32, "note": "not timed beyond T = 16"},
+        {"contender": "VLA chunk", "K": 16, "T": 16, "fwd_ms": 100.0, "fwdbwd_ms": 100.0},
+    ]
+    chunked = vla_speed.times(rows, vla_speed.VLA_CHUNKED, 8, "fwd")
+    assert chunked == {16: 1.0, 32: 4.0}  # the fastest chunked backend at each T
+    loop = vla_speed.times(rows, (vla_speed.LOOP,), 8, "fwd")
+    assert vla_speed.speedup(chunked, loop) == {"T": 16, "ratio": 30.0}
+    assert vla_speed.speedup(vla_speed.times(rows, vla_speed.VLA_CHUNKED, 8, "fwdbwd"), {32: 60.0}) == {
+        "T": 32,
+        "ratio": 5.0,
+    }
+    assert vla_speed.speedup(chunked, {64: 1.0}) is None
+
+
+def _results(device: str, speedups: dict, crossovers: dict) -> dict:
+    return {"device": device, "speedup": speedups, "crossover": crossovers}
+
+
+def _cross(T, T_max=8192, from_start=False, ratio=0.5):
+    return {"T": T, "from_start": from_start, "T_max": T_max, "ratio_at_T_max": ratio}
+
+
+def test_claim_verdicts(tmp_path):
+    speed = next(c for c in claims.CLAIMS if c.claim == "chunked VLA is 14× faster than sequential Python")
+    cross = next(c for c in claims.CLAIMS if c.claim == "VLA crosses below softmax attention at ≈ 43K tokens")
+    s = lambda f: {"fwd": {"T": 4096, "ratio": f}, "fwdbwd": {"T": 4096, "ratio": 3 * f}}
+    x = lambda T, **kw: {"fwd": _cross(T, **kw), "fwdbwd": _cross(T, **kw)}
+    cases = [
+        (speed, _results("cpu", {"32": s(15.0), "128": s(20.0)}, {}), "holds"),
+        (speed, _results("cpu", {"32": s(11.0)}, {}), "holds"),  # within 25% of 14×
+        (speed, _results("cpu", {"32": s(15.0), "128": s(5.0)}, {}), "partly"),
+        (speed, _results("cuda", {"32": s(2.0)}, {}), "does not hold"),
+        (cross, _results("cuda", {}, {"32": x(40_000.0, T_max=65536), "128": x(None, T_max=65536)}), "holds"),
+        (cross, _results("cpu", {}, {"32": x(40_000.0, T_max=65536)}), "partly"),  # a CPU never decides it
+        (cross, _results("cuda", {}, {"32": x(9_000.0, T_max=65536)}), "partly"),
+        (cross, _results("cuda", {}, {"32": x(None, T_max=65536, ratio=1.5)}), "does not hold"),
+        (cross, _results("cuda", {}, {"32": x(None, T_max=16384, ratio=1.5)}), "partly"),  # short of the band
+    ]
+    for claim, results, verdict in cases:
+        (tmp_path / claim.results).mkdir(parents=True, exist_ok=True)
+        (tmp_path / claim.results / "results.json").write_text(json.dumps(results))
+        ours, got = claim.evaluate(tmp_path)
+        assert got == verdict, (claim.claim, results, ours)
+    assert ours == (
+        "forward none up to T = 16,384 (VLA / softmax 1.5×) (K = 32); forward + backward none up to T = 16,384 "
+        "(VLA / softmax 1.5×); CUDA"
+    )
+
+
+def test_config_errors_name_the_argument():
+    for kwargs, argument in [
+        ({"Ts": (64, 16)}, "Ts"),
+        ({"Ts": ()}, "Ts"),
+        ({"head_dims": (0,)}, "head_dims"),
+        ({"H": 0}, "H"),
+        ({"loop_max_T": 1.5}, "loop_max_T"),
+        ({"dtype": "int8"}, "dtype"),
+        ({"min_run_time": 0}, "min_run_time"),
+    ]:
+        with pytest.raises(ValueError, match=f"^{argument}:"):
+            vla_speed.SpeedConfig(**kwargs)
