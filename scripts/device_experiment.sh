@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run named experiments on the lent GPU machine and bring their results back under $OUT.
 #   bash scripts/device_experiment.sh SECONDS JOBS "NAME [options]" ["NAME [options]" ...]
+# JOBS: training runs at a time (dealt over the GPUs); 0 for diagnostics, which take no --jobs.
 # The machine is bare and offline: the package runs from the source tree (its dependencies are in the image).
 # Finished runs already under results/ (their result.json) are kept. Each experiment gets SECONDS; whatever
 # finished is packed into $OUT/results.tgz (checkpoints left out). Exit status: the first failure's.
@@ -14,7 +15,9 @@ status=0 i=0
 for spec in "$@"; do
   i=$((i + 1))
   # shellcheck disable=SC2086  # the spec is a name followed by options
-  timeout "$seconds" python3 -m linattn.cli run $spec --device cuda --jobs "$jobs" > "$OUT/log$i.txt" 2>&1
+  jobs_option=()
+  [ "$jobs" -gt 0 ] && jobs_option=(--jobs "$jobs")
+  timeout "$seconds" python3 -m linattn.cli run $spec --device cuda "${jobs_option[@]}" > "$OUT/log$i.txt" 2>&1
   rc=$?
   echo "== linattn run $spec: exit $rc"
   tr '\r' '\n' < "$OUT/log$i.txt" | grep -v '^train' | tail -n 25

@@ -200,11 +200,12 @@ def _copies(results: dict) -> Verdict:
 
 def _chunk_speedup(results: dict) -> Verdict:
     """Chunked VLA (its fastest chunked backend) against its token loop (`backend="naive"`, a Python loop over torch
-    ops: the paper's "sequential Python"), forward (the paper's kernel was forward-only), at the largest T both were
-    timed (T = 4096, the paper's longest, in the full runs): holds when within 25% of 14× or above (≥ 10.5×) at every
-    head dim measured; partly when at some. The ratio depends on the machine (on a GPU the loop pays kernel launches
-    at every token; a CPU run measures a different machine from the paper's T4), and the evidence names it."""
-    target = 0.75 * paper.VLA_CHUNK_SPEEDUP
+    ops: the paper's "sequential Python") at the largest T both were timed (T = 4096, the paper's longest, in the
+    full runs). The paper's kernel was forward-only, so the forward is the measure: holds when it is ≥ 14× at every
+    head dim measured; partly when it is at some head dim, or only the forward + backward is; does not hold
+    otherwise. The ratio depends on the machine (on a GPU the loop pays kernel launches at every token; a CPU run
+    measures a different machine from the paper's T4), and the evidence names it."""
+    target = paper.VLA_CHUNK_SPEEDUP
     measured = {K: s for K, s in results["speedup"].items() if s["fwd"] is not None}
     if not measured:
         return Verdict("the token loop and chunked VLA share no timed T", FAILS)
@@ -213,7 +214,8 @@ def _chunk_speedup(results: dict) -> Verdict:
     Ts = "/".join(f"{T:,}" for T in sorted({s["fwd"]["T"] for s in measured.values()}))
     ours = f"forward {forward}; forward + backward {both}; T = {Ts}, {results['device'].upper()}"
     fast = [s["fwd"]["ratio"] >= target for s in measured.values()]
-    return Verdict(ours, HOLDS if all(fast) else PARTLY if any(fast) else FAILS)
+    fast_both = [s["fwdbwd"] is not None and s["fwdbwd"]["ratio"] >= target for s in measured.values()]
+    return Verdict(ours, HOLDS if all(fast) else PARTLY if any(fast) or any(fast_both) else FAILS)
 
 
 def _softmax_crossover(results: dict) -> Verdict:

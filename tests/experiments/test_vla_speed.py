@@ -107,7 +107,7 @@ def test_claim_verdicts(tmp_path):
     x = lambda T, **kw: {"fwd": _cross(T, **kw), "fwdbwd": _cross(T, **kw)}
     cases = [
         (speed, _results("cpu", {"32": s(15.0), "128": s(20.0)}, {}), "holds"),
-        (speed, _results("cpu", {"32": s(11.0)}, {}), "holds"),  # within 25% of 14×
+        (speed, _results("cpu", {"32": s(13.9)}, {}), "partly"),  # forward short of 14×, forward + backward past it
         (speed, _results("cpu", {"32": s(15.0), "128": s(5.0)}, {}), "partly"),
         (speed, _results("cuda", {"32": s(2.0)}, {}), "does not hold"),
         (cross, _results("cuda", {}, {"32": x(40_000.0, T_max=65536), "128": x(None, T_max=65536)}), "holds"),
