@@ -3,19 +3,21 @@
 Run on a CUDA machine: `python -m linattn.bench stages [--lengths 8192,65536] [--json FILE]`; bf16, B = 1, H = 16,
 K = V = 128, the GDN configuration (w = k, β, g), as in `ops`. Each stage is called the way `delta_rule_fwd` and
 `delta_rule_bwd` call it, on the intermediates of one real forward and backward, and timed with
-`triton.testing.do_bench` (median). Beside the stages: the end-to-end forward and forward + backward of
-`delta_rule(backend="triton")`; what they spend beyond the sum of their stages is the host's time between
-launches (argument checks, allocations, casts). For the sequential stages (`state_fwd`, `state_bwd`), whose
-programs walk the chunks one after another, the time per chunk is one step of that walk.
+`linattn.bench.timing.median_ms` (`triton.testing.do_bench`, median). Beside the stages: the end-to-end forward
+and forward + backward of `delta_rule(backend="triton")`; what they spend beyond the sum of their stages is the
+host's time between launches (argument checks, allocations, casts). For the sequential stages (`state_fwd`,
+`state_bwd`), whose programs walk the chunks one after another, the time per chunk is one step of that walk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
+from linattn.bench.timing import median_ms
 from linattn.ops import delta_rule
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_layout
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd
@@ -104,11 +106,9 @@ def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dty
 def run(lengths=(8192, 65536)) -> list[dict]:
     if not torch.cuda.is_available():
         raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU")
-    from triton.testing import do_bench
-
     rows = []
     for T in lengths:
-        rows += profile(T, lambda fn: do_bench(fn, return_mode="median"))
+        rows += profile(T, partial(median_ms, device="cuda"))
         torch.cuda.empty_cache()
     return rows
 
