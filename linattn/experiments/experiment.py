@@ -122,9 +122,9 @@ def report_header(results: dict, title: str) -> list[str]:
     env = results["environment"]
     runs_on = sorted({r["hardware"] for r in results.get("runs", []) if "hardware" in r})
     here = env.get("gpu") or env.get("cpu")
-    hardware = f"{here}; torch {env['torch']}"
-    if runs_on and runs_on != [here]:
-        hardware = f"runs on {', '.join(runs_on)}; gathered on {hardware}"
+    hardware = f"{', '.join(runs_on) or here}; torch {env['torch']}"
+    if {r.split(" (")[0] for r in runs_on} - {here.split(" (")[0]}:  # another machine, not another thread count
+        hardware = f"runs on {', '.join(runs_on)}; gathered on {here}; torch {env['torch']}"
     return [
         f"# {title}",
         "",
