@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from linattn.ops.checks import check_backend, check_cu_seqlens, check_qk, check_qkv, check_state
+from linattn.ops.delta_rule.api import delta_rule
 from linattn.ops.delta_rule.chunk import chunk_delta_rule
 from linattn.ops.delta_rule.naive import naive_delta_rule
 from linattn.ops.varlen import per_sequence
@@ -87,7 +88,9 @@ def vla(
         initial_state: `(S_0: [N, H, K, V], A_0: [N, H, K, K])` or None.
         output_final_state: also return `(S_T, A_T)`.
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
-        backend: `"auto"`, `"naive"` or `"chunk"`.
+        backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"` or `"triton"`
+            (the gate on the chunk path, which has no kernel yet; the state on the Triton delta-rule engine, packed
+            sequences in one launch per stage).
     Returns:
         `(o, (S, A))`, `o: [B, T, H, V]` in v's dtype; the state is None unless requested.
 
@@ -105,9 +108,13 @@ def vla(
             raise TypeError("initial_state: expected a pair (S [N, H, K, V], A [N, H, K, K]) or None")
         check_state("initial_state[0]", initial_state[0], (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
         check_state("initial_state[1]", initial_state[1], (dims.N, dims.H, dims.K, dims.K), "[N, H, K, K]")
-    name = check_backend(backend, q.device, tuple(GATES))
-    gate, state = GATES[name], STATES[name]
+    name = check_backend(backend, q.device, (*GATES, "triton"))
+    if name == "triton" and backend == "auto" and q.dtype == torch.float64:
+        name = "chunk"  # the kernels compute in float32; float64 stays float64 on the chunk backend
     scale = dims.K**-0.5 if scale is None else scale
+    if name == "triton":
+        return _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_seqlens)
+    gate, state = GATES[name], STATES[name]
 
     def one_sequence(q, k, v, u, s):
         S0, A0 = (None, None) if s is None else s
@@ -117,4 +124,17 @@ def vla(
         return o, (S, A)
 
     o, (S, A) = per_sequence(one_sequence, cu_seqlens, (q, k, v, u), initial_state)
+    return o.to(v.dtype), ((S, A) if output_final_state else None)
+
+
+def _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_seqlens):
+    """`vla`'s triton backend on validated inputs: the chunk-parallel gate per sequence, then the two-key delta rule
+    (`w = α̂`) of all sequences on the Triton engine."""
+    S0, A0 = (None, None) if initial_state is None else initial_state
+    alpha_hat, A = per_sequence(lambda k, u, a: chunk_vla_gate(k, u, a, lam0=lam0), cu_seqlens, (k, u), A0)
+    k_hat = F.normalize(k.to(alpha_hat.dtype), dim=-1)
+    o, S = delta_rule(
+        q, k_hat, v, w=alpha_hat, scale=scale, initial_state=S0, output_final_state=output_final_state,
+        cu_seqlens=cu_seqlens, backend="triton",
+    )  # fmt: skip
     return o.to(v.dtype), ((S, A) if output_final_state else None)
