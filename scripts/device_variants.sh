@@ -3,7 +3,8 @@
 #   here:    bash scripts/device_variants.sh pack BRANCH [BRANCH ...]   (copies each branch's linattn/ to .variants/)
 #   there:   bash scripts/device_variants.sh run [verify]                (run with carry [".variants"])
 # `run` profiles every packed variant and the working tree (`current`) with `python -m linattn.bench stages`, and
-# with `verify` also checks each against float64 (the full matrix: minutes per variant). Outputs: $OUT/<variant>-*.
+# with `verify` also screens each against float64 (`verify --quick`, about a fifth of the matrix; a variant to be
+# merged then gets the full `python -m linattn.bench verify`). Outputs: $OUT/<variant>-*.
 set -u
 mode=${1:?pack or run}
 shift
@@ -26,7 +27,7 @@ for dir in "$PWD" .variants/*; do
     | grep -E "stages, total|delta_rule|wy_fwd|state_|local_bwd"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   if [ "${1:-}" = verify ]; then
-    PYTHONPATH="$dir" python3 -m linattn.bench verify --jobs 12 --json "$OUT/$name-verify.json" > "$OUT/$name-verify.txt" 2>&1
+    PYTHONPATH="$dir" python3 -m linattn.bench verify --quick --jobs 12 --json "$OUT/$name-verify.json" > "$OUT/$name-verify.txt" 2>&1
     [ $? -eq 0 ] || status=1
     tail -n 3 "$OUT/$name-verify.txt"
   fi

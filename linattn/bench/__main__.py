@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     p_verify = sub.add_parser("verify", help="GPU: a backend's errors against float64 over the full matrix")
     p_verify.add_argument("--backend", default="triton", help="backend under test (default triton)")
     p_verify.add_argument("--jobs", type=int, default=1, help="processes sharing the GPU (default 1)")
+    p_verify.add_argument("--quick", action="store_true", help="a screening subset (about a fifth of the cases)")
     p_decode = sub.add_parser("decode", help="GPU: per-token decode step, ours vs SDPA with a KV cache")
     p_stages = sub.add_parser("stages", help="GPU: each Triton delta-rule kernel timed on its own")
     for p, lengths in ((p_ops, [2048, 4096, 8192, 16384, 32768, 65536]), (p_stages, [8192, 65536])):
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             f"# linattn verify: backend {args.backend} against float64; "
             + ", ".join(f"{k}: {v}" for k, v in env.items())
         )
-        rows = verify.run(args.backend, jobs=args.jobs)
+        rows = verify.run(args.backend, jobs=args.jobs, quick=args.quick)
         print(verify.table(rows))
         extra = {"backend": args.backend}
     elif args.command == "ops":

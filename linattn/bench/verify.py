@@ -152,10 +152,18 @@ def _check_case(args: tuple[Case, str, str]) -> dict:
     return check(*args)
 
 
-def run(backend: str = "triton", device: str = "cuda", jobs: int = 1) -> list[dict]:
-    """Every case of the matrix, in order. `jobs > 1` spreads the cases over that many processes (one GPU): most of
-    the time goes to compiling each head size's kernels, which runs on the CPU, one kernel at a time per process."""
-    cases = [(case, backend, device) for case in matrix()]
+def quick_matrix() -> list[Case]:
+    """A screening subset of `matrix()` for comparing kernel variants (about a fifth): bfloat16 and float32 at
+    T = 65 and 1000, key dims 1, 64, 96 (padded) and 128, with the two-key, no-erase and packed-sequence cases."""
+    keep_T, keep_K = (0, 65, 1000), (1, 64, 96, 128)
+    return [c for c in matrix() if c.dtype in (torch.bfloat16, torch.float32) and c.T in keep_T and c.K in keep_K]
+
+
+def run(backend: str = "triton", device: str = "cuda", jobs: int = 1, quick: bool = False) -> list[dict]:
+    """Every case of the matrix (`quick`: of `quick_matrix()`), in order. `jobs > 1` spreads the cases over that many
+    processes (one GPU): most of the time goes to compiling each head size's kernels, which runs on the CPU, one
+    kernel at a time per process."""
+    cases = [(case, backend, device) for case in (quick_matrix() if quick else matrix())]
     if jobs <= 1:
         return [_check_case(c) for c in cases]
     import multiprocessing
