@@ -133,12 +133,16 @@ def check_state(name: str, x: object, expected: tuple[int, ...], layout: str) ->
     return check_shape(name, x, expected, layout)
 
 
-def check_backend(backend: object, device: torch.device, available: tuple[str, ...]) -> str:
-    """Resolve `backend` to a concrete one among `available` (`"auto"` takes the fastest that runs here)."""
+def check_backend(
+    backend: object, device: torch.device, available: tuple[str, ...], dtype: torch.dtype | None = None
+) -> str:
+    """Resolve `backend` to a concrete one among `available` (`"auto"` takes the fastest that runs here: `"triton"`
+    on CUDA, but `"chunk"` for float64 inputs, which the kernels would compute in float32)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
     if backend == "auto":
-        return "triton" if device.type == "cuda" and "triton" in available else "chunk"
+        fused = device.type == "cuda" and "triton" in available and dtype != torch.float64
+        return "triton" if fused else "chunk"
     if backend not in available:
         raise ValueError(f"backend: {backend!r} is not available for this op; available: {available}")
     return backend

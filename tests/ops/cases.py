@@ -300,3 +300,21 @@ def draw(case: Case, sizes: Sizes, seed: int = 0, *, N: int | None = None, requi
         for x in (*tokens.values(), *state):
             x.requires_grad_(True)
     return tokens, state
+
+
+def check_float32_against_naive(case: Case, sizes: Sizes, backend: str, out_tol: float, grad_tol: float) -> None:
+    """`backend` in float32 against `naive` in float64 on the same values: outputs and final states (float32)
+    within `out_tol`, and every gradient (tokens, then initial states) within `grad_tol`, relative RMS."""
+    tokens, state = draw(case, sizes, requires_grad=True)
+    low = {n: x.float().detach().requires_grad_() for n, x in tokens.items()}
+    leaves32 = tuple(s.float().detach().requires_grad_() for s in state)
+    got = case.run(low, leaves32, backend)
+    want = case.run(tokens, state, "naive")
+    for a, b in zip(got, want):
+        assert a.dtype == torch.float32 and rel_err(a, b) < out_tol
+    gen = torch.Generator().manual_seed(3)
+    cot = [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in want]
+    g_got = torch.autograd.grad(sum((o * c.float()).sum() for o, c in zip(got, cot)), [*low.values(), *leaves32])
+    g_want = torch.autograd.grad(sum((o * c).sum() for o, c in zip(want, cot)), [*tokens.values(), *state])
+    for a, b in zip(g_got, g_want):
+        assert rel_err(a, b) < grad_tol

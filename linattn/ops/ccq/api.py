@@ -64,9 +64,7 @@ def ccq_query(
         check_state("initial_state[0]", initial_state[0], (N, H, K, K), "[N, H, K, K]")
         check_state("initial_state[1]", initial_state[1], (N, H, K), "[N, H, K]")
         check_state("initial_state[2]", initial_state[2], (N, H), "[N, H]")
-    name = check_backend(backend, q.device, BACKENDS)
-    if name == "triton" and backend == "auto" and q.dtype == torch.float64:
-        name = "chunk"  # the kernels compute in float32; float64 stays float64 on the chunk backend
+    name = check_backend(backend, q.device, BACKENDS, q.dtype)
     if normalize_keys:
         k = F.normalize(k, dim=-1)
     if name == "triton":

@@ -64,9 +64,7 @@ def delta_rule(
     if g is not None:
         check_gate("g", g, dims, log_decay=True)
     check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
-    name = check_backend(backend, q.device, BACKENDS)
-    if name == "triton" and backend == "auto" and q.dtype == torch.float64:
-        name = "chunk"  # the kernels compute in float32; float64 stays float64 on the chunk backend
+    name = check_backend(backend, q.device, BACKENDS, q.dtype)
     scale = dims.K**-0.5 if scale is None else scale
     if name == "fused_recurrent":
         from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent

@@ -125,10 +125,8 @@ def linear_attention(
 def resolve_backend(backend: str, device: torch.device, dtype: torch.dtype, per_channel: bool) -> str:
     """The backend that runs: `"auto"` is `"triton"` on CUDA, but `"chunk"` for float64 inputs (the kernels
     compute in float32) and for a per-channel `g` (the kernels take one decay per head)."""
-    name = check_backend(backend, device, BACKENDS)
-    if name == "triton" and backend == "auto" and (dtype == torch.float64 or per_channel):
-        return "chunk"
-    return name
+    name = check_backend(backend, device, BACKENDS, dtype)
+    return "chunk" if name == "triton" and backend == "auto" and per_channel else name
 
 
 def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims, *, cast=True):

@@ -108,9 +108,7 @@ def vla(
             raise TypeError("initial_state: expected a pair (S [N, H, K, V], A [N, H, K, K]) or None")
         check_state("initial_state[0]", initial_state[0], (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
         check_state("initial_state[1]", initial_state[1], (dims.N, dims.H, dims.K, dims.K), "[N, H, K, K]")
-    name = check_backend(backend, q.device, (*GATES, "triton"))
-    if name == "triton" and backend == "auto" and q.dtype == torch.float64:
-        name = "chunk"  # the kernels compute in float32; float64 stays float64 on the chunk backend
+    name = check_backend(backend, q.device, (*GATES, "triton"), q.dtype)
     scale = dims.K**-0.5 if scale is None else scale
     if name == "triton":
         return _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_seqlens)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from linattn.ops import ccq_query
-from tests.ops.cases import CASES, Sizes, draw, rel_err
+from tests.ops.cases import CASES, Sizes, check_float32_against_naive, draw, rel_err
 
 CCQ_CASES = [c for c in CASES if c.id.startswith("ccq")]
 
@@ -14,19 +14,7 @@ CCQ_CASES = [c for c in CASES if c.id.startswith("ccq")]
 @pytest.mark.parametrize("T", [1, 65, 130])
 @pytest.mark.parametrize("case", CCQ_CASES, ids=[c.id for c in CCQ_CASES])
 def test_forward_and_gradients_match_naive(case, T):
-    tokens, state = draw(case, Sizes(B=2, T=T, K=16), requires_grad=True)
-    low = {n: x.float().detach().requires_grad_() for n, x in tokens.items()}
-    leaves32 = tuple(s.float().detach().requires_grad_() for s in state)
-    got = case.run(low, leaves32, "triton")
-    want = case.run(tokens, state, "naive")
-    for a, b in zip(got, want):
-        assert a.dtype == torch.float32 and rel_err(a, b) < 1e-5
-    gen = torch.Generator().manual_seed(3)
-    cot = [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in want]
-    g_got = torch.autograd.grad(sum((o * c.float()).sum() for o, c in zip(got, cot)), [*low.values(), *leaves32])
-    g_want = torch.autograd.grad(sum((o * c).sum() for o, c in zip(want, cot)), [*tokens.values(), *state])
-    for a, b in zip(g_got, g_want):
-        assert rel_err(a, b) < 2e-5
+    check_float32_against_naive(case, Sizes(B=2, T=T, K=16), "triton", 1e-5, 2e-5)
 
 
 def test_varlen_in_one_launch_and_float64_is_refused():

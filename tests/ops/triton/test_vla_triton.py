@@ -7,26 +7,14 @@ import pytest
 import torch
 
 from linattn.ops import vla
-from tests.ops.cases import CASES, Sizes, draw, rel_err
+from tests.ops.cases import CASES, Sizes, check_float32_against_naive, draw, rel_err
 
 VLA = next(c for c in CASES if c.id == "vla")
 
 
 @pytest.mark.parametrize("T", [1, 65, 130])
 def test_forward_and_gradients_match_naive(T):
-    tokens, state = draw(VLA, Sizes(B=2, T=T, K=16, V=24), requires_grad=True)
-    low = {n: x.float().detach().requires_grad_() for n, x in tokens.items()}
-    leaves32 = tuple(s.float().detach().requires_grad_() for s in state)
-    got = VLA.run(low, leaves32, "triton")
-    want = VLA.run(tokens, state, "naive")
-    for a, b in zip(got, want):
-        assert a.dtype == torch.float32 and rel_err(a, b) < 1e-5
-    gen = torch.Generator().manual_seed(3)
-    cot = [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in want]
-    g_got = torch.autograd.grad(sum((o * c.float()).sum() for o, c in zip(got, cot)), [*low.values(), *leaves32])
-    g_want = torch.autograd.grad(sum((o * c).sum() for o, c in zip(want, cot)), [*tokens.values(), *state])
-    for a, b in zip(g_got, g_want):
-        assert rel_err(a, b) < 5e-5
+    check_float32_against_naive(VLA, Sizes(B=2, T=T, K=16, V=24), "triton", 1e-5, 5e-5)
 
 
 def test_varlen_in_one_launch_and_float64_is_refused():
