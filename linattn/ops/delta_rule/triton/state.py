@@ -164,7 +164,8 @@ def state_fwd(
     # the whole key dim in one tile (the state's rows cannot be split across loop steps), the value dim in blocks
     # that keep the [BK, BV] state tile at ≤ 4096 floats; every dim ≥ 16 for tl.dot
     BK = max(16, triton.next_power_of_2(K))
-    BV = min(32, 4096 // BK, max(16, triton.next_power_of_2(V)))
+    # value blocks of 16: twice the programs of 32 (128 at B = 1, H = 16, K = V = 128: one per SM of the H200)
+    BV = 16
     h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=w.device)
     U = torch.empty_like(u_tilde) if erase else None
     ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=w.device) if output_final_state else None

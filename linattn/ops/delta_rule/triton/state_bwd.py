@@ -269,7 +269,8 @@ def state_bwd(
 
     # as in state_fwd: the whole key dim in one tile, value blocks keeping the [BK, BV] tile at ≤ 4096 floats
     BK = max(16, triton.next_power_of_2(K))
-    BV = min(32, 4096 // BK, max(16, triton.next_power_of_2(V)))
+    # value blocks of 16: twice the programs of 32 (128 at B = 1, H = 16, K = V = 128: one per SM of the H200)
+    BV = 16
     dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
     dv_tilde = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
     dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
