@@ -13,7 +13,9 @@ backward; `Ũ` and `K̃` feed stage 3.
 
 Numerics: everything is float32 after the loads, and every `tl.dot` asks for `input_precision="tf32x3"`: Triton's
 default on NVIDIA GPUs is tf32 (10-bit mantissa, relative error ~1e-3 per product), which would make the chunked
-result far less accurate than the float32 recurrence it must match (DESIGN §4). The decay exponent is masked to
+result far less accurate than the float32 recurrence it must match (DESIGN §4). Two exceptions: `K Wᵀ` of raw
+bfloat16 / float16 inputs is exact in one tf32 pass (`precision.py`), and with such inputs the inversion's outer
+products are `tf32x3` too, where float32 inputs keep them `ieee`. The decay exponent is masked to
 `s < t` before `exp`, so the positive differences above the diagonal never overflow. `(I + A)⁻¹` is formed in
 registers by recursive doubling of its diagonal blocks (1 → 2 → … → BT): `log2 BT` levels of two `[BT, BT]`
 products, the blocked form of forward substitution.
@@ -28,6 +30,7 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.delta_rule.triton.precision import raw_precision
 
 
 def wy_ref(
@@ -104,6 +107,7 @@ def wy_fwd_kernel(
     USE_BETA: tl.constexpr,
     USE_G: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    RAW: tl.constexpr,
 ):
     """One program per (chunk, batch row · head): builds `A`, inverts `I + A` in registers, applies the inverse."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
@@ -139,7 +143,7 @@ def wy_fwd_kernel(
         b_k = tl.load(k + o_i[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0).to(tl.float32)
         b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_k, other=0).to(tl.float32)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_A += tl.dot(b_k, tl.trans(b_w), input_precision="tf32x3")
+        b_A += tl.dot(b_k, tl.trans(b_w), input_precision=RAW)
     # s < t, on real rows only: a padding row has G = 0, and its exp(0 − G_s) may overflow; the inversion below
     # multiplies zeros into every row, so one non-finite entry would spread to all of them
     m_A = (o_i[:, None] > o_i[None, :]) & m_t[:, None]
@@ -156,7 +160,11 @@ def wy_fwd_kernel(
     for level in tl.static_range(LOG2_BT):
         b_M = tl.where((o_x >> level) == 1, b_A, 0.0)
         # [BT, BT] @ [BT, BT] @ [BT, BT] -> [BT, BT]
-        b_T -= tl.dot(tl.dot(b_T, b_M, input_precision="tf32x3"), b_T, input_precision="ieee")
+        if RAW == "tf32x3":
+            # float32 inputs: the outer product exactly, as an error in T grows with every level
+            b_T -= tl.dot(tl.dot(b_T, b_M, input_precision="tf32x3"), b_T, input_precision="ieee")
+        else:
+            b_T -= tl.dot(tl.dot(b_T, b_M, input_precision="tf32x3"), b_T, input_precision="tf32x3")
     tl.store(T_inv + o_i[:, None] * (H * BT) + o_i[None, :], b_T, mask=m_t[:, None])
 
     # Ũ = T diag(β) V, one value block at a time
@@ -195,6 +203,7 @@ def wy_fwd(
         k, v, w, beta, G, T_inv, u_tilde, k_tilde, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, V=V, BT=layout.BT, LOG2_BT=layout.BT.bit_length() - 1, BK=BK, BV=BV,
         USE_BETA=beta is not None, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
+        RAW=raw_precision(k.dtype),
         num_warps=8,  # the six levels of 64×64 inversion products: 8 warps halve the spills of 4
     )  # fmt: skip
     return T_inv, u_tilde, k_tilde
