@@ -45,6 +45,7 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.delta_rule.triton.precision import raw_precision
 
 
 def _chunk(q, k, v, w, beta, G, h, scale, erase=True):
@@ -137,6 +138,7 @@ def local_bwd_kernel(
     USE_G: tl.constexpr,
     W_IS_K: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    RAW: tl.constexpr,
 ):
     """One program per (chunk, batch row · head): a pass over value blocks for the `[BT, BT]` score gradients, then
     a pass over key blocks (each with an inner pass over value blocks for the products with `h` and `dh⁺`).
@@ -239,7 +241,7 @@ def local_bwd_kernel(
         b_q = tl.load(q + o_tk, mask=m_tk, other=0).to(tl.float32)
         b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_QW += tl.dot(b_q, tl.trans(b_w), input_precision="tf32x3")
+        b_QW += tl.dot(b_q, tl.trans(b_w), input_precision=RAW)
         if USE_G:
             b_udh *= b_to_end[:, None]
         b_doh *= (scale * b_gamma)[:, None]
@@ -250,7 +252,7 @@ def local_bwd_kernel(
             # [BT, BK]
             b_k = tl.load(k + o_tk, mask=m_tk, other=0).to(tl.float32)
             # [BT, BK] @ [BK, BT] -> [BT, BT]
-            b_KW += tl.dot(b_k, tl.trans(b_w), input_precision="tf32x3")
+            b_KW += tl.dot(b_k, tl.trans(b_w), input_precision=RAW)
             # dK̂ ⊙ K summed over the key block, i.e. −rowsum(K ⊙ dṼ hᵀ)
             b_kdk = -tl.sum(b_k * b_dvh, axis=1)
             b_dbeta += b_gamma * b_kdk
@@ -333,6 +335,7 @@ def local_bwd(
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         ERASE=erase, USE_BETA=beta is not None, USE_G=G is not None, W_IS_K=w is None,
         IS_VARLEN=layout.cu_seqlens is not None,
+        RAW=raw_precision(q.dtype),
         num_warps=8, num_stages=1,  # sm_90, K = V = 128: 8 warps quarter the spills of 4 (≈ 3 KB a thread)
     )  # fmt: skip
     return dq, dk, dv, dw, dbeta, dG

@@ -6,7 +6,8 @@ Per chunk, from its start state `h_c` and pseudo-values `U_c` (stage 3):
 
 the inter-chunk part (what the state held at the chunk's start, decayed to each token) plus the intra-chunk part
 (the writes of tokens `s ≤ t` of the same chunk). `D_ts = exp(G_t − G_s)` is masked to `s ≤ t` before `exp`.
-`tl.dot` asks for `input_precision="tf32x3"` (true float32; see `wy.py`).
+`tl.dot` asks for `input_precision="tf32x3"` (true float32; see `wy.py`), but `Q Wᵀ` of two raw inputs, exact
+in one tf32 pass for bfloat16 / float16 (`precision.py`).
 
 Without the erase term (linear attention, scalar-decay GLA) the pseudo-values are the values, and the launcher is
 handed `V` itself as `U`: no mode flag is needed here.
@@ -21,6 +22,7 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.delta_rule.triton.precision import raw_precision
 
 
 def output_ref(
@@ -68,6 +70,7 @@ def output_fwd_kernel(
     BV: tl.constexpr,
     USE_G: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    RAW: tl.constexpr,
 ):
     """One program per (value block, chunk, batch row · head)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -100,7 +103,7 @@ def output_fwd_kernel(
         # [BT, BK] @ [BK, BV] -> [BT, BV]
         b_o += tl.dot(b_q, b_h, input_precision="tf32x3")
         # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_A += tl.dot(b_q, tl.trans(b_w), input_precision="tf32x3")
+        b_A += tl.dot(b_q, tl.trans(b_w), input_precision=RAW)
 
     # s ≤ t on real rows (a padding row has G = 0, and its exp(0 − G_s) could overflow)
     m_A = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
@@ -146,5 +149,6 @@ def output_fwd(
         q, w, G, h, U, o, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
+        RAW=raw_precision(q.dtype),
     )  # fmt: skip
     return o

@@ -28,6 +28,7 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
+from linattn.ops.delta_rule.triton.precision import raw_precision
 
 
 def state_bwd_ref(
@@ -98,6 +99,7 @@ def state_bwd_du_kernel(
     BV: tl.constexpr,
     USE_G: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    RAW: tl.constexpr,
 ):
     """The local part of `dU`, `scale · tril(Q Wᵀ ⊙ D)ᵀ dO`: one program per (value block, chunk, batch row · head)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -123,7 +125,7 @@ def state_bwd_du_kernel(
         b_q = tl.load(q + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
         b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_A += tl.dot(b_q, tl.trans(b_w), input_precision="tf32x3")
+        b_A += tl.dot(b_q, tl.trans(b_w), input_precision=RAW)
     # s ≤ t on real rows, masked before exp (a padding row has G = 0, and its exp(0 − G_s) could overflow)
     m_A = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
     if USE_G:
@@ -265,6 +267,7 @@ def state_bwd(
     state_bwd_du_kernel[(triton.cdiv(V, BV), layout.NT, B * H)](
         q, w, G, do, du, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
+        RAW=raw_precision(q.dtype),
     )  # fmt: skip
 
     # as in state_fwd: the whole key dim in one tile, value blocks keeping the [BK, BV] tile at ≤ 4096 floats

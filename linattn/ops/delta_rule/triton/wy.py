@@ -20,7 +20,8 @@ live tiles (compiled for sm_90 at `K = V = 128`: 0.3 KB of spills a thread and 2
 and 80 KB for the full-tile doubling it replaces).
 
 Numerics: everything is float32 after the loads. The inversion's products are `ieee` (exact float32 multiply-adds;
-16³ each), `A`'s and the application's `tf32x3` (three tf32 passes, about 22 bits): Triton's default on NVIDIA GPUs
+16³ each), the application's `tf32x3` (three tf32 passes, about 22 bits), and `K Wᵀ` `tf32x3` for float32 inputs
+but one tf32 pass for bfloat16 / float16 ones, which that pass holds exactly (`precision.py`). Triton's default on NVIDIA GPUs
 is tf32 (10-bit mantissa, relative error ~1e-3 per product), which would make the chunked result far less accurate
 than the float32 recurrence it must match (DESIGN §4). The decay exponent is masked to `s < t` and real rows before
 `exp`, so the positive differences above the diagonal, and those of padding rows, never overflow.
@@ -35,6 +36,7 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.delta_rule.triton.precision import raw_precision
 
 
 def wy_ref(
@@ -185,6 +187,7 @@ def wy_fwd_kernel(
     USE_BETA: tl.constexpr,
     USE_G: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    RAW: tl.constexpr,
 ):
     """One program per (chunk, batch row · head), the chunk (`BT = 64`) as four row blocks of 16: the ten lower
     `[16, 16]` blocks of `A`, of `T = (I + A)⁻¹` (blockwise forward substitution), then `Ũ`, `K̃` block by block."""
@@ -240,16 +243,16 @@ def wy_fwd_kernel(
         w2 = tl.trans(load_block(w, 32 + o_r, m2, o_k, m_k, H * K))
         w3 = tl.trans(load_block(w, 48 + o_r, m3, o_k, m_k, H * K))
         # [16, BK] @ [BK, 16] -> [16, 16], ten times
-        a00 += tl.dot(k0, w0, input_precision="tf32x3")
-        a10 += tl.dot(k1, w0, input_precision="tf32x3")
-        a11 += tl.dot(k1, w1, input_precision="tf32x3")
-        a20 += tl.dot(k2, w0, input_precision="tf32x3")
-        a21 += tl.dot(k2, w1, input_precision="tf32x3")
-        a22 += tl.dot(k2, w2, input_precision="tf32x3")
-        a30 += tl.dot(k3, w0, input_precision="tf32x3")
-        a31 += tl.dot(k3, w1, input_precision="tf32x3")
-        a32 += tl.dot(k3, w2, input_precision="tf32x3")
-        a33 += tl.dot(k3, w3, input_precision="tf32x3")
+        a00 += tl.dot(k0, w0, input_precision=RAW)
+        a10 += tl.dot(k1, w0, input_precision=RAW)
+        a11 += tl.dot(k1, w1, input_precision=RAW)
+        a20 += tl.dot(k2, w0, input_precision=RAW)
+        a21 += tl.dot(k2, w1, input_precision=RAW)
+        a22 += tl.dot(k2, w2, input_precision=RAW)
+        a30 += tl.dot(k3, w0, input_precision=RAW)
+        a31 += tl.dot(k3, w1, input_precision=RAW)
+        a32 += tl.dot(k3, w2, input_precision=RAW)
+        a33 += tl.dot(k3, w3, input_precision=RAW)
     # A = diag(β) (K Wᵀ ⊙ D) on s < t: strictly lower inside the diagonal blocks, whole blocks below them
     m_diag = o_r[:, None] > o_r[None, :]
     a00 = scaled_block(a00, b0, g0, g0, m_diag & m0[:, None], USE_G)
@@ -333,5 +336,6 @@ def wy_fwd(
         k, v, w, beta, G, T_inv, u_tilde, k_tilde, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_BETA=beta is not None, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
+        RAW=raw_precision(k.dtype),
     )  # fmt: skip
     return T_inv, u_tilde, k_tilde
