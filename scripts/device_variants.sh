@@ -4,7 +4,8 @@
 #   there:   bash scripts/device_variants.sh run [verify]                (run with carry [".variants"])
 # `run` profiles every packed variant and the working tree (`current`) with `python -m linattn.bench stages`, and
 # with `verify` also screens each against float64 (`verify --quick`, about a fifth of the matrix; a variant to be
-# merged then gets the full `python -m linattn.bench verify`). Outputs: $OUT/<variant>-*.
+# merged then gets the full `python -m linattn.bench verify`). The variants are dealt over the machine's GPUs.
+# Outputs: $OUT/variants.tgz, holding <variant>-stages.{txt,json} and <variant>-verify.{txt,json}.
 set -u
 mode=${1:?pack or run}
 shift
@@ -18,18 +19,40 @@ if [ "$mode" = pack ]; then
   exit 0
 fi
 export PYTHONUNBUFFERED=1
-status=0
-for dir in "$PWD" .variants/*; do
-  [ -d "$dir/linattn" ] || continue
-  name=$( [ "$dir" = "$PWD" ] && echo current || basename "$dir" )
-  echo "== $name"
-  PYTHONPATH="$dir" python3 -m linattn.bench stages --json "$OUT/$name-stages.json" 2>&1 | tee "$OUT/$name-stages.txt" \
-    | grep -E "stages, total|delta_rule|wy_fwd|state_|local_bwd"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-  if [ "${1:-}" = verify ]; then
-    PYTHONPATH="$dir" python3 -m linattn.bench verify --quick --jobs 12 --json "$OUT/$name-verify.json" > "$OUT/$name-verify.txt" 2>&1
-    [ $? -eq 0 ] || status=1
-    tail -n 3 "$OUT/$name-verify.txt"
-  fi
+work=$(mktemp -d)
+dirs=()
+for dir in "$PWD" "$PWD"/.variants/*; do
+  [ -d "$dir/linattn" ] && dirs+=("$dir")
 done
+gpus=$(nvidia-smi --list-gpus | wc -l)
+profile() {  # variant folder: its stage profile, and with `verify` its quick screen, into $work
+  local dir=$1 name rc=0
+  name=$( [ "$dir" = "$PWD" ] && echo current || basename "$dir" )
+  cd "$dir" || return 1  # `python -m` puts the working directory first on the path, ahead of PYTHONPATH
+  python3 -m linattn.bench stages --json "$work/$name-stages.json" > "$work/$name-stages.txt" 2>&1 || rc=1
+  if [ "$mode2" = verify ]; then
+    python3 -m linattn.bench verify --quick --jobs 6 --json "$work/$name-verify.json" \
+      > "$work/$name-verify.txt" 2>&1 || rc=1
+  fi
+  return $rc
+}
+mode2=${1:-}
+pids=()
+for ((g = 0; g < gpus; g++)); do  # the variants dealt over the GPUs, one after another on each
+  (
+    rc=0
+    for ((i = g; i < ${#dirs[@]}; i += gpus)); do (CUDA_VISIBLE_DEVICES=$g profile "${dirs[$i]}") || rc=1; done
+    exit $rc
+  ) &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+for txt in "$work"/*-stages.txt; do
+  echo "== $(basename "$txt" -stages.txt)"
+  grep -E "stages, total|delta_rule|wy_fwd|state_|local_bwd|Error|error" "$txt"
+  verify=${txt%-stages.txt}-verify.txt
+  [ -e "$verify" ] && tail -n 3 "$verify"
+done
+tar czf "$OUT/variants.tgz" -C "$work" .
 exit "$status"

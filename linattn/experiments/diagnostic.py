@@ -1,7 +1,7 @@
 """A named diagnostic: a measurement of untrained (or given) models, not a training sweep.
 
 `linattn run NAME [--quick]` writes `results/NAME/default[-quick]/{results.json, table.md, plot.png}`, each file
-atomically; an existing `results.json` is kept unless `force` (then the folder is discarded and measured again),
+atomically (`default-cuda[-quick]` for a diagnostic whose numbers are the device's, such as timings, run on a GPU); an existing `results.json` is kept unless `force` (then the folder is discarded and measured again),
 as for `Experiment`.
 """
 
@@ -25,13 +25,15 @@ class Diagnostic:
     measure: Callable[[bool, str], dict]  # (quick, device) -> the measurements, JSON-serialisable
     table: Callable[[dict], str]  # results.json's content -> the markdown body of table.md
     plot: Callable[[dict, Path], None]  # results.json's content, the PNG path
+    per_device: bool = False  # the results describe the hardware (timings): a GPU run gets its own folder
 
-    def output_dir(self, root: Path, quick: bool) -> Path:
-        return Path(root) / self.name / ("default-quick" if quick else "default")
+    def output_dir(self, root: Path, quick: bool, device: str = "cpu") -> Path:
+        gpu = self.per_device and device.startswith("cuda")
+        return Path(root) / self.name / ("default" + ("-cuda" if gpu else "") + ("-quick" if quick else ""))
 
     def run(self, *, quick: bool, device: str, root: Path, force: bool, command: str) -> Path:
         """Measure and write the report (unless it exists and not `force`); returns the output folder."""
-        out = self.output_dir(root, quick)
+        out = self.output_dir(root, quick, device)
         if force and out.exists():
             shutil.rmtree(out)
         if (out / "results.json").exists():

@@ -329,4 +329,5 @@ DIAGNOSTIC = Diagnostic(
     measure,
     table,
     plot,
+    per_device=True,
 )

@@ -20,11 +20,12 @@ live tiles (compiled for sm_90 at `K = V = 128`: 0.3 KB of spills a thread and 2
 and 80 KB for the full-tile doubling it replaces).
 
 Numerics: everything is float32 after the loads. The inversion's products are `ieee` (exact float32 multiply-adds;
-16³ each), the application's `tf32x3` (three tf32 passes, about 22 bits), and `K Wᵀ` `tf32x3` for float32 inputs
-but one tf32 pass for bfloat16 / float16 ones, which that pass holds exactly (`precision.py`). Triton's default on NVIDIA GPUs
-is tf32 (10-bit mantissa, relative error ~1e-3 per product), which would make the chunked result far less accurate
-than the float32 recurrence it must match (DESIGN §4). The decay exponent is masked to `s < t` and real rows before
-`exp`, so the positive differences above the diagonal, and those of padding rows, never overflow.
+16³ each), the application's `tf32x3` (three tf32 passes, about 22 bits), and `K Wᵀ` `tf32x3` for float32
+inputs but one tf32 pass for bfloat16 / float16 ones, which that pass holds exactly (`precision.py`). Triton's
+default on NVIDIA GPUs is tf32 (10-bit mantissa, relative error ~1e-3 per product), which would make the chunked
+result far less accurate than the float32 recurrence it must match (DESIGN §4). The decay exponent is masked to
+`s < t` and real rows before `exp`, so the positive differences above the diagonal, and those of padding rows,
+never overflow.
 """
 
 from __future__ import annotations
