@@ -33,7 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     p_ops.add_argument(
         "--batch-sweep", action=argparse.BooleanOptionalAction, default=True, help="also the B·T = 32K shapes"
     )
-    p_ops.add_argument("--only", help="only the contenders whose name contains this (SDPA always runs)")
+    p_ops.add_argument(
+        "--only", help="comma-separated: only the contenders whose name contains one of these (SDPA always runs)"
+    )
     p_verify = sub.add_parser("verify", help="GPU: a backend's errors against float64 over the full matrix")
     p_verify.add_argument("--backend", default="triton", help="backend under test (default triton)")
     p_verify.add_argument("--jobs", type=int, default=1, help="processes sharing the GPU (default 1)")
@@ -83,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print("# linattn GPU op benchmark: bf16, H=16, K=V=128; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
         limits, rows = ops.run(
-            lengths=args.lengths, batch_sweep=ops.BATCH_SWEEP if args.batch_sweep else (), only=args.only
+            lengths=args.lengths,
+            batch_sweep=ops.BATCH_SWEEP if args.batch_sweep else (),
+            only=tuple(args.only.split(",")) if args.only else (),
         )
         print(
             f"# ceilings measured now: copy {limits['bandwidth'] / 1e12:.2f} TB/s, "

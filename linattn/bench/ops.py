@@ -174,15 +174,15 @@ def run(
     lengths=(2048, 4096, 8192, 16384, 32768, 65536),
     batch_sweep=BATCH_SWEEP,
     dtype=torch.bfloat16,
-    only: str | None = None,
+    only: tuple[str, ...] = (),
 ) -> tuple[dict[str, float], list[dict]]:
-    """Every contender (or those whose name contains `only`, plus SDPA, the reference of every ratio) at every
-    shape: `(ceilings, rows)`."""
+    """Every contender (or those whose name contains one of `only`, plus SDPA, the reference of every ratio) at
+    every shape: `(ceilings, rows)`."""
     if not torch.cuda.is_available():
         raise RuntimeError("python -m linattn.bench ops needs a CUDA GPU")
     limits = ceilings()
     shapes = [Shape(1, T) for T in lengths] + [Shape(B, T) for B, T in batch_sweep if B != 1]
-    contenders = [c for c in CONTENDERS if only is None or only in c.name or c.name.startswith("sdpa")]
+    contenders = [c for c in CONTENDERS if not only or any(o in c.name for o in only) or c.name.startswith("sdpa")]
     rows = []
     for s in shapes:
         for c in contenders:

@@ -1,8 +1,9 @@
 """A named diagnostic: a measurement of untrained (or given) models, not a training sweep.
 
 `linattn run NAME [--quick]` writes `results/NAME/default[-quick]/{results.json, table.md, plot.png}`, each file
-atomically (`default-cuda[-quick]` for a diagnostic whose numbers are the device's, such as timings, run on a GPU); an existing `results.json` is kept unless `force` (then the folder is discarded and measured again),
-as for `Experiment`.
+atomically (`default-cuda[-quick]` for a diagnostic whose numbers are the device's, such as timings, run on a
+GPU); an existing `results.json` is kept unless `force` (then the folder is discarded and measured again), as for
+`Experiment`.
 """
 
 from __future__ import annotations

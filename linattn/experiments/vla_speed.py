@@ -33,7 +33,8 @@ Derived, per head dim and pass (forward; forward + backward), with VLA's time th
   (with `r` there) when VLA is slower at the largest T; "from the shortest T" when it is never slower.
 
 Full runs: CPU, float32, B = 1, H = 4, K = V ∈ {32, 128}, T = 256 … 8192 (powers of 2), the loop to T = 4096
-(3.5 minutes on 2 idle cores); CUDA, bf16, B = 1, H = 16, K = V ∈ {32, 128}, T = 1K … 64K, the loop to T = 4096.
+(3.5 minutes on 2 idle cores); CUDA, bf16, B = 1, H = 16, K = V ∈ {32, 128}, T = 1K … 64K, the loop to T = 4096
+(its forward + backward to 1024).
 `--quick`: CPU T = 512, 2048, 8192, the loop to 512 (35 s); CUDA T = 1K, 4K, 16K, the loop to 1024.
 On a CPU shared with other work, intra-op threads stall at their barriers whenever another process takes a core
 (calls 10–100× slower): time on an idle machine.
@@ -68,6 +69,7 @@ class SpeedConfig:
     H: int = 4  # heads
     B: int = 1  # batch
     loop_max_T: int = 4096  # the token loop is timed up to this T
+    loop_backward_max_T: int = 4096  # and its forward + backward up to this one
     dtype: str = "float32"  # inputs; states and accumulation are float32 in every op
     min_run_time: float = 0.5  # CPU: seconds of timed calls per measurement (CUDA: do_bench decides)
     seed: int = 0  # inputs
@@ -79,7 +81,7 @@ class SpeedConfig:
             raise ValueError(f"Ts: expected increasing lengths, got {self.Ts!r}")
         if not self.head_dims or any(not isinstance(k, int) or k < 1 for k in self.head_dims):
             raise ValueError(f"head_dims: expected positive ints, got {self.head_dims!r}")
-        for name in ("H", "B", "loop_max_T"):
+        for name in ("H", "B", "loop_max_T", "loop_backward_max_T"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {getattr(self, name)!r}")
         if self.dtype not in DTYPES:
@@ -91,7 +93,10 @@ class SpeedConfig:
 PRESETS = {  # (device, quick) -> config
     ("cpu", False): SpeedConfig(),
     ("cpu", True): SpeedConfig(Ts=(512, 2048, 8192), loop_max_T=512, min_run_time=0.2),
-    ("cuda", False): SpeedConfig(Ts=tuple(2**i for i in range(10, 17)), H=16, dtype="bfloat16"),
+    # on the GPU the loop's forward + backward takes seconds a call (≈ 7 s at T = 4096), and do_bench makes ~8 calls
+    ("cuda", False): SpeedConfig(
+        Ts=tuple(2**i for i in range(10, 17)), H=16, loop_backward_max_T=1024, dtype="bfloat16"
+    ),
     ("cuda", True): SpeedConfig(Ts=(1024, 4096, 16384), H=16, loop_max_T=1024, dtype="bfloat16"),
 }
 
@@ -156,6 +161,8 @@ def time_contender(contender: Contender, x: dict[str, torch.Tensor], K: int, con
     fn = partial(contender.run, x)
     try:
         row["fwd_ms"] = median_ms(torch.no_grad()(fn), device, min_run_time=config.min_run_time)
+        if contender.loop and T > config.loop_backward_max_T:
+            return {**row, "note": f"forward + backward not timed beyond T = {config.loop_backward_max_T:,}"}
         step = forward_backward(fn, list(x.values()))
         row["fwdbwd_ms"] = median_ms(step, device, min_run_time=config.min_run_time)
     except (ValueError, RuntimeError) as e:  # a backend `vla` does not have (yet), or out of memory: say which
