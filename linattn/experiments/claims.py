@@ -267,10 +267,10 @@ VLA_CLAIMS = (
           "~1e32 after 25 steps at d_h = 96", "vla-jacobian/default", _unnormalised_growth),
     Claim("VLA", "with ‖J_t‖ = 1, gradients reach early tokens over long sequences", "Proposition 2, its reading",
           "no vanishing", "vla-gradient-flow/default", _gradient_flow),
-    Claim("VLA", "chunked VLA is 14× faster than sequential Python", "speed", "14×", "vla-speed/default",
+    Claim("VLA", "chunked VLA is 14× faster than sequential Python", "speed", "14×", "vla-speed/default-cuda",
           _chunk_speedup),
     Claim("VLA", "VLA crosses below softmax attention at ≈ 43K tokens", "speed (extrapolated, T4)", "≈ 43K",
-          "vla-speed/default", _softmax_crossover),
+          "vla-speed/default-cuda", _softmax_crossover),
 )  # fmt: skip
 
 KLA_CLAIMS = (
