@@ -53,8 +53,10 @@ class Experiment:
             if set(mixers) <= set(done):
                 print(f"{out / 'results.json'} exists: kept (use --force to run again)")
                 return out
-            mixers = done + tuple(m for m in mixers if m not in done)  # extend it; earlier runs are read back
             print(f"{out / 'results.json'} exists: extending it with {[m for m in mixers if m not in done]}")
+            # extend it (earlier runs are read back), columns in the experiment's order, then any others
+            union = tuple(dict.fromkeys(done + tuple(mixers)))
+            mixers = tuple(m for m in self.mixers if m in union) + tuple(m for m in union if m not in self.mixers)
         specs = self.plan(protocol, quick, mixers)
         records = run_all(specs, out / "runs", device=device, jobs=jobs)
         summary = summarize(records)

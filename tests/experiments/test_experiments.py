@@ -83,8 +83,11 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     )
     extended = json.loads((out / "results.json").read_text())
     assert extended["mixers"] == ["vla", "softmax", "linear"] and extended["table"]["vla"] == results["table"]["vla"]
-    TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=True, command="force")
+    TINY.run("paper", quick=True, mixers=("softmax",), device="cpu", jobs=1, root=tmp_path, force=True, command="force")
     assert json.loads((out / "results.json").read_text())["command"] == "force"
+    # extending keeps the experiment's column order, whatever order the mixers were run in
+    TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=False, command="x")
+    assert json.loads((out / "results.json").read_text())["mixers"] == ["vla", "softmax"]
 
 
 def test_finished_runs_are_read_back_and_interrupted_runs_resume(tmp_path):
