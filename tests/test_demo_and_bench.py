@@ -49,6 +49,22 @@ def test_bench_ops_needs_a_gpu(capsys, monkeypatch):
     assert "needs a CUDA GPU" in capsys.readouterr().err
 
 
+def test_ops_table_groups_rows_by_shape_with_ratios_to_sdpa():
+    from linattn.bench import ops
+
+    def row(contender, shape, fwdbwd):
+        return {"contender": contender, "shape": shape, "fwd_ms": 1.0, "fwdbwd_ms": fwdbwd, "peak_gib": 0.5,
+                "fwd_bw_frac": 0.1, "fwd_mma_frac": 0.2}  # fmt: skip
+
+    rows = [row("sdpa (flash)", "B=1 T=8K", 2.0), row("sdpa (flash)", "B=1 T=64K", 100.0),
+            row("ours", "B=1 T=8K", 5.0), row("ours", "B=1 T=64K", 40.0)]  # fmt: skip
+    lines = ops.table(rows).splitlines()[2:]  # measured contender by contender, shown shape by shape
+    assert [line.split(" | ")[:2] for line in lines] == [
+        ["| B=1 T=8K", "sdpa (flash)"], ["| B=1 T=8K", "ours"], ["| B=1 T=64K", "sdpa (flash)"], ["| B=1 T=64K", "ours"]
+    ]  # fmt: skip
+    assert "| 2.50× |" in lines[1] and "| 0.40× |" in lines[3]
+
+
 def test_stage_profile_times_every_kernel():
     """The GPU stage profile, run here in Triton's interpreter at a small shape with a wall-clock timer."""
     import time

@@ -184,8 +184,10 @@ def run(
     shapes = [Shape(1, T) for T in lengths] + [Shape(B, T) for B, T in batch_sweep if B != 1]
     contenders = [c for c in CONTENDERS if not only or any(o in c.name for o in only) or c.name.startswith("sdpa")]
     rows = []
-    for s in shapes:
-        for c in contenders:
+    # contender by contender, so that a run cut short has whole rows; fla's DPLR is last in CONTENDERS: on a
+    # fresh machine its first forward + backward compiles and autotunes for minutes
+    for c in contenders:
+        for s in shapes:
             rows.append(measure(c, s, dtype, limits))
             print(f"# measured {s.label} {c.name}: {rows[-1]}", file=sys.stderr, flush=True)  # progress, and a record
     return limits, rows
@@ -198,7 +200,8 @@ def table(rows: list[dict]) -> str:
         "| shape | contender | fwd ms | fwd+bwd ms | fwd+bwd / SDPA | peak GiB | fwd %BW | fwd %MMA |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))  # in the order measured
+    for r in sorted(rows, key=lambda r: shapes.index(r["shape"])):  # by shape, contenders in their order
         if "fwd_ms" not in r:
             lines.append(f"| {r['shape']} | {r['contender']} | {r['error']} ||||||")
             continue
