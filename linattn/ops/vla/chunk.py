@@ -1,11 +1,11 @@
-"""VLA's write gate, chunk-parallel: a Cholesky per chunk instead of a token loop.
+"""VLA's write gate, chunk-parallel: a Cholesky per chunk instead of a token loop, and a backward of matmuls.
 
-For chunk `c` with penalty rows `U_c` and unit keys `K̂_c` (`C × d`), and the inverse penalty at the chunk's
-start `A_c = M_c⁻¹`, `M_c = M_0 + Σ_{c' < c} U_{c'}ᵀ U_{c'}` (`M_0 = λ0 I`, or `A_0⁻¹`):
+Forward. For chunk `c` with penalty rows `U_c` and unit keys `K̂_c` (`C × d`), and the inverse penalty at the
+chunk's start `A_c = M_c⁻¹`, `M_c = M_0 + Σ_{c' < c} U_{c'}ᵀ U_{c'}` (`M_0 = λ0 I`, or `A_0⁻¹`):
 
     L Lᵀ = I + U_c A_c U_cᵀ                      (C × C Cholesky)
     W_c  = L⁻¹ U_c A_c                           (C × d)
-    α_c  = K̂_c A_c − tril(K̂_c W_cᵀ) W_c          (row t is A_t k̂_t, A_t after token t's update)
+    α_c  = K̂_c A_c − tril(K̂_c W_cᵀ) W_c          (row t is α_t = A_t k̂_t, A_t after token t's update)
     α̂   = rows of α_c normalised
 
 Why: by Woodbury, `A_t = A_c − (U_{≤t} A_c)ᵀ (I + U_{≤t} A_c U_{≤t}ᵀ)⁻¹ (U_{≤t} A_c)`; the leading `t × t` block
@@ -15,6 +15,19 @@ with `w_s` the rows of `W_c`. This equals the Sherman–Morrison token loop exac
 Every chunk's `A_c` comes from its own `M_c` (a prefix sum of `d × d` Gram matrices, then a `d × d`
 Cholesky), so no step depends on the previous chunk's result: the gate is parallel over chunks and its
 rounding does not accumulate along the sequence the way repeated downdates `A ← A − WᵀW` would.
+
+Backward (`_ChunkGate`), without differentiating any factorisation. `α_t = M_t⁻¹ k̂_t` with
+`M_t = M_0 + Σ_{s≤t} u_s u_sᵀ`, so for `g_t = ∂L/∂α_t`, with `a_t = A_t g_t` (the forward's map applied to `g`):
+
+    ∂L/∂k̂_t = a_t
+    ∂L/∂M_t = −a_t α_tᵀ
+    ∂L/∂u_s = −Σ_{t≥s} (a_t α_tᵀ + α_t a_tᵀ) u_s + 2 F u_s           F = −A_T sym(∂L/∂A_T) A_T
+    ∂L/∂M_0 = −sym(Σ_t a_t α_tᵀ) + F
+
+`∂L/∂u` is a reverse-causal linear attention (queries `u`, key/value pairs `(α, a)` and `(a, α)`): within a
+chunk through `triu(U Αᵀ)` and `triu(U Aᵀ)`, across chunks through the reverse prefix sum of the `d × d` matrices
+`Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)`. The backward saves `A_c` and `W_c`; `α̂`'s and `k̂`'s normalisations stay
+outside, in autograd.
 """
 
 from __future__ import annotations
@@ -28,6 +41,52 @@ from linattn.ops.chunking import chunk_size, from_chunks, to_chunks
 CHUNK_SIZE = 64
 
 
+def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """Rows `A_t x_t` for every token of every chunk: `X A_c − tril(X W_cᵀ) W_c`; `X, W: [.., C, d]`,
+    `A: [.., d, d]`."""
+    return X @ A - (X @ W.transpose(-1, -2)).tril() @ W
+
+
+def _sym(x: torch.Tensor) -> torch.Tensor:
+    return (x + x.transpose(-1, -2)) / 2
+
+
+class _ChunkGate(torch.autograd.Function):
+    """`(k̂, u, M_0) -> (α, A_T)` with `α_t = M_t⁻¹ k̂_t` unnormalised; inputs `[B, T, H, d]` and `[B, H, d, d]` in
+    the compute dtype."""
+
+    @staticmethod
+    def forward(ctx, k_hat, u, M0):
+        T = k_hat.shape[1]
+        C = chunk_size(T, CHUNK_SIZE)
+        Kc, Uc = to_chunks(k_hat, C), to_chunks(u, C)  # [B, H, N, C, d]; padded rows are 0 and add nothing to M
+        gram = Uc.transpose(-1, -2) @ Uc  # [B, H, N, d, d]
+        M = M0[:, :, None] + gram.cumsum(2) - gram  # exclusive prefix sum over chunks
+        A = torch.cholesky_inverse(torch.linalg.cholesky(M))  # A_c = M_c⁻¹: [B, H, N, d, d]
+        UA = Uc @ A  # [B, H, N, C, d]
+        L = torch.linalg.cholesky(torch.eye(C, dtype=M.dtype, device=M.device) + UA @ Uc.transpose(-1, -2))
+        W = torch.linalg.solve_triangular(L, UA, upper=False)  # [B, H, N, C, d]
+        alpha = _apply_inverses(Kc, A, W)  # [B, H, N, C, d]
+        A_final = torch.cholesky_inverse(torch.linalg.cholesky(M0 + gram.sum(2)))  # [B, H, d, d]
+        ctx.save_for_backward(Uc, A, W, alpha, A_final)
+        ctx.T = T
+        return from_chunks(alpha, T), A_final
+
+    @staticmethod
+    def backward(ctx, d_alpha, d_A_final):
+        Uc, A, W, alpha, A_final = ctx.saved_tensors
+        C = Uc.shape[-2]
+        a = _apply_inverses(to_chunks(d_alpha, C), A, W)  # a_t = A_t g_t: [B, H, N, C, d]
+        F_T = torch.zeros_like(A_final) if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
+        pair = a.transpose(-1, -2) @ alpha  # Σ_{t∈c} a_t α_tᵀ: [B, H, N, d, d]
+        S = pair + pair.transpose(-1, -2)
+        later = S.flip(2).cumsum(2).flip(2) - S  # Σ over the chunks after c
+        du = (Uc @ alpha.transpose(-1, -2)).triu() @ a + (Uc @ a.transpose(-1, -2)).triu() @ alpha
+        du = -du - Uc @ later + 2 * Uc @ F_T[:, :, None]
+        dM0 = -S.sum(2) / 2 + F_T
+        return from_chunks(a, ctx.T), from_chunks(du, ctx.T), dM0
+
+
 def chunk_vla_gate(
     k: torch.Tensor,
     u: torch.Tensor,
@@ -37,27 +96,10 @@ def chunk_vla_gate(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Same contract as `naive_vla_gate`."""
     dt = compute_dtype(k)
-    B, T, H, K = k.shape
-    C = chunk_size(T, CHUNK_SIZE)
-    eye_d = torch.eye(K, dtype=dt, device=k.device)
-    k_hat = to_chunks(F.normalize(k.to(dt), dim=-1), C)  # [B, H, N, C, d]; padded rows are 0
-    u = to_chunks(u.to(dt), C)  # [B, H, N, C, d]; padded rows are 0 and add nothing to M
-
-    # inverse penalty at each chunk's start: A_c = M_c⁻¹ (SPD, so through its Cholesky factor)
+    B, _, H, K = k.shape
     if initial_state is None:
-        M0 = (lam0 * eye_d).expand(B, H, K, K)
+        M0 = (lam0 * torch.eye(K, dtype=dt, device=k.device)).expand(B, H, K, K)
     else:
         M0 = torch.cholesky_inverse(torch.linalg.cholesky(initial_state.to(dt)))
-    gram = u.transpose(-1, -2) @ u  # [B, H, N, d, d]
-    M = M0[:, :, None] + gram.cumsum(2) - gram  # exclusive prefix sum over chunks
-    A = torch.cholesky_inverse(torch.linalg.cholesky(M))  # [B, H, N, d, d]
-    UA, KA = u @ A, k_hat @ A  # [B, H, N, C, d] each
-
-    # Woodbury within the chunk
-    L = torch.linalg.cholesky(torch.eye(C, dtype=dt, device=k.device) + UA @ u.transpose(-1, -2))  # [C, C]
-    W = torch.linalg.solve_triangular(L, UA, upper=False)  # [C, d]
-    alpha = KA - (k_hat @ W.transpose(-1, -2)).tril() @ W  # [C, d] - ([C, C] masked) @ [C, d]
-
-    alpha_hat = F.normalize(from_chunks(alpha, T), dim=-1)  # [B, T, H, d]
-    A_final = torch.cholesky_inverse(torch.linalg.cholesky(M0 + gram.sum(2)))
-    return alpha_hat, A_final
+    alpha, A_final = _ChunkGate.apply(F.normalize(k.to(dt), dim=-1), u.to(dt), M0)
+    return F.normalize(alpha, dim=-1), A_final
