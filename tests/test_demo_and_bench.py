@@ -65,6 +65,16 @@ def test_ops_table_groups_rows_by_shape_with_ratios_to_sdpa():
     assert "| 2.50× |" in lines[1] and "| 0.40× |" in lines[3]
 
 
+def test_gate_bench_measures_float32_against_float64(capsys):
+    from linattn.bench import gate
+
+    rows = gate.run("cpu", head_dims=(8,), lengths=(300,))
+    assert [(r["K"], r["T"], r["inputs"]) for r in rows] == [(8, 300, "float32"), (8, 300, "bfloat16")]
+    assert all(r["finite"] and r["max_err"] < 1e-5 and r["max_norm_deviation"] < 1e-5 for r in rows)
+    assert "| 8 | 300 | bfloat16 |" in gate.table(rows)
+    assert bench_main(["gate", "--device", "tpu"]) == 2 and "--device" in capsys.readouterr().err
+
+
 def test_stage_profile_times_every_kernel():
     """The GPU stage profile, run here in Triton's interpreter at a small shape with a wall-clock timer."""
     import time

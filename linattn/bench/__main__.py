@@ -1,6 +1,7 @@
-"""`python -m linattn.bench cpu|ops|verify|decode|stages [--json FILE]`: benchmarks, printed as markdown tables.
+"""`python -m linattn.bench cpu|gate|ops|verify|decode|stages [--json FILE]`: benchmarks, as markdown tables.
 
 - `cpu`: the chunk backend against the naive token loop on the CPU, forward and forward + backward.
+- `gate`: VLA's gate at T = 64K and 1M (d = 32, 128): float32 against float64, finite, unit-norm (CPU or GPU).
 - `ops`: on a CUDA GPU, our backends beside SDPA (flash) and flash-linear-attention, bf16, B=1 H=16 K=V=128,
   T = 2K…64K plus a B·T = 32K sweep, with roofline fractions against this GPU's measured ceilings.
 - `verify`: on a CUDA GPU, a backend's correctness matrix against float64 (dtypes, lengths, head sizes, options).
@@ -29,6 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     p_cpu.add_argument("--H", type=int, default=4, help="heads (default 4)")
     p_cpu.add_argument("--K", type=int, default=64, help="head dim, keys and values (default 64)")
     p_cpu.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement (default 2)")
+    p_gate = sub.add_parser("gate", help="VLA's gate at 64K and 1M tokens against float64 (CPU or GPU)")
+    p_gate.add_argument("--device", default="cpu", help="'cpu' (default) or 'cuda'")
+    p_gate.add_argument(
+        "--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[65536, 1 << 20],
+        help="comma-separated sequence lengths (default 65536,1048576)",
+    )  # fmt: skip
     p_ops = sub.add_parser("ops", help="GPU: ours vs SDPA vs fla, bf16, forward and forward+backward")
     p_ops.add_argument(
         "--batch-sweep", action=argparse.BooleanOptionalAction, default=True, help="also the B·T = 32K shapes"
@@ -49,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             default=lengths,
             help=f"comma-separated sequence lengths at B=1 (default {','.join(map(str, lengths))})",
         )
-    for p in (p_cpu, p_ops, p_verify, p_decode, p_stages):
+    for p in (p_cpu, p_gate, p_ops, p_verify, p_decode, p_stages):
         p.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
     args = parser.parse_args(argv)
 
@@ -63,6 +70,20 @@ def main(argv: list[str] | None = None) -> int:
         rows = cpu.run(T=args.T, H=args.H, K=args.K, V=args.K, min_run_time=args.min_run_time)
         print(cpu.table(rows))
         extra = {"shape": shape}
+    elif args.command == "gate":
+        import torch
+
+        from linattn.bench import gate
+
+        if args.device not in ("cpu", "cuda") or (args.device == "cuda" and not torch.cuda.is_available()):
+            print(f"python -m linattn.bench gate: error: --device: expected 'cpu' or an available 'cuda', "
+                  f"got {args.device!r}", file=sys.stderr)  # fmt: skip
+            return 2
+        env = describe(args.device)
+        print("# linattn VLA gate at length: B=1, H=1, lam0=0.1; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
+        rows = gate.run(args.device, lengths=args.lengths)
+        print(gate.table(rows))
+        extra = {}
     else:
         import torch
 

@@ -1,0 +1,69 @@
+"""VLA's gate at length: the float32 gate's `α̂` against float64, and whether it stays finite and unit-norm.
+
+`python -m linattn.bench gate [--device cpu|cuda]`. For each head dim `d` and length `T`: inputs drawn once in
+float64 (`k = ELU(x) + 1`, `u` unit rows over `√d`, as `vla-speed` draws them; B = H = 1: heads are independent),
+rounded to the input dtype (float32, bfloat16); the chunk gate (the one every path but `naive` runs) computes on
+them in float32, and in float64 on the same rounded inputs for the reference: the gate's own error. (`vla_gate`
+then returns `α̂` in the input dtype: for bfloat16 inputs that rounding, ~2e-3, comes on top.) Per token, both
+`α̂` are unit vectors, so `‖α̂ − α̂₆₄‖` is the relative error; the rows give its maximum and RMS over the tokens,
+the largest `|‖α̂‖ − 1|`, and whether `α̂` and the final `A_T` are finite. Issue 5's bound: relative error
+≤ 1e-3 at T = 64K (d = 32 and 128), finite and unit-norm at T = 1M.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+from linattn.ops.vla.chunk import chunk_vla_gate
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def inputs(T: int, d: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(k, u): [1, T, 1, d]` float64 on the CPU."""
+    gen = torch.Generator().manual_seed(seed)
+    k = F.elu(torch.randn(1, T, 1, d, generator=gen, dtype=torch.float64)) + 1
+    u = F.normalize(torch.randn(1, T, 1, d, generator=gen, dtype=torch.float64), dim=-1) / math.sqrt(d)
+    return k, u
+
+
+@torch.no_grad()
+def measure(T: int, d: int, dtype: str, device: str, *, lam0: float = 0.1) -> dict:
+    """One row: the gate on `dtype` inputs at `(T, d)`, against float64 on the same rounded inputs."""
+    k, u = inputs(T, d)
+    k, u = k.to(DTYPES[dtype]).to(device), u.to(DTYPES[dtype]).to(device)
+    start = time.perf_counter()
+    alpha, A = chunk_vla_gate(k, u, None, lam0=lam0)  # float32 for float32 and bfloat16 inputs
+    if device == "cuda":
+        torch.cuda.synchronize()
+    row = {"K": d, "T": T, "inputs": dtype, "seconds": time.perf_counter() - start}
+    row["finite"] = bool(torch.isfinite(alpha).all()) and bool(torch.isfinite(A).all())
+    row["max_norm_deviation"] = (alpha.norm(dim=-1) - 1).abs().max().item()
+    want, _ = chunk_vla_gate(k.double(), u.double(), None, lam0=lam0)
+    err = (alpha.double() - want).norm(dim=-1).flatten()  # [T]
+    row["max_err"], row["rms_err"] = err.max().item(), err.pow(2).mean().sqrt().item()
+    return row
+
+
+def run(device: str = "cpu", head_dims=(32, 128), lengths=(65536, 1 << 20)) -> list[dict]:
+    """Every head dim, length and input dtype."""
+    return [measure(T, d, dtype, device) for d in head_dims for T in lengths for dtype in DTYPES]
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown, one row per (d, T, inputs)."""
+
+    lines = [
+        "| d | T | inputs | max ‖α̂ − α̂₆₄‖ | RMS | max \\|‖α̂‖ − 1\\| | finite | seconds |",
+        "|---:|---:|---|---:|---:|---:|:---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['K']} | {r['T']:,} | {r['inputs']} | {r['max_err']:.2e} | {r['rms_err']:.2e} | "
+            f"{r['max_norm_deviation']:.1e} | {'✓' if r['finite'] else '✗'} | {r['seconds']:.1f} |"
+        )
+    return "\n".join(lines)
