@@ -11,7 +11,10 @@ Contenders, each one op call on prepared inputs (no projections, feature maps or
   loop over torch ops: the paper's "sequential Python". Timed only up to `loop_max_T` tokens;
 - `softmax (SDPA)`: `softmax_attention(q, k, v)`, causal `scaled_dot_product_attention` (flash on a GPU);
 - `GDN (delta_rule)`: `delta_rule` in the Gated DeltaNet configuration (unit keys, `β`, `g ≤ 0`), `backend="auto"`
-  (the Triton kernels on CUDA, chunk on CPU): the reference line of a linear mixer with fused kernels.
+  (the Triton kernels on CUDA, chunk on CPU): the reference line of a linear mixer with fused kernels;
+- `KLA (delta_rule)`: the same with raw keys `k` and the Kaczmarz step `β = η / (‖k‖² + ε)` (`kaczmarz_beta`, inside
+  the timed call, `η` = GDN's `β`);
+- `CCQ-GDN`: `ccq_query(q, k_unit, λ, g)` (the covariance read, `λ` = GDN's `β`), then GDN reading with `q'`.
 
 Inputs, drawn once per (K, T) from a generator seeded with `seed` on the device: `q, k = ELU(x)+1` of standard
 normal `x`, `v` standard normal, `u` unit rows / √K (the paper's penalty directions), `k_unit = k / ‖k‖` (GDN),
@@ -19,12 +22,14 @@ normal `x`, `v` standard normal, `u` unit rows / √K (the paper's penalty direc
 attention reads the same `q, k, v`. λ0 = 0.1, `scale = K^-½`.
 
 Timing (`linattn.bench.timing`, shared with the op benchmarks): the forward under `torch.no_grad()`, and the forward +
-backward of a fixed random cotangent into every input (gradients cleared before each call). CUDA:
+backward of a fixed random cotangent into every input (gradients cleared before each call); on CUDA also the peak
+memory of one forward + backward (inputs included, the same for every contender). CUDA:
 `triton.testing.do_bench`, median. CPU: one warm-up call, then the median of `Timer.blocked_autorange` over at least
 `min_run_time` seconds, on all of torch's threads (a call slower than that is timed once, after a calibration call).
 
 Derived, per head dim and pass (forward; forward + backward), with VLA's time the fastest of its chunked backends
 (`VLA chunk`, `VLA triton`) at each T:
+- against GDN: VLA, KLA and CCQ-GDN time (and peak memory) over GDN's at each T, the ratios issue 5 sets goals on;
 - speed-up (claim 1): token loop / chunked VLA at the largest T both were timed (`loop_max_T` in the full runs, the
   paper's longest T = 4096);
 - crossover (claim 2): the T from which VLA stays faster than softmax attention. With `r(T) = t_VLA / t_softmax` at
@@ -56,7 +61,7 @@ from linattn.bench.timing import forward_backward, median_ms
 from linattn.experiments import paper
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.io import save_figure
-from linattn.ops import delta_rule, softmax_attention, vla
+from linattn.ops import ccq_query, delta_rule, kaczmarz_beta, softmax_attention, vla
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 PASSES = {"fwd": "forward", "fwdbwd": "forward + backward"}
@@ -109,8 +114,16 @@ def _softmax(x: dict[str, torch.Tensor]) -> torch.Tensor:
     return softmax_attention(x["q"], x["k"], x["v"])[0]
 
 
-def _gdn(x: dict[str, torch.Tensor]) -> torch.Tensor:
-    return delta_rule(x["q"], x["k_unit"], x["v"], beta=x["beta"], g=x["g"])[0]
+def _gdn(x: dict[str, torch.Tensor], q: torch.Tensor | None = None) -> torch.Tensor:
+    return delta_rule(x["q"] if q is None else q, x["k_unit"], x["v"], beta=x["beta"], g=x["g"])[0]
+
+
+def _kla(x: dict[str, torch.Tensor]) -> torch.Tensor:
+    return delta_rule(x["q"], x["k"], x["v"], beta=kaczmarz_beta(x["k"], x["beta"]), g=x["g"])[0]
+
+
+def _ccq_gdn(x: dict[str, torch.Tensor]) -> torch.Tensor:
+    return _gdn(x, q=ccq_query(x["q"], x["k_unit"], x["beta"], g=x["g"])[0])
 
 
 @dataclass(frozen=True)
@@ -122,12 +135,15 @@ class Contender:
 
 
 VLA_CHUNKED, LOOP, SOFTMAX = ("VLA chunk", "VLA triton"), "VLA token loop", "softmax (SDPA)"
+GDN, AGAINST_GDN = "GDN (delta_rule)", ("KLA (delta_rule)", "CCQ-GDN")  # and VLA, whose time is its fastest chunked
 CONTENDERS = (
     Contender("VLA chunk", partial(_vla, backend="chunk")),
     Contender("VLA triton", partial(_vla, backend="triton"), cuda_only=True),
     Contender(LOOP, partial(_vla, backend="naive"), loop=True),
     Contender(SOFTMAX, _softmax),
-    Contender("GDN (delta_rule)", _gdn),
+    Contender(GDN, _gdn),
+    Contender("KLA (delta_rule)", _kla),
+    Contender("CCQ-GDN", _ccq_gdn),
 )
 
 
@@ -165,6 +181,10 @@ def time_contender(contender: Contender, x: dict[str, torch.Tensor], K: int, con
             return {**row, "note": f"forward + backward not timed beyond T = {config.loop_backward_max_T:,}"}
         step = forward_backward(fn, list(x.values()))
         row["fwdbwd_ms"] = median_ms(step, device, min_run_time=config.min_run_time)
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            step()
+            row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
     except (ValueError, RuntimeError) as e:  # a backend `vla` does not have (yet), or out of memory: say which
         return {**row, "note": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"}
     return row
@@ -274,6 +294,7 @@ def table(results: dict) -> str:
                     r = cell[name, K, T]
                     cells.append(_ms(r[f"{p}_ms"]) if f"{p}_ms" in r else r["note"])
                 lines.append(f"| {T:,} | " + " | ".join(cells) + " |")
+    lines += against_gdn(results)
     target = results["paper"]
     lines += [
         "",
@@ -292,6 +313,40 @@ def table(results: dict) -> str:
             faster = f"{s['ratio']:.1f}× at T = {s['T']:,}" if s else "not both timed"
             lines.append(f"| {K} | {label} | {faster} | {crossover_text(results['crossover'][str(K)][p])} |")
     return "\n".join(lines) + "\n"
+
+
+def _fastest(rows: list[dict], names: tuple[str, ...], K: int, T: int) -> dict | None:
+    """The row of the fastest (forward + backward) of the contenders `names` at `(K, T)`, or None."""
+    timed = [r for r in rows if r["contender"] in names and r["K"] == K and r["T"] == T and "fwdbwd_ms" in r]
+    return min(timed, key=lambda r: r["fwdbwd_ms"], default=None)
+
+
+def against_gdn(results: dict) -> list[str]:
+    """Markdown lines: VLA's (fastest chunked backend), KLA's and CCQ-GDN's time and peak memory over GDN's."""
+    c, rows = results["config"], results["rows"]
+    others = (("VLA", VLA_CHUNKED), *((name, (name,)) for name in AGAINST_GDN))
+    lines = [
+        "",
+        "## Against GDN",
+        "",
+        "Time over GDN's at the same T: forward / forward + backward, and (CUDA) peak memory of the forward + "
+        "backward over GDN's; — where one of them was not timed.",
+    ]
+    for K in c["head_dims"]:
+        lines += ["", f"| T (K = V = {K}) | " + " | ".join(n for n, _ in others) + " |", "|---:|" + "---:|" * 3]
+        for T in c["Ts"]:
+            ref, cells = _fastest(rows, (GDN,), K, T), []
+            for _, names in others:
+                r = _fastest(rows, names, K, T)
+                if r is None or ref is None:
+                    cells.append("—")
+                    continue
+                cell = f"{r['fwd_ms'] / ref['fwd_ms']:.2f}× / {r['fwdbwd_ms'] / ref['fwdbwd_ms']:.2f}×"
+                if "peak_gib" in r and "peak_gib" in ref:
+                    cell += f" · {r['peak_gib'] / ref['peak_gib']:.2f}× memory"
+                cells.append(cell)
+            lines.append(f"| {T:,} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot(results: dict, path: Path) -> None:

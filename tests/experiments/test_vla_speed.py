@@ -24,8 +24,10 @@ def test_cli_writes_the_report(tmp_path, monkeypatch, capsys):
     out = tmp_path / name / "default-quick"
     r = json.loads((out / "results.json").read_text())
     assert r["experiment"] == name and r["device"] == "cpu" and r["config"]["Ts"] == [16, 32, 64]
-    assert r["contenders"] == ["VLA chunk", "VLA token loop", "softmax (SDPA)", "GDN (delta_rule)"]  # no triton here
-    assert len(r["rows"]) == 3 * 4
+    assert r["contenders"] == [  # no triton here
+        "VLA chunk", "VLA token loop", "softmax (SDPA)", "GDN (delta_rule)", "KLA (delta_rule)", "CCQ-GDN"
+    ]  # fmt: skip
+    assert len(r["rows"]) == 3 * 6
     for row in r["rows"]:
         if row["contender"] == "VLA token loop" and row["T"] > 32:
             assert row["note"] == "not timed beyond T = 32" and "fwd_ms" not in row
@@ -37,6 +39,7 @@ def test_cli_writes_the_report(tmp_path, monkeypatch, capsys):
     text = (out / "table.md").read_text()
     assert f"# {name} (quick)" in text and "## Forward + backward, K = V = 8 (ms)" in text
     assert "| 64 | " in text and "not timed beyond T = 32" in text and "## The paper's claims" in text
+    assert "## Against GDN" in text and "| T (K = V = 8) | VLA | KLA (delta_rule) | CCQ-GDN |" in text
     assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     capsys.readouterr()
 
@@ -139,3 +142,14 @@ def test_config_errors_name_the_argument():
     ]:
         with pytest.raises(ValueError, match=f"^{argument}:"):
             vla_speed.SpeedConfig(**kwargs)
+
+
+def test_against_gdn_takes_vla_fastest_backend_and_peak_memory():
+    def row(name, fwd, both, peak):
+        return {"contender": name, "K": 32, "T": 1024, "fwd_ms": fwd, "fwdbwd_ms": both, "peak_gib": peak}
+
+    rows = [row("GDN (delta_rule)", 1.0, 2.0, 1.0), row("VLA chunk", 9.0, 30.0, 4.0), row("VLA triton", 3.0, 6.0, 1.5),
+            row("KLA (delta_rule)", 1.0, 2.1, 1.0)]  # fmt: skip
+    results = {"config": {"head_dims": [32], "Ts": [1024]}, "rows": rows}
+    line = vla_speed.against_gdn(results)[-1]
+    assert line == "| 1,024 | 3.00× / 3.00× · 1.50× memory | 1.00× / 1.05× · 1.00× memory | — |"
