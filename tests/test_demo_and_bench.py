@@ -95,6 +95,26 @@ def test_stage_profile_times_every_kernel():
     assert "**stages, total**" in stages.table(rows)
 
 
+def test_gate_stage_profile_times_every_step():
+    """VLA's gate profile at a small shape on the CPU, with a wall-clock timer; its table shares the stages'."""
+    import time
+
+    from linattn.bench import gate_stages, stages
+
+    def timer(fn):
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+
+    rows = gate_stages.profile(130, timer, H=2, K=8, device="cpu")
+    kinds = [r["kind"] for r in rows]
+    assert kinds[0] == "forward" and "backward" in kinds and "alternative" in kinds and kinds[-1] == "end to end"
+    assert all(r["ms"] > 0 for r in rows)
+    text = stages.table(rows)
+    assert "| 130 | forward: cholesky(M_c) [N, d, d] |" in text and "| 130 | vla gate forward + backward |" in text
+    assert "| 130 | alternative: A_c = inv(M_c) |" in text
+
+
 def test_verify_checks_a_backend_against_float64():
     """The GPU verification matrix's check, run here on the CPU with the chunk backend."""
     import torch

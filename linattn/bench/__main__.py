@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     p_verify.add_argument("--jobs", type=int, default=1, help="processes sharing the GPU (default 1)")
     p_verify.add_argument("--quick", action="store_true", help="a screening subset (about a fifth of the cases)")
     p_decode = sub.add_parser("decode", help="GPU: per-token decode step, ours vs SDPA with a KV cache")
-    p_stages = sub.add_parser("stages", help="GPU: each Triton delta-rule kernel timed on its own")
+    p_stages = sub.add_parser("stages", help="GPU: each Triton delta-rule kernel (or VLA gate step) on its own")
+    p_stages.add_argument("--op", choices=("delta_rule", "vla-gate"), default="delta_rule", help="what to profile")
+    p_stages.add_argument("--K", type=int, default=128, help="head dim of the vla-gate profile (default 128)")
     for p, lengths in ((p_ops, [2048, 4096, 8192, 16384, 32768, 65536]), (p_stages, [8192, 65536])):
         p.add_argument(
             "--lengths",
@@ -129,11 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "stages":
         from linattn.bench import stages
 
-        print(
-            "# linattn stage profile: Triton delta rule, GDN configuration, bf16, B=1, H=16, K=V=128; "
-            + ", ".join(f"{k}: {v}" for k, v in env.items())
+        what = (
+            f"VLA chunk gate, float32, B=1, H=16, K={args.K}"
+            if args.op == "vla-gate"
+            else "Triton delta rule, GDN configuration, bf16, B=1, H=16, K=V=128"
         )
-        rows = stages.run(args.lengths)
+        print(f"# linattn stage profile: {what}; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
+        rows = stages.run(args.lengths, op=args.op, K=args.K)
         print(stages.table(rows))
         extra = {}
     if args.json:

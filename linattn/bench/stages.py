@@ -1,6 +1,7 @@
 """Stage profile of the Triton delta rule: each kernel of the forward and of the backward timed on its own.
 
-Run on a CUDA machine: `python -m linattn.bench stages [--lengths 8192,65536] [--json FILE]`; bf16, B = 1, H = 16,
+Run on a CUDA machine: `python -m linattn.bench stages [--lengths 8192,65536] [--json FILE]` (`--op vla-gate`:
+VLA's chunk gate instead, `gate_stages.py`); bf16, B = 1, H = 16,
 K = V = 128, the GDN configuration (w = k, β, g), as in `ops`. Each stage is called the way `delta_rule_fwd` and
 `delta_rule_bwd` call it, on the intermediates of one real forward and backward, and timed with
 `linattn.bench.timing.median_ms` (`triton.testing.do_bench`, median). Beside the stages: the end-to-end forward
@@ -94,35 +95,47 @@ def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dty
     NT = -(-T // 64)
     rows = []
     for stage, call in stage_calls(x):
-        row = {"T": T, "stage": stage, "ms": timer(call)}
+        row = {"T": T, "stage": stage, "kind": "stage", "ms": timer(call)}
         if stage in SEQUENTIAL:
             row["us_per_chunk"] = row["ms"] * 1e3 / NT
         rows.append(row)
     for name, call in end_to_end(x).items():
-        rows.append({"T": T, "stage": f"delta_rule {name}", "ms": timer(call)})
+        rows.append({"T": T, "stage": f"delta_rule {name}", "kind": "end to end", "ms": timer(call)})
     return rows
 
 
-def run(lengths=(8192, 65536)) -> list[dict]:
+def run(lengths=(8192, 65536), op: str = "delta_rule", K: int = 128) -> list[dict]:
+    """`op`: `delta_rule` (the Triton kernels, K = V = 128) or `vla-gate` (`gate_stages`, head dim `K`)."""
     if not torch.cuda.is_available():
         raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU")
+    if op == "vla-gate":
+        from linattn.bench import gate_stages
+
+        profiler = partial(gate_stages.profile, K=K)
+    else:
+        profiler = profile
     rows = []
     for T in lengths:
-        rows += profile(T, partial(median_ms, device="cuda"))
+        rows += profiler(T, partial(median_ms, device="cuda"))
         torch.cuda.empty_cache()
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown: per length, each stage's time and share of the stages' total, then the end-to-end times."""
+    """Markdown: per length, each stage's time and share of the stages' total, then alternatives (not in the
+    total) and the end-to-end times."""
     lines = ["| T | stage | ms | share | µs per chunk |", "|---:|---|---:|---:|---:|"]
     for T in sorted({r["T"] for r in rows}):
         mine = [r for r in rows if r["T"] == T]
-        stages = [r for r in mine if not r["stage"].startswith("delta_rule")]
+        stages = [r for r in mine if r["kind"] not in ("alternative", "end to end")]
         total = sum(r["ms"] for r in stages)
         for r in stages:
             per_chunk = f"{r['us_per_chunk']:.1f}" if "us_per_chunk" in r else ""
-            lines.append(f"| {T} | {r['stage']} | {r['ms']:.3f} | {r['ms'] / total:.0%} | {per_chunk} |")
+            name = r["stage"] if r["kind"] == "stage" else f"{r['kind']}: {r['stage']}"
+            lines.append(f"| {T} | {name} | {r['ms']:.3f} | {r['ms'] / total:.0%} | {per_chunk} |")
         lines.append(f"| {T} | **stages, total** | {total:.3f} | 100% | |")
-        lines += [f"| {T} | {r['stage']} | {r['ms']:.3f} | | |" for r in mine if r["stage"].startswith("delta_rule")]
+        lines += [
+            f"| {T} | {r['kind']}: {r['stage']} | {r['ms']:.3f} | | |" for r in mine if r["kind"] == "alternative"
+        ]
+        lines += [f"| {T} | {r['stage']} | {r['ms']:.3f} | | |" for r in mine if r["kind"] == "end to end"]
     return "\n".join(lines)

@@ -51,6 +51,17 @@ def _sym(x: torch.Tensor) -> torch.Tensor:
     return (x + x.transpose(-1, -2)) / 2
 
 
+def _penalties(M0: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
+    """`M_c = M_0 + Σ_{c' < c} gram_{c'}`: `M0: [B, H, d, d]`, `gram: [B, H, N, d, d]` -> `[B, H, N, d, d]`."""
+    return M0[:, :, None] + gram.cumsum(2) - gram
+
+
+def _later_pairs(pair: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`S_c = pair_c + pair_cᵀ` and `Σ_{c' > c} S_{c'}`, both `[B, H, N, d, d]`."""
+    S = pair + pair.transpose(-1, -2)
+    return S, S.flip(2).cumsum(2).flip(2) - S
+
+
 class _ChunkGate(torch.autograd.Function):
     """`(k̂, u, M_0) -> (α, A_T)` with `α_t = M_t⁻¹ k̂_t` unnormalised; inputs `[B, T, H, d]` and `[B, H, d, d]` in
     the compute dtype."""
@@ -61,7 +72,7 @@ class _ChunkGate(torch.autograd.Function):
         C = chunk_size(T, CHUNK_SIZE)
         Kc, Uc = to_chunks(k_hat, C), to_chunks(u, C)  # [B, H, N, C, d]; padded rows are 0 and add nothing to M
         gram = Uc.transpose(-1, -2) @ Uc  # [B, H, N, d, d]
-        M = M0[:, :, None] + gram.cumsum(2) - gram  # exclusive prefix sum over chunks
+        M = _penalties(M0, gram)
         A = torch.cholesky_inverse(torch.linalg.cholesky(M))  # A_c = M_c⁻¹: [B, H, N, d, d]
         UA = Uc @ A  # [B, H, N, C, d]
         L = torch.linalg.cholesky(torch.eye(C, dtype=M.dtype, device=M.device) + UA @ Uc.transpose(-1, -2))
@@ -78,9 +89,7 @@ class _ChunkGate(torch.autograd.Function):
         C = Uc.shape[-2]
         a = _apply_inverses(to_chunks(d_alpha, C), A, W)  # a_t = A_t g_t: [B, H, N, C, d]
         F_T = torch.zeros_like(A_final) if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
-        pair = a.transpose(-1, -2) @ alpha  # Σ_{t∈c} a_t α_tᵀ: [B, H, N, d, d]
-        S = pair + pair.transpose(-1, -2)
-        later = S.flip(2).cumsum(2).flip(2) - S  # Σ over the chunks after c
+        S, later = _later_pairs(a.transpose(-1, -2) @ alpha)  # from Σ_{t∈c} a_t α_tᵀ: [B, H, N, d, d]
         du = (Uc @ alpha.transpose(-1, -2)).triu() @ a + (Uc @ a.transpose(-1, -2)).triu() @ alpha
         du = -du - Uc @ later + 2 * Uc @ F_T[:, :, None]
         dM0 = -S.sum(2) / 2 + F_T
