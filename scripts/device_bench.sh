@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # On the lent GPU machine: check the Triton backend against float64, then benchmark it beside SDPA and fla.
-#   bash scripts/device_bench.sh [verify] [ops] [decode] [stages]   (the first three by default; carry .whl for fla)
+#   bash scripts/device_bench.sh ["STEP [options]" ...]      (default: "verify --jobs 12" "ops" "decode")
+# A step is a `python -m linattn.bench` command with its options, quoted as one argument (`--only`, whose comma
+# list may hold spaces, last: "ops --lengths 8192,65536 --only ours triton,fla GDN"), or `run NAME` for a diagnostic (`linattn run NAME --device cuda`, its results folder packed into
+# $OUT/results-NAME.tgz). Steps are dealt over the machine's GPUs, one after another on each; step i writes
+# $OUT/<i>-<command>.txt (and .json for bench commands). Set STEP_SECONDS to cap each step (default 580).
 # fla is a benchmark-only dependency and the machine is offline: its wheel travels in .whl/ (ignored by git):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 -d .whl fla-core==0.6.0        (then: run with carry [".whl"])
@@ -11,13 +15,46 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
+[ $# -gt 0 ] || set -- "verify --jobs 12" "ops" "decode"
+steps=("$@")
+gpus=$(nvidia-smi --list-gpus | wc -l)
+step() {  # index, spec
+  local i=$1 spec=$2 name
+  read -r -a words <<< "$spec"
+  name=${words[0]}
+  if [ "$name" = run ]; then
+    timeout "${STEP_SECONDS:-580}" python3 -m linattn.cli run "${words[1]}" --device cuda > "$OUT/$i-${words[1]}.txt" 2>&1
+    local rc=$?
+    tar czf "$OUT/results-${words[1]}.tgz" "results/${words[1]}"
+    return $rc
+  fi
+  # the spec's words are its options; "--only" takes one comma list, which may hold spaces: keep it whole
+  local only=()
+  if [[ "$spec" == *"--only "* ]]; then
+    only=(--only "${spec#*--only }")
+    read -r -a words <<< "${spec%%--only *}"
+  fi
+  timeout "${STEP_SECONDS:-580}" python3 -m linattn.bench "${words[@]}" "${only[@]}" --json "$OUT/$i-$name.json" \
+    > "$OUT/$i-$name.txt" 2>&1
+}
+pids=()
+for ((g = 0; g < gpus; g++)); do
+  (
+    rc=0
+    for ((i = g; i < ${#steps[@]}; i += gpus)); do
+      CUDA_VISIBLE_DEVICES=$g step "$i" "${steps[$i]}"
+      s=$?
+      echo "== step $i (${steps[$i]}) on GPU $g: exit $s"
+      [ "$s" -eq 0 ] || rc=1
+    done
+    exit $rc
+  ) &
+  pids+=($!)
+done
 status=0
-for step in ${@:-verify ops decode}; do
-  extra=()
-  [ "$step" = verify ] && extra=(--jobs 12)  # compiling each head size's kernels is CPU work: spread it
-  python3 -m linattn.bench "$step" "${extra[@]}" --json "$OUT/$step.json" 2>&1 | tee "$OUT/$step.txt" | tail -n 90
-  rc=${PIPESTATUS[0]}
-  echo "== bench $step: exit $rc"
-  [ "$status" -eq 0 ] && status=$rc
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+for ((i = 0; i < ${#steps[@]}; i++)); do
+  echo "== ${steps[$i]}"
+  tail -n 40 "$OUT/$i-"*.txt | cut -c1-240
 done
 exit "$status"
