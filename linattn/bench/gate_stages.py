@@ -14,14 +14,14 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from linattn.ops.chunking import chunk_size, to_chunks
-from linattn.ops.vla.chunk import CHUNK_SIZE, _apply_inverses, _later_pairs, _penalties, chunk_vla_gate
+from linattn.ops.chunking import to_chunks
+from linattn.ops.vla.chunk import _apply_inverses, _later_pairs, _penalties, chunk_vla_gate, gate_chunk
 
 
 def stage_calls(k: torch.Tensor, u: torch.Tensor, lam0: float = 0.1) -> list[tuple[str, str, Callable[[], object]]]:
     """`(stage, kind, call)`, kind `forward`, `backward` or `alternative`; `k, u: [B, T, H, d]` float32."""
     B, T, H, d = k.shape
-    C = chunk_size(T, CHUNK_SIZE)
+    C = gate_chunk(T, d)
     eye_d, eye_C = (torch.eye(n, device=k.device) for n in (d, C))
     M0 = (lam0 * eye_d).expand(B, H, d, d)
     Kc, Uc = to_chunks(F.normalize(k, dim=-1), C), to_chunks(u, C)

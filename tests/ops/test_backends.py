@@ -77,3 +77,30 @@ def test_state_chaining(case, backend):
     first = case.run({n: x[:, :t] for n, x in tokens.items()}, None, backend)
     second = case.call({n: x[:, t:] for n, x in tokens.items()}, tuple(first[1:]), backend, None)
     _assert_close([torch.cat([first[0], second[0]], dim=1), *second[1:]], whole, f"{case.id} chaining")
+
+
+def test_vla_gate_with_wide_heads_runs_longer_chunks():
+    """d ≥ 128 gives the gate chunks of 128 (`gate_chunk`): forward, final state and gradients still equal the
+    token loop's, over several chunks with padding and an initial state."""
+    from linattn.ops import vla_gate
+    from linattn.ops.vla.chunk import gate_chunk
+
+    T, d = 380, 128
+    assert gate_chunk(T, d) == 128
+    gen = torch.Generator().manual_seed(0)
+    k = torch.randn(1, T, 1, d, generator=gen, dtype=torch.float64).requires_grad_()
+    u = (torch.randn(1, T, 1, d, generator=gen, dtype=torch.float64) / d).requires_grad_()
+    X = torch.randn(1, 1, d, d, generator=gen, dtype=torch.float64).requires_grad_()
+    cot = [
+        torch.randn(1, T, 1, d, generator=gen, dtype=torch.float64),
+        torch.randn(1, 1, d, d, generator=gen, dtype=torch.float64),
+    ]
+
+    def run(backend):
+        A0 = X @ X.mT / d + torch.eye(d, dtype=torch.float64)
+        outs = vla_gate(k, u, initial_state=A0, output_final_state=True, backend=backend)
+        grads = torch.autograd.grad(sum((o * c).sum() for o, c in zip(outs, cot)), (k, u, X))
+        return [*outs, *grads]
+
+    for name, a, b in zip(("alpha_hat", "A", "dk", "du", "dA0"), run("chunk"), run("naive")):
+        assert rel_err(a, b) <= TOL, f"{name}: relative error {rel_err(a, b):.2e}"
