@@ -1,21 +1,24 @@
 """Stage profile of VLA's chunk gate on the GPU: each step of its forward and backward timed on its own.
 
 `python -m linattn.bench stages --op vla-gate [--K 128] [--lengths …]`: B = 1, H = 16, float32 (the gate's compute
-dtype for every input dtype), inputs as `vla-speed` draws them. Each step is the call `linattn/ops/vla/chunk.py`
-makes, on the intermediates of one forward; the backward's steps on a random `∂L/∂α`. Beside them, alternatives
-for the most expensive step, the `d × d` inverse per chunk (not counted in the total), and the gate's forward
-and forward + backward end to end. The gate has no kernel of its own yet: this says where one would pay.
+dtype for every input dtype), inputs as `vla-speed` draws them. Each step is a call `linattn/ops/vla/chunk.py`
+makes, on the intermediates of one forward, in its one-factorisation-per-chunk form (`carry = 1`); the backward's
+steps on a random `∂L/∂α`. Beside them, alternatives for the `d × d` inverse per chunk (not counted in the
+total), and the gate's forward and forward + backward end to end with `carry` 1 and the default `CARRY` (one
+`d × d` factorisation per `CARRY` chunks, Woodbury downdates between). The gate has no kernel of its own yet: this
+says where one would pay.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from linattn.ops.chunking import to_chunks
-from linattn.ops.vla.chunk import _apply_inverses, _later_pairs, _penalties, chunk_vla_gate, gate_chunk
+from linattn.ops.vla.chunk import CARRY, _apply_inverses, _later_pairs, _penalties, chunk_vla_gate, gate_chunk
 
 
 def stage_calls(k: torch.Tensor, u: torch.Tensor, lam0: float = 0.1) -> list[tuple[str, str, Callable[[], object]]]:
@@ -59,21 +62,18 @@ def _inverse_by_triangular(L: torch.Tensor, eye: torch.Tensor) -> torch.Tensor:
     return L_inv.mT @ L_inv
 
 
-def end_to_end(k: torch.Tensor, u: torch.Tensor) -> dict[str, Callable[[], object]]:
+def end_to_end(k: torch.Tensor, u: torch.Tensor, carry: int) -> dict[str, Callable[[], object]]:
     """The chunk gate's forward, and its forward + backward (α̂ and `A_T` both given a random cotangent)."""
     k, u = k.detach().clone().requires_grad_(), u.detach().clone().requires_grad_()
-    alpha, A = chunk_vla_gate(k, u, None, lam0=0.1)
+    gate = partial(chunk_vla_gate, lam0=0.1, carry=carry)
+    alpha, A = gate(k, u, None)
     d_alpha, d_A = torch.randn_like(alpha), torch.randn_like(A)
 
     def forward_backward():
         k.grad = u.grad = None
-        alpha, A = chunk_vla_gate(k, u, None, lam0=0.1)
-        torch.autograd.backward((alpha, A), (d_alpha, d_A))
+        torch.autograd.backward(gate(k, u, None), (d_alpha, d_A))
 
-    return {
-        "forward": torch.no_grad()(lambda: chunk_vla_gate(k, u, None, lam0=0.1)),
-        "forward + backward": forward_backward,
-    }
+    return {"forward": torch.no_grad()(lambda: gate(k, u, None)), "forward + backward": forward_backward}
 
 
 def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, device="cuda") -> list[dict]:
@@ -82,7 +82,7 @@ def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dev
     k = F.elu(torch.randn(B, T, H, K, device=device, generator=gen)) + 1
     u = F.normalize(torch.randn(B, T, H, K, device=device, generator=gen), dim=-1) / K**0.5
     rows = [{"T": T, "stage": s, "kind": kind, "ms": timer(call)} for s, kind, call in stage_calls(k, u)]
-    rows += [
-        {"T": T, "stage": f"vla gate {n}", "kind": "end to end", "ms": timer(c)} for n, c in end_to_end(k, u).items()
-    ]
+    for carry in sorted({1, CARRY}):
+        for name, call in end_to_end(k, u, carry).items():
+            rows.append({"T": T, "stage": f"vla gate {name}, carry {carry}", "kind": "end to end", "ms": timer(call)})
     return rows

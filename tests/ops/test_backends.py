@@ -104,3 +104,29 @@ def test_vla_gate_with_wide_heads_runs_longer_chunks():
 
     for name, a, b in zip(("alpha_hat", "A", "dk", "du", "dA0"), run("chunk"), run("naive")):
         assert rel_err(a, b) <= TOL, f"{name}: relative error {rel_err(a, b):.2e}"
+
+
+@pytest.mark.parametrize("carry", [2, 3, 8])
+def test_vla_gate_carried_between_factorisations_equals_the_token_loop(carry):
+    """`carry` chunks share one `d × d` factorisation, the others follow by Woodbury downdates; the last group is
+    padded when `carry` does not divide the chunks (T = 300: 5 chunks of 64)."""
+    from linattn.ops.vla.chunk import chunk_vla_gate
+    from linattn.ops.vla.naive import naive_vla_gate
+
+    T, d = 300, 12
+    gen = torch.Generator().manual_seed(0)
+    k = torch.randn(2, T, 2, d, generator=gen, dtype=torch.float64).requires_grad_()
+    u = (torch.randn(2, T, 2, d, generator=gen, dtype=torch.float64) / d).requires_grad_()
+    X = torch.randn(2, 2, d, d, generator=gen, dtype=torch.float64).requires_grad_()
+    cot = [
+        torch.randn(2, T, 2, d, generator=gen, dtype=torch.float64),
+        torch.randn(2, 2, d, d, generator=gen, dtype=torch.float64),
+    ]
+
+    def run(gate, **options):
+        outs = gate(k, u, X @ X.mT / d + torch.eye(d, dtype=torch.float64), lam0=0.3, **options)
+        grads = torch.autograd.grad(sum((o * c).sum() for o, c in zip(outs, cot)), (k, u, X))
+        return [*outs, *grads]
+
+    for name, a, b in zip(("alpha_hat", "A", "dk", "du", "dA0"), run(chunk_vla_gate, carry=carry), run(naive_vla_gate)):
+        assert rel_err(a, b) <= TOL, f"{name}: relative error {rel_err(a, b):.2e}"
