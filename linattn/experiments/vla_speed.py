@@ -135,15 +135,16 @@ class Contender:
 
 
 VLA_CHUNKED, LOOP, SOFTMAX = ("VLA chunk", "VLA triton"), "VLA token loop", "softmax (SDPA)"
-GDN, AGAINST_GDN = "GDN (delta_rule)", ("KLA (delta_rule)", "CCQ-GDN")  # and VLA, whose time is its fastest chunked
+GDN, KLA, CCQ_GDN = "GDN (delta_rule)", "KLA (delta_rule)", "CCQ-GDN"
+AGAINST_GDN = (KLA, CCQ_GDN)  # and VLA, whose time is its fastest chunked backend's
 CONTENDERS = (
     Contender("VLA chunk", partial(_vla, backend="chunk")),
     Contender("VLA triton", partial(_vla, backend="triton"), cuda_only=True),
     Contender(LOOP, partial(_vla, backend="naive"), loop=True),
     Contender(SOFTMAX, _softmax),
     Contender(GDN, _gdn),
-    Contender("KLA (delta_rule)", _kla),
-    Contender("CCQ-GDN", _ccq_gdn),
+    Contender(KLA, _kla),
+    Contender(CCQ_GDN, _ccq_gdn),
 )
 
 
