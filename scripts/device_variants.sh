@@ -30,13 +30,13 @@ profile() {  # variant folder: its stage profile, and with `verify` its quick sc
   name=$( [ "$dir" = "$PWD" ] && echo current || basename "$dir" )
   cd "$dir" || return 1  # `python -m` puts the working directory first on the path, ahead of PYTHONPATH
   python3 -m linattn.bench stages --json "$work/$name-stages.json" > "$work/$name-stages.txt" 2>&1 || rc=1
-  if [ "$mode2" = verify ]; then
+  if [ "$screen" = verify ]; then
     python3 -m linattn.bench verify --quick --jobs 6 --json "$work/$name-verify.json" \
       > "$work/$name-verify.txt" 2>&1 || rc=1
   fi
   return $rc
 }
-mode2=${1:-}
+screen=${1:-}  # "verify": also the quick correctness screen
 pids=()
 for ((g = 0; g < gpus; g++)); do  # the variants dealt over the GPUs, one after another on each
   (
