@@ -2,8 +2,9 @@
 # On the lent GPU machine: check the Triton backend against float64, then benchmark it beside SDPA and fla.
 #   bash scripts/device_bench.sh ["STEP [options]" ...]      (default: "verify --jobs 12" "ops" "decode")
 # A step is a `python -m linattn.bench` command with its options, quoted as one argument (`--only`, whose comma
-# list may hold spaces, last: "ops --lengths 8192,65536 --only ours triton,fla GDN"), or `run NAME` for a diagnostic (`linattn run NAME --device cuda`, its results folder packed into
-# $OUT/results-NAME.tgz). Steps are dealt over the machine's GPUs, one after another on each; step i writes
+# list may hold spaces, last: "ops --lengths 8192,65536 --only ours triton,fla GDN"), or `run NAME [options]`
+# for a diagnostic (`linattn run NAME [options] --device cuda`; `--force` measures again over a committed result;
+# its results folder is packed into $OUT/results-NAME.tgz). Steps are dealt over the machine's GPUs, one after another on each; step i writes
 # $OUT/<i>-<command>.txt (and .json for bench commands). Set STEP_SECONDS to cap each step (default 580).
 # fla is a benchmark-only dependency and the machine is offline: its wheel travels in .whl/ (ignored by git):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -23,7 +24,7 @@ step() {  # index, spec
   read -r -a words <<< "$spec"
   name=${words[0]}
   if [ "$name" = run ]; then
-    timeout "${STEP_SECONDS:-580}" python3 -m linattn.cli run "${words[1]}" --device cuda > "$OUT/$i-${words[1]}.txt" 2>&1
+    timeout "${STEP_SECONDS:-580}" python3 -m linattn.cli run "${words[@]:1}" --device cuda > "$OUT/$i-${words[1]}.txt" 2>&1
     local rc=$?
     tar czf "$OUT/results-${words[1]}.tgz" "results/${words[1]}"
     return $rc
