@@ -4,8 +4,9 @@
 # A step is a `python -m linattn.bench` command with its options, quoted as one argument (`--only`, whose comma
 # list may hold spaces, last: "ops --lengths 8192,65536 --only ours triton,fla GDN"), or `run NAME [options]`
 # for a diagnostic (`linattn run NAME [options] --device cuda`; `--force` measures again over a committed result;
-# its results folder is packed into $OUT/results-NAME.tgz). Steps are dealt over the machine's GPUs, one after another on each; step i writes
-# $OUT/<i>-<command>.txt (and .json for bench commands). Set STEP_SECONDS to cap each step (default 580).
+# its results folder is packed into $OUT/results-NAME.tgz). Steps are dealt over the machine's GPUs, one after
+# another on each; step i writes $OUT/<i>-<command>.txt (and .json for bench commands). STEP_SECONDS caps each
+# step (default 580).
 # fla is a benchmark-only dependency and the machine is offline: its wheel travels in .whl/ (ignored by git):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 -d .whl fla-core==0.6.0        (then: run with carry [".whl"])
