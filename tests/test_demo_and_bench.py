@@ -131,7 +131,10 @@ def test_verify_checks_a_backend_against_float64():
         row = verify.check(case, "triton", device="cpu")
         assert row["ok"] and "dbeta" not in row and ("dg" in row) == gated, row
     assert "1 of 1 cases pass" in verify.table([row])
-    assert len(verify.matrix()) > 100
+    for op, grads in (("vla", {"du", "dstate_A", "dstate_S"}), ("ccq", {"dlam", "dstate_Z"}), ("kla", {"deta"})):
+        row = verify.check(verify.Case(70, 16, 16, torch.float32, op=op, H=1), "triton", device="cpu")
+        assert row["ok"] and grads <= set(row), row
+    assert {c.op for c in verify.matrix()} == {"delta_rule", "vla", "ccq", "kla"} and len(verify.matrix()) > 200
     quick = verify.quick_matrix()
     assert 30 < len(quick) < len(verify.matrix()) / 3 and {c.dtype for c in quick} == {torch.float32, torch.bfloat16}
     assert any(c.two_key for c in quick) and any(not c.erase for c in quick) and any(c.varlen for c in quick)

@@ -11,6 +11,8 @@ The matrix (issue 4): dtypes float32 / bfloat16 / float16; `T ∈ {1, 63, 64, 65
 `K, V ∈ {32, 64, 96, 128, 256}`; with and without β, g, a second key `w`, an initial state; and packed
 variable-length batches. The same kernels without the erase term run linear attention and scalar-decay GLA:
 those are in the matrix too. The naive recurrence is slow at T = 4096, so the largest cases run with one head.
+The ops built on the engine (issue 5) follow, at T ∈ {63, 65, 1000} and packed: `vla` (its gate, then the two-key
+rule, with both states), `ccq_query` (centred, decayed, with its state) and KLA (the Kaczmarz step on raw keys).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from linattn.ops import delta_rule, gated_linear_attention, linear_attention
+from linattn.ops import ccq_query, delta_rule, gated_linear_attention, kaczmarz_beta, linear_attention, vla
 
 FLOOR = 1e-6
 
@@ -38,10 +40,12 @@ class Case:
     varlen: tuple[int, ...] | None = None  # sequence lengths packed in one row
     H: int = 2
     erase: bool = True  # False: the same kernels without the erase term (linear attention, or GLA when gated)
+    op: str = "delta_rule"  # or "vla", "ccq", "kla"
 
     @property
     def label(self) -> str:
         op = ("gla" if self.gated else "linear") if not self.erase else None
+        op = op if self.op == "delta_rule" else self.op
         parts = [str(self.dtype).removeprefix("torch."), f"T={self.T}", f"K={self.K}", f"V={self.V}"] + [op] * bool(op)
         parts += ["w≠k"] * self.two_key + ["no-g"] * (not self.gated) + ["no-h0"] * (not self.initial_state)
         if self.varlen:
@@ -65,6 +69,14 @@ def matrix() -> list[Case]:
     for dtype in (torch.float32, torch.bfloat16):
         cases.append(Case(0, 128, 128, dtype, varlen=(1, 63, 64, 65, 300), two_key=True))
         cases.append(Case(0, 64, 64, dtype, varlen=(1, 63, 64, 65, 300), erase=False))
+    for dtype, T in itertools.product((torch.float32, torch.bfloat16, torch.float16), (63, 65, 1000)):
+        H = 1 if T >= 1000 else 2
+        for K in (32, 128):
+            cases.append(Case(T, K, K, dtype, op="vla", H=H))
+            cases.append(Case(T, K, K, dtype, op="ccq", H=H))
+        cases.append(Case(T, 128, 128, dtype, op="kla", H=H))
+    for op in ("vla", "ccq"):
+        cases.append(Case(0, 64, 64, torch.bfloat16, varlen=(1, 63, 64, 65, 300), op=op))
     return cases
 
 
@@ -77,6 +89,8 @@ def _inputs(case: Case, device, gen):
     def r(*s):
         return torch.randn(*s, generator=gen, device=device)
 
+    if case.op != "delta_rule":
+        return _op_inputs(case, shape, N, r, gen, device), _cu(case, device)
     x = {
         "q": r(*shape, case.K),
         "k": F.normalize(r(*shape, case.K), dim=-1),
@@ -90,32 +104,81 @@ def _inputs(case: Case, device, gen):
         x["g"] = -0.1 * torch.rand(*shape, generator=gen, device=device)
     if case.initial_state:
         x["initial_state"] = r(N, case.H, case.K, case.V)
-    cu = None
-    if case.varlen:
-        cu = torch.tensor([0, *itertools.accumulate(lengths)], device=device)
-    return x, cu
+    return x, _cu(case, device)
 
 
-def _run(x: dict, cu, backend: str, dtype: torch.dtype, grads_of: dict, erase: bool = True):
-    """Forward + backward with token inputs cast to `dtype` (gates and states stay float32): the delta rule, or
-    without `erase` linear attention (GLA when `x` has a decay `g`)."""
-    leaves = {}
-    args = {}
-    for name, t in x.items():
-        cast = t.to(dtype) if name in ("q", "k", "v", "w") else t
-        leaves[name] = cast.detach().requires_grad_()
-        args[name] = leaves[name]
-    q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
-    common = {"output_final_state": True, "cu_seqlens": cu, "backend": backend}
-    if erase:
-        o, S = delta_rule(q, k, v, **args, **common)
-    elif "g" in args:
-        o, S = gated_linear_attention(q, k, v, args.pop("g"), **args, **common)
+def _cu(case: Case, device) -> torch.Tensor | None:
+    return torch.tensor([0, *itertools.accumulate(case.varlen)], device=device) if case.varlen else None
+
+
+def _op_inputs(case: Case, shape: tuple[int, ...], N: int, r, gen, device) -> dict:
+    """Inputs of the ops on the engine: VLA (positive q, k; unit u over √K; states S and an SPD A), CCQ (λ, a decay,
+    its state C, m, Z), KLA (raw keys, η, a decay). Keys `state_*` are the initial state's parts, in order."""
+    K, H = case.K, case.H
+
+    def uniform(*s):
+        return torch.rand(*s, generator=gen, device=device)
+
+    if case.op == "vla":
+        X = r(N, H, K, K)
+        return {
+            "q": F.elu(r(*shape, K)) + 1, "k": F.elu(r(*shape, K)) + 1, "v": r(*shape, K),
+            "u": F.normalize(r(*shape, K), dim=-1) / K**0.5,
+            "state_S": r(N, H, K, K), "state_A": X @ X.mT / K + torch.eye(K, device=device),
+        }  # fmt: skip
+    if case.op == "ccq":
+        X = r(N, H, K, K)
+        return {
+            "q": r(*shape, K), "k": r(*shape, K), "lam": uniform(*shape), "g": -0.1 * uniform(*shape),
+            "state_C": X @ X.mT, "state_m": r(N, H, K), "state_Z": 3 * uniform(N, H) + 1,
+        }  # fmt: skip
+    return {
+        "q": r(*shape, K), "k": r(*shape, K), "v": r(*shape, K), "eta": uniform(*shape),
+        "g": -0.1 * uniform(*shape), "state_S": r(N, H, K, K),
+    }  # fmt: skip
+
+
+def _call_op(op: str, a: dict, common: dict) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """`(output, final state parts)` of `vla`, `ccq_query` or KLA on prepared leaves `a`."""
+    state = tuple(a[n] for n in a if n.startswith("state_"))
+    if op == "vla":
+        o, S = vla(a["q"], a["k"], a["v"], a["u"], initial_state=state, **common)
+    elif op == "ccq":
+        o, S = ccq_query(a["q"], a["k"], a["lam"], g=a["g"], initial_state=state, **common)
     else:
-        o, S = linear_attention(q, k, v, **args, **common)
-    loss = (o.float() * grads_of["o"]).sum() + (S * grads_of["S"]).sum()
+        beta = kaczmarz_beta(a["k"], a["eta"])
+        o, S = delta_rule(a["q"], a["k"], a["v"], beta=beta, g=a["g"], initial_state=state[0], **common)
+    return o, (S,) if isinstance(S, torch.Tensor) else tuple(S)
+
+
+TOKENS = ("q", "k", "v", "w", "u")  # cast to the case's dtype; gates and states stay float32
+
+
+def _run(case: Case, x: dict, cu, backend: str, dtype: torch.dtype, cotangents: list | None, seed: int = 1):
+    """Forward + backward with token inputs cast to `dtype`: the delta rule, without `erase` linear attention (GLA
+    when `x` has a decay `g`), or `case.op`. `cotangents` None: drawn here (from `seed`), for the outputs' shapes.
+    Returns `(outputs and gradients by name, the cotangents used)`."""
+    leaves = {n: (t.to(dtype) if n in TOKENS else t).detach().requires_grad_() for n, t in x.items()}
+    common = {"output_final_state": True, "cu_seqlens": cu, "backend": backend}
+    if case.op != "delta_rule":
+        o, states = _call_op(case.op, leaves, common)
+    else:
+        args = dict(leaves)
+        q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
+        if case.erase:
+            o, S = delta_rule(q, k, v, **args, **common)
+        elif "g" in args:
+            o, S = gated_linear_attention(q, k, v, args.pop("g"), **args, **common)
+        else:
+            o, S = linear_attention(q, k, v, **args, **common)
+        states = (S,)
+    outs = {"o": o, **{f"S{i}" if len(states) > 1 else "S": s for i, s in enumerate(states)}}
+    if cotangents is None:
+        gen = torch.Generator(device=o.device).manual_seed(seed)
+        cotangents = [torch.randn(t.shape, generator=gen, device=o.device) for t in outs.values()]  # float32
+    loss = sum((t.double() * c.double()).sum() for t, c in zip(outs.values(), cotangents))
     loss.backward()
-    return {"o": o, "S": S, **{f"d{n}": leaves[n].grad for n in leaves}}
+    return {**outs, **{f"d{n}": leaves[n].grad for n in leaves}}, cotangents
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -128,15 +191,10 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def check(case: Case, backend: str, device="cuda", seed: int = 0) -> dict:
     gen = torch.Generator(device=device).manual_seed(seed)
     x, cu = _inputs(case, device, gen)
-    T, N = x["q"].shape[1], (x["initial_state"].shape[0] if "initial_state" in x else 1)
-    grads_of = {
-        "o": torch.randn(1, T, case.H, case.V, generator=gen, device=device),
-        "S": torch.randn(N, case.H, case.K, case.V, generator=gen, device=device),
-    }
-    rounded = {n: (t.to(case.dtype).double() if n in ("q", "k", "v", "w") else t.double()) for n, t in x.items()}
-    ref = _run(rounded, cu, "chunk", torch.float64, {k: v.double() for k, v in grads_of.items()}, case.erase)
-    naive = _run(x, cu, "naive", case.dtype, grads_of, case.erase)
-    ours = _run(x, cu, backend, case.dtype, grads_of, case.erase)
+    rounded = {n: (t.to(case.dtype).double() if n in TOKENS else t.double()) for n, t in x.items()}
+    ref, cotangents = _run(case, rounded, cu, "chunk", torch.float64, None)
+    naive, _ = _run(case, x, cu, "naive", case.dtype, cotangents)
+    ours, _ = _run(case, x, cu, backend, case.dtype, cotangents)
     row = {"case": case.label, "ok": True}
     for name in ref:
         err, own = _rel(ours[name], ref[name]), _rel(naive[name], ref[name])
@@ -153,10 +211,15 @@ def _check_case(args: tuple[Case, str, str]) -> dict:
 
 
 def quick_matrix() -> list[Case]:
-    """A screening subset of `matrix()` for comparing kernel variants (about a fifth): bfloat16 and float32 at
-    T = 65 and 1000, key dims 1, 64, 96 (padded) and 128, with the two-key, no-erase and packed-sequence cases."""
+    """A screening subset of `matrix()` for comparing kernel variants (about a fifth): the delta-rule engine alone,
+    bfloat16 and float32 at T = 65 and 1000, key dims 1, 64, 96 (padded) and 128, with the two-key, no-erase and
+    packed-sequence cases."""
     keep_T, keep_K = (0, 65, 1000), (1, 64, 96, 128)
-    return [c for c in matrix() if c.dtype in (torch.bfloat16, torch.float32) and c.T in keep_T and c.K in keep_K]
+    return [
+        c
+        for c in matrix()
+        if c.op == "delta_rule" and c.dtype in (torch.bfloat16, torch.float32) and c.T in keep_T and c.K in keep_K
+    ]
 
 
 def run(backend: str = "triton", device: str = "cuda", jobs: int = 1, quick: bool = False) -> list[dict]:
