@@ -28,7 +28,8 @@ Backward (`_ChunkGate`), without differentiating any factorisation. `α_t = M_t�
 
 `∂L/∂u` is a reverse-causal linear attention (queries `u`, key/value pairs `(α, a)` and `(a, α)`): within a
 chunk through `triu(U Αᵀ)` and `triu(U Aᵀ)`, across chunks through the reverse prefix sum of the `d × d` matrices
-`Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)`. The backward saves `A_c` and `W_c`; `α̂`'s and `k̂`'s normalisations stay
+`Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)`. The backward saves `W_c` and `A_c` of each group's first chunk only (the others
+follow by the same downdates, `carry` times fewer `d × d` matrices kept); `α̂`'s and `k̂`'s normalisations stay
 outside, in autograd.
 """
 
@@ -77,46 +78,60 @@ def _later_pairs(pair: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return S, S.flip(2).cumsum(2).flip(2) - S
 
 
+def _groups(x: torch.Tensor, R: int) -> torch.Tensor:
+    """`[B, H, N, C, d]` -> `[B, H, ⌈N/R⌉, R, C, d]`, the last group padded with empty chunks."""
+    B, H, N = x.shape[:3]
+    NR = -(-N // R)
+    return F.pad(x, (0, 0, 0, 0, 0, NR * R - N)).view(B, H, NR, R, *x.shape[3:])
+
+
+def _ungroup(rows: list[torch.Tensor], N: int) -> torch.Tensor:
+    """R tensors `[B, H, NR, C, d]` (chunk j of every group) -> `[B, H, N, C, d]`."""
+    return torch.stack(rows, 3).flatten(2, 3)[:, :, :N]
+
+
 class _ChunkGate(torch.autograd.Function):
     """`(k̂, u, M_0) -> (α, A_T)` with `α_t = M_t⁻¹ k̂_t` unnormalised; inputs `[B, T, H, d]` and `[B, H, d, d]` in
-    the compute dtype."""
+    the compute dtype. Saved for the backward: `A_c` at each group's first chunk (the others follow from `W` by
+    the same downdates), `W`, `α`, `u`, `A_T`."""
 
     @staticmethod
     def forward(ctx, k_hat, u, M0, carry):
         T, d = k_hat.shape[1], k_hat.shape[-1]
         C = gate_chunk(T, d)
         Kc, Uc = to_chunks(k_hat, C), to_chunks(u, C)  # [B, H, N, C, d]; padded rows are 0 and add nothing to M
-        B, H, N = Kc.shape[:3]
+        N = Kc.shape[2]
         gram = Uc.transpose(-1, -2) @ Uc  # [B, H, N, d, d]
-        # A_c by Cholesky at every `carry`-th chunk, and by Woodbury downdates A ← A − WᵀW in between
+        # A_c by Cholesky at every R-th chunk, by Woodbury downdates A ← A − WᵀW in between; groups of R chunks,
+        # the last one padded with empty chunks (u = 0: nothing changes)
         R = min(carry, N)
-        NR = -(-N // R)  # groups of R chunks, the last one padded with empty chunks (u = 0: nothing changes)
-        A = torch.cholesky_inverse(torch.linalg.cholesky(_penalties(M0, gram)[:, :, ::R]))  # [B, H, NR, d, d]
-        pad = (0, 0, 0, 0, 0, NR * R - N)
-        K6, U6 = (F.pad(x, pad).view(B, H, NR, R, C, d) for x in (Kc, Uc))
+        A0 = A = torch.cholesky_inverse(torch.linalg.cholesky(_penalties(M0, gram)[:, :, ::R]))  # [B, H, NR, d, d]
+        K6, U6 = _groups(Kc, R), _groups(Uc, R)
         eye = torch.eye(C, dtype=A.dtype, device=A.device)
-        As, Ws, alphas = [], [], []
+        Ws, alphas = [], []
         for j in range(R):
             U_j = U6[:, :, :, j]  # [B, H, NR, C, d]
             UA = U_j @ A
             L = torch.linalg.cholesky(eye + UA @ U_j.transpose(-1, -2))  # [C, C]
-            W = torch.linalg.solve_triangular(L, UA, upper=False)  # [B, H, NR, C, d]
-            As.append(A)
-            Ws.append(W)
-            alphas.append(_apply_inverses(K6[:, :, :, j], A, W))
-            if j < R - 1:
-                A = A - W.transpose(-1, -2) @ W
-        A, W, alpha = (torch.stack(x, 3).flatten(2, 3)[:, :, :N] for x in (As, Ws, alphas))  # [B, H, N, ·, d]
+            Ws.append(torch.linalg.solve_triangular(L, UA, upper=False))  # [B, H, NR, C, d]
+            alphas.append(_apply_inverses(K6[:, :, :, j], A, Ws[-1]))
+            A = A - Ws[-1].transpose(-1, -2) @ Ws[-1]
+        W, alpha = _ungroup(Ws, N), _ungroup(alphas, N)  # [B, H, N, C, d]
         A_final = torch.cholesky_inverse(torch.linalg.cholesky(M0 + gram.sum(2)))  # [B, H, d, d]
-        ctx.save_for_backward(Uc, A, W, alpha, A_final)
-        ctx.T = T
+        ctx.save_for_backward(Uc, A0, W, alpha, A_final)
+        ctx.T, ctx.R = T, R
         return from_chunks(alpha, T), A_final
 
     @staticmethod
     def backward(ctx, d_alpha, d_A_final):
         Uc, A, W, alpha, A_final = ctx.saved_tensors
-        C = Uc.shape[-2]
-        a = _apply_inverses(to_chunks(d_alpha, C), A, W)  # a_t = A_t g_t: [B, H, N, C, d]
+        C, N, R = Uc.shape[-2], Uc.shape[2], ctx.R
+        G6, W6 = _groups(to_chunks(d_alpha, C), R), _groups(W, R)
+        a = []  # a_t = A_t g_t, the groups' A_c rebuilt by the forward's downdates
+        for j in range(R):
+            a.append(_apply_inverses(G6[:, :, :, j], A, W6[:, :, :, j]))
+            A = A - W6[:, :, :, j].transpose(-1, -2) @ W6[:, :, :, j]
+        a = _ungroup(a, N)  # [B, H, N, C, d]
         F_T = torch.zeros_like(A_final) if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
         S, later = _later_pairs(a.transpose(-1, -2) @ alpha)  # from Σ_{t∈c} a_t α_tᵀ: [B, H, N, d, d]
         du = (Uc @ alpha.transpose(-1, -2)).triu() @ a + (Uc @ a.transpose(-1, -2)).triu() @ alpha
