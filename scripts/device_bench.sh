@@ -19,7 +19,8 @@ fi
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
 [ $# -gt 0 ] || set -- "verify --jobs 12" "ops" "decode"
 steps=("$@")
-gpus=$(nvidia-smi --list-gpus | wc -l)
+# shellcheck source=scripts/gpu_deal.sh
+source "$(dirname "$0")/gpu_deal.sh"
 step() {  # index, spec
   local i=$1 spec=$2 name
   read -r -a words <<< "$spec"
@@ -39,22 +40,14 @@ step() {  # index, spec
   timeout "${STEP_SECONDS:-580}" python3 -m linattn.bench "${words[@]}" "${only[@]}" --json "$OUT/$i-$name.json" \
     > "$OUT/$i-$name.txt" 2>&1
 }
-pids=()
-for ((g = 0; g < gpus; g++)); do
-  (
-    rc=0
-    for ((i = g; i < ${#steps[@]}; i += gpus)); do
-      CUDA_VISIBLE_DEVICES=$g step "$i" "${steps[$i]}"
-      s=$?
-      echo "== step $i (${steps[$i]}) on GPU $g: exit $s"
-      [ "$s" -eq 0 ] || rc=1
-    done
-    exit $rc
-  ) &
-  pids+=($!)
-done
+step_item() {
+  step "$1" "${steps[$1]}"
+  local s=$?
+  echo "== step $1 (${steps[$1]}) on GPU $CUDA_VISIBLE_DEVICES: exit $s"
+  return $s
+}
 status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+deal_over_gpus "${#steps[@]}" step_item || status=1
 for ((i = 0; i < ${#steps[@]}; i++)); do
   echo "== ${steps[$i]}"
   tail -n 40 "$OUT/$i-"*.txt | cut -c1-240

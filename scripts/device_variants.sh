@@ -24,7 +24,8 @@ dirs=()
 for dir in "$PWD" "$PWD"/.variants/*; do
   [ -d "$dir/linattn" ] && dirs+=("$dir")
 done
-gpus=$(nvidia-smi --list-gpus | wc -l)
+# shellcheck source=scripts/gpu_deal.sh
+source "$(dirname "$0")/gpu_deal.sh"
 profile() {  # variant folder: its stage profile, and with `verify` its quick screen, into $work
   local dir=$1 name rc=0
   name=$( [ "$dir" = "$PWD" ] && echo current || basename "$dir" )
@@ -37,17 +38,9 @@ profile() {  # variant folder: its stage profile, and with `verify` its quick sc
   return $rc
 }
 screen=${1:-}  # "verify": also the quick correctness screen
-pids=()
-for ((g = 0; g < gpus; g++)); do  # the variants dealt over the GPUs, one after another on each
-  (
-    rc=0
-    for ((i = g; i < ${#dirs[@]}; i += gpus)); do (CUDA_VISIBLE_DEVICES=$g profile "${dirs[$i]}") || rc=1; done
-    exit $rc
-  ) &
-  pids+=($!)
-done
+profile_item() { (profile "${dirs[$1]}"); }  # in a subshell: profile changes directory
 status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+deal_over_gpus "${#dirs[@]}" profile_item || status=1
 for txt in "$work"/*-stages.txt; do
   echo "== $(basename "$txt" -stages.txt)"
   grep -E "stages, total|delta_rule|wy_fwd|state_|local_bwd|Error|error" "$txt"

@@ -79,31 +79,42 @@ def test_state_chaining(case, backend):
     _assert_close([torch.cat([first[0], second[0]], dim=1), *second[1:]], whole, f"{case.id} chaining")
 
 
+def _assert_gate_matches_the_token_loop(gate, B: int, T: int, H: int, d: int):
+    """`gate(k, u, A0) -> (α̂, A_T)` against `naive_vla_gate` in float64 from an SPD initial state: α̂, `A_T` and the
+    gradients of k, u and the initial state's factor."""
+    from linattn.ops.vla.naive import naive_vla_gate
+
+    gen = torch.Generator().manual_seed(0)
+    k = torch.randn(B, T, H, d, generator=gen, dtype=torch.float64).requires_grad_()
+    u = (torch.randn(B, T, H, d, generator=gen, dtype=torch.float64) / d).requires_grad_()
+    X = torch.randn(B, H, d, d, generator=gen, dtype=torch.float64).requires_grad_()
+    cot = [
+        torch.randn(B, T, H, d, generator=gen, dtype=torch.float64),
+        torch.randn(B, H, d, d, generator=gen, dtype=torch.float64),
+    ]
+
+    def run(gate):
+        outs = gate(k, u, X @ X.mT / d + torch.eye(d, dtype=torch.float64))
+        grads = torch.autograd.grad(sum((o * c).sum() for o, c in zip(outs, cot)), (k, u, X))
+        return [*outs, *grads]
+
+    loop = run(lambda k, u, A0: naive_vla_gate(k, u, A0, lam0=0.3))
+    for name, a, b in zip(("alpha_hat", "A", "dk", "du", "dA0"), run(gate), loop):
+        assert rel_err(a, b) <= TOL, f"{name}: relative error {rel_err(a, b):.2e}"
+
+
 def test_vla_gate_with_wide_heads_runs_longer_chunks():
     """d ≥ 128 gives the gate chunks of 128 (`gate_chunk`): forward, final state and gradients still equal the
     token loop's, over several chunks with padding and an initial state."""
     from linattn.ops import vla_gate
     from linattn.ops.vla.chunk import gate_chunk
 
-    T, d = 380, 128
-    assert gate_chunk(T, d) == 128
-    gen = torch.Generator().manual_seed(0)
-    k = torch.randn(1, T, 1, d, generator=gen, dtype=torch.float64).requires_grad_()
-    u = (torch.randn(1, T, 1, d, generator=gen, dtype=torch.float64) / d).requires_grad_()
-    X = torch.randn(1, 1, d, d, generator=gen, dtype=torch.float64).requires_grad_()
-    cot = [
-        torch.randn(1, T, 1, d, generator=gen, dtype=torch.float64),
-        torch.randn(1, 1, d, d, generator=gen, dtype=torch.float64),
-    ]
+    assert gate_chunk(380, 128) == 128
 
-    def run(backend):
-        A0 = X @ X.mT / d + torch.eye(d, dtype=torch.float64)
-        outs = vla_gate(k, u, initial_state=A0, output_final_state=True, backend=backend)
-        grads = torch.autograd.grad(sum((o * c).sum() for o, c in zip(outs, cot)), (k, u, X))
-        return [*outs, *grads]
+    def gate(k, u, A0):
+        return vla_gate(k, u, initial_state=A0, output_final_state=True, backend="chunk")
 
-    for name, a, b in zip(("alpha_hat", "A", "dk", "du", "dA0"), run("chunk"), run("naive")):
-        assert rel_err(a, b) <= TOL, f"{name}: relative error {rel_err(a, b):.2e}"
+    _assert_gate_matches_the_token_loop(gate, B=1, T=380, H=1, d=128)
 
 
 @pytest.mark.parametrize("carry", [2, 3, 8])
@@ -111,22 +122,8 @@ def test_vla_gate_carried_between_factorisations_equals_the_token_loop(carry):
     """`carry` chunks share one `d × d` factorisation, the others follow by Woodbury downdates; the last group is
     padded when `carry` does not divide the chunks (T = 300: 5 chunks of 64)."""
     from linattn.ops.vla.chunk import chunk_vla_gate
-    from linattn.ops.vla.naive import naive_vla_gate
 
-    T, d = 300, 12
-    gen = torch.Generator().manual_seed(0)
-    k = torch.randn(2, T, 2, d, generator=gen, dtype=torch.float64).requires_grad_()
-    u = (torch.randn(2, T, 2, d, generator=gen, dtype=torch.float64) / d).requires_grad_()
-    X = torch.randn(2, 2, d, d, generator=gen, dtype=torch.float64).requires_grad_()
-    cot = [
-        torch.randn(2, T, 2, d, generator=gen, dtype=torch.float64),
-        torch.randn(2, 2, d, d, generator=gen, dtype=torch.float64),
-    ]
+    def gate(k, u, A0):
+        return chunk_vla_gate(k, u, A0, lam0=0.3, carry=carry)
 
-    def run(gate, **options):
-        outs = gate(k, u, X @ X.mT / d + torch.eye(d, dtype=torch.float64), lam0=0.3, **options)
-        grads = torch.autograd.grad(sum((o * c).sum() for o, c in zip(outs, cot)), (k, u, X))
-        return [*outs, *grads]
-
-    for name, a, b in zip(("alpha_hat", "A", "dk", "du", "dA0"), run(chunk_vla_gate, carry=carry), run(naive_vla_gate)):
-        assert rel_err(a, b) <= TOL, f"{name}: relative error {rel_err(a, b):.2e}"
+    _assert_gate_matches_the_token_loop(gate, B=2, T=300, H=2, d=12)
