@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p_stages = sub.add_parser("stages", help="GPU: each Triton delta-rule kernel (or VLA gate step) on its own")
     p_stages.add_argument("--op", choices=("delta_rule", "vla-gate"), default="delta_rule", help="what to profile")
     p_stages.add_argument("--K", type=int, default=128, help="head dim of the vla-gate profile (default 128)")
+    p_stages.add_argument("--device", default="cuda", help="'cuda' (default), or 'cpu' for --op vla-gate")
     for p, lengths in ((p_ops, [2048, 4096, 8192, 16384, 32768, 65536]), (p_stages, [8192, 65536])):
         p.add_argument(
             "--lengths",
@@ -72,28 +73,27 @@ def main(argv: list[str] | None = None) -> int:
         rows = cpu.run(T=args.T, H=args.H, K=args.K, V=args.K, min_run_time=args.min_run_time)
         print(cpu.table(rows))
         extra = {"shape": shape}
-    elif args.command == "gate":
-        import torch
-
-        from linattn.bench import gate
-
-        if args.device not in ("cpu", "cuda") or (args.device == "cuda" and not torch.cuda.is_available()):
-            print(f"python -m linattn.bench gate: error: --device: expected 'cpu' or an available 'cuda', "
-                  f"got {args.device!r}", file=sys.stderr)  # fmt: skip
-            return 2
-        env = describe(args.device)
-        print("# linattn VLA gate at length: B=1, H=1, lam0=0.1; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
-        rows = gate.run(args.device, lengths=args.lengths)
-        print(gate.table(rows))
-        extra = {}
     else:
         import torch
 
-        if not torch.cuda.is_available():
+        device = getattr(args, "device", "cuda")
+        allowed = ("cpu", "cuda") if args.command == "gate" or getattr(args, "op", None) == "vla-gate" else ("cuda",)
+        if device not in allowed:
+            print(f"python -m linattn.bench {args.command}: error: --device: expected one of {allowed}, got {device!r}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        if device == "cuda" and not torch.cuda.is_available():
             print(f"python -m linattn.bench {args.command}: error: needs a CUDA GPU (none is visible)", file=sys.stderr)
             return 2
-        env = describe("cuda")
-    if args.command == "verify":
+        env = describe(device)
+    if args.command == "gate":
+        from linattn.bench import gate
+
+        print("# linattn VLA gate at length: B=1, H=1, lam0=0.1; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
+        rows = gate.run(device, lengths=args.lengths)
+        print(gate.table(rows))
+        extra = {}
+    elif args.command == "verify":
         from linattn.bench import verify
 
         print(
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             else "Triton delta rule, GDN configuration, bf16, B=1, H=16, K=V=128"
         )
         print(f"# linattn stage profile: {what}; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
-        rows = stages.run(args.lengths, op=args.op, K=args.K)
+        rows = stages.run(args.lengths, op=args.op, K=args.K, device=device)
         print(stages.table(rows))
         extra = {}
     if args.json:

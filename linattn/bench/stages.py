@@ -1,7 +1,7 @@
 """Stage profile of the Triton delta rule: each kernel of the forward and of the backward timed on its own.
 
 Run on a CUDA machine: `python -m linattn.bench stages [--lengths 8192,65536] [--json FILE]` (`--op vla-gate`:
-VLA's chunk gate instead, `gate_stages.py`); bf16, B = 1, H = 16,
+VLA's chunk gate instead, `gate_stages.py`, which `--device cpu` also runs on the CPU); bf16, B = 1, H = 16,
 K = V = 128, the GDN configuration (w = k, β, g), as in `ops`. Each stage is called the way `delta_rule_fwd` and
 `delta_rule_bwd` call it, on the intermediates of one real forward and backward, and timed with
 `linattn.bench.timing.median_ms` (`triton.testing.do_bench`, median). Beside the stages: the end-to-end forward
@@ -104,20 +104,22 @@ def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dty
     return rows
 
 
-def run(lengths=(8192, 65536), op: str = "delta_rule", K: int = 128) -> list[dict]:
-    """`op`: `delta_rule` (the Triton kernels, K = V = 128) or `vla-gate` (`gate_stages`, head dim `K`)."""
-    if not torch.cuda.is_available():
-        raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU")
+def run(lengths=(8192, 65536), op: str = "delta_rule", K: int = 128, device: str = "cuda") -> list[dict]:
+    """`op`: `delta_rule` (the Triton kernels, K = V = 128, on CUDA) or `vla-gate` (`gate_stages`, head dim `K`, on
+    `device`)."""
     if op == "vla-gate":
         from linattn.bench import gate_stages
 
-        profiler = partial(gate_stages.profile, K=K)
-    else:
+        profiler = partial(gate_stages.profile, K=K, device=device)
+    elif device == "cuda" and torch.cuda.is_available():
         profiler = profile
+    else:
+        raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU for the delta rule's kernels")
     rows = []
     for T in lengths:
-        rows += profiler(T, partial(median_ms, device="cuda"))
-        torch.cuda.empty_cache()
+        rows += profiler(T, partial(median_ms, device=device))
+        if device == "cuda":
+            torch.cuda.empty_cache()
     return rows
 
 

@@ -44,16 +44,14 @@ from linattn.ops.chunking import chunk_size, from_chunks, to_chunks
 
 def gate_chunk(T: int, d: int) -> int:
     """Chunk size of the gate: its `d × d` inverse per chunk costs `∝ d³ / C` per token, its `C × C` factorisation
-    and products `∝ C² + C d`, so the chunk grows with the head dim. Measured (CPU, float32, T = 8192, H = 4,
-    forward + backward, 2026-11-29): d = 128: 601 / 419 / 474 ms with chunks of 64 / 128 / 256; d = 32: 92 / 98 /
-    212 ms."""
+    and products `∝ C² + C d`, so the chunk grows with the head dim: 64 tokens, 128 from d = 128 on."""
     return chunk_size(T, 128 if d >= 128 else 64)
 
 
-# chunks per `d × d` factorisation, the others carried by Woodbury downdates. Measured (CPU, float32, H = 4, best of
-# three, 2026-11-29), carry 1 → 8: forward 22.7 → 15.1 ms (d = 32, B = 8, T = 512), 129 → 81 ms (d = 128, same),
-# 97 → 59 ms (d = 32, T = 16K), 694 → 446 ms (d = 128, T = 16K); forward + backward 4 – 11% faster. The float32
-# gate's α̂ stays within 5e-7 of float64 at T = 1M (d = 32, 128; carry 16 too).
+# chunks per `d × d` factorisation, the others carried by Woodbury downdates. `python -m linattn.bench stages
+# --op vla-gate --device cpu --lengths 8192` (2-core AMD EPYC, torch 2.13, 2026-11-29; benchmarks/cpu-2026-11-29/),
+# carry 1 → 8: forward 229 → 142 ms and 1498 → 1331 ms, forward + backward 337 → 343 ms and 4465 → 3564 ms at
+# d = 32 and 128. `python -m linattn.bench gate`: the float32 gate's α̂ within 4.6e-7 of float64 at T = 1M.
 CARRY = 8
 
 
