@@ -44,8 +44,7 @@ class Case:
 
     @property
     def label(self) -> str:
-        op = ("gla" if self.gated else "linear") if not self.erase else None
-        op = op if self.op == "delta_rule" else self.op
+        op = self.op if self.op != "delta_rule" else None if self.erase else "gla" if self.gated else "linear"
         parts = [str(self.dtype).removeprefix("torch."), f"T={self.T}", f"K={self.K}", f"V={self.V}"] + [op] * bool(op)
         parts += ["w≠k"] * self.two_key + ["no-g"] * (not self.gated) + ["no-h0"] * (not self.initial_state)
         if self.varlen:

@@ -113,7 +113,8 @@ class _ChunkGate(torch.autograd.Function):
             L = torch.linalg.cholesky(eye + UA @ U_j.transpose(-1, -2))  # [C, C]
             Ws.append(torch.linalg.solve_triangular(L, UA, upper=False))  # [B, H, NR, C, d]
             alphas.append(_apply_inverses(K6[:, :, :, j], A, Ws[-1]))
-            A = A - Ws[-1].transpose(-1, -2) @ Ws[-1]
+            if j < R - 1:
+                A = A - Ws[-1].transpose(-1, -2) @ Ws[-1]
         W, alpha = _ungroup(Ws, N), _ungroup(alphas, N)  # [B, H, N, C, d]
         A_final = torch.cholesky_inverse(torch.linalg.cholesky(M0 + gram.sum(2)))  # [B, H, d, d]
         ctx.save_for_backward(Uc, A0, W, alpha, A_final)
@@ -128,7 +129,8 @@ class _ChunkGate(torch.autograd.Function):
         a = []  # a_t = A_t g_t, the groups' A_c rebuilt by the forward's downdates
         for j in range(R):
             a.append(_apply_inverses(G6[:, :, :, j], A, W6[:, :, :, j]))
-            A = A - W6[:, :, :, j].transpose(-1, -2) @ W6[:, :, :, j]
+            if j < R - 1:
+                A = A - W6[:, :, :, j].transpose(-1, -2) @ W6[:, :, :, j]
         a = _ungroup(a, N)  # [B, H, N, C, d]
         F_T = torch.zeros_like(A_final) if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
         S, later = _later_pairs(a.transpose(-1, -2) @ alpha)  # from Σ_{t∈c} a_t α_tᵀ: [B, H, N, d, d]
