@@ -6,9 +6,13 @@ Forward, per chunk `c` with start state `h_c` (`W̃ = W ⊙ Γ_C/Γ`, `Γ_C` the
 
 Backward, from `dh_{C_last+1}` = the final state's gradient (or 0) down to `dh_0`:
 
-    dU_c = scale · tril(Q Wᵀ ⊙ D)ᵀ dO_c + W̃ dh_{c+1}                (local part in parallel, first kernel)
+    dU_c = scale · tril(Q Wᵀ ⊙ D)ᵀ dO_c + W̃ dh_{c+1}
+    dh_c = Γ_C dh_{c+1} + E_c − K̃_cᵀ dU_c,          E_c = scale · (diag(Γ) Q)ᵀ dO_c
     dṼ_c = Tᵀ dU_c                                                 (T = (I + A)⁻¹ of the chunk)
-    dh_c = Γ_C dh_{c+1} + scale · (diag(Γ) Q)ᵀ dO_c − K̃_cᵀ dU_c
+
+Three kernels: everything that does not depend on `dh` first, parallel over chunks (the local part of `dU`, and
+`E_c`, parked in `dh`'s row of the chunk); then the sequential walk, left with two products per chunk step
+(`W̃ dh` and `K̃ᵀ dU`); then `dṼ = Tᵀ dU`, parallel again.
 
 `dṼ = Tᵀ dU` is all the chunk-local backward needs of `dU`: `Ũ = T β V` and `K̃ = T β Γ K` enter only through
 `U = Ũ − K̃ h`, so `dŨ = dU`, `dK̃ = −dU hᵀ`, and both reach the inputs through `Tᵀ` (see `local_bwd.py`).
@@ -81,12 +85,13 @@ def state_bwd_ref(
 
 
 @triton.jit(do_not_specialize=["T"])
-def state_bwd_du_kernel(
+def state_bwd_local_kernel(
     q,
     w,
     G,
     do,
     du,
+    dh,
     cu_seqlens,
     chunk_indices,
     scale,
@@ -101,10 +106,12 @@ def state_bwd_du_kernel(
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
 ):
-    """The local part of `dU`, `scale · tril(Q Wᵀ ⊙ D)ᵀ dO`: one program per (value block, chunk, batch row · head)."""
+    """The chunk-local parts of the backward pass: `scale · tril(Q Wᵀ ⊙ D)ᵀ dO` into `du`, and
+    `E_c = scale · (diag(Γ) Q)ᵀ dO` into the chunk's row of `dh` (where the sequential kernel reads it before
+    overwriting it). One program per (value block, chunk, batch row · head)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
-    i_t, _, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
+    i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
 
     # this head at the chunk's first token; a token step is H·(K | V | 1) elements
     t0 = bos + i_t * BT
@@ -141,23 +148,30 @@ def state_bwd_du_kernel(
     # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
     tl.store(du + o_tv, tl.dot(tl.trans(b_A), b_do, input_precision="tf32x3"), mask=m_tv)
 
+    # E_c, key block by key block: [BK, BT] @ [BT, BV] -> [BK, BV]
+    dh += (i_tg * H + i_h) * K * V
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_tk = m_t[:, None] & (o_k < K)[None, :]
+        # [BT, BK]
+        b_q = tl.load(q + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
+        if USE_G:
+            b_q *= tl.exp(b_g)[:, None]
+        b_E = scale * tl.dot(tl.trans(b_q), b_do, input_precision="tf32x3")
+        tl.store(dh + o_k[:, None] * V + o_v[None, :], b_E, mask=(o_k < K)[:, None] & (o_v < V)[None, :])
+
 
 @triton.jit(do_not_specialize=["T"])
 def state_bwd_kernel(
-    q,
     w,
     G,
-    T_inv,
     k_tilde,
     du,
-    do,
     dh,
-    dv_tilde,
     dht,
     dh0,
     cu_seqlens,
     chunk_offsets,
-    scale,
     T,
     H: tl.constexpr,
     K: tl.constexpr,
@@ -171,8 +185,9 @@ def state_bwd_kernel(
     STORE_DH0: tl.constexpr,
     IS_VARLEN: tl.constexpr,
 ):
-    """One program per (value block, sequence · head) walks the sequence's chunks from the last to the first.
-    Without `ERASE`, `T_inv` and `k_tilde` are unused (`T = I`, `K̃ = 0`)."""
+    """One program per (value block, sequence · head) walks the sequence's chunks from the last to the first:
+    `dh_c = Γ_C dh_{c+1} + E_c − K̃_cᵀ dU_c`, with `E_c` read from `dh[c]` before `dh_{c+1}` is stored there, and
+    `dU_c` (the local part in `du`, plus `W̃ dh_{c+1}`) written back to `du`. Without `ERASE`, `k_tilde` is unused."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
@@ -192,43 +207,33 @@ def state_bwd_kernel(
         b_dh += tl.load(dht + i_nh.to(tl.int64) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
 
     for i_t in range(NT - 1, -1, -1):
-        tl.store(dh + ((boh + i_t) * H + i_h) * K * V + o_h, b_dh, mask=m_h)
+        o_dh = dh + ((boh + i_t) * H + i_h) * K * V + o_h
+        # [BK, BV] the chunk's local term E_c; then its slot takes the gradient of the chunk's end state
+        b_E = tl.load(o_dh, mask=m_h, other=0)
+        tl.store(o_dh, b_dh, mask=m_h)
 
-        # this head at the chunk's first token; a token step is H·(K | V | BT | 1) elements
+        # this head at the chunk's first token; a token step is H·(K | V | 1) elements
         t0 = bos + i_t * BT
         m_t = o_i < T - i_t * BT
         m_tk = m_t[:, None] & m_k[None, :]
         m_tv = m_t[:, None] & m_v[None, :]
         o_tk = (t0 * H + i_h) * K + o_i[:, None] * (H * K) + o_k[None, :]
         o_tv = (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :]
-        # [BT, BK] write directions and queries of the chunk
+        # [BT, BK] write directions of the chunk
         b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
-        b_q = tl.load(q + o_tk, mask=m_tk, other=0).to(tl.float32)
         if USE_G:
             # [BT] and the scalar at the chunk's last real token
             b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
             b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - i_t * BT) - 1) * H + i_h)
             b_w *= tl.exp(b_g_last - b_g)[:, None]
-            b_q *= tl.exp(b_g)[:, None]
 
         # [BT, BV] + [BT, BK] @ [BK, BV] -> [BT, BV]
         b_du = tl.load(du + o_tv, mask=m_tv, other=0) + tl.dot(b_w, b_dh, input_precision="tf32x3")
-        if ERASE:
-            # [BT, BT] rows of the chunk's inverse (0 past its end)
-            o_T = (t0 * H + i_h) * BT + o_i[:, None] * (H * BT) + o_i[None, :]
-            b_T = tl.load(T_inv + o_T, mask=m_t[:, None], other=0)
-            # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
-            tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision="tf32x3"), mask=m_tv)
-        else:
-            # T = I
-            tl.store(dv_tilde + o_tv, b_du, mask=m_tv)
+        tl.store(du + o_tv, b_du, mask=m_tv)
 
-        # [BT, BV]
-        b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
         if USE_G:
             b_dh *= tl.exp(b_g_last)
-        # [BK, BT] @ [BT, BV] -> [BK, BV]
-        b_dh += scale * tl.dot(tl.trans(b_q), b_do, input_precision="tf32x3")
+        b_dh += b_E
         if ERASE:
             # [BT, BK]
             b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
@@ -237,6 +242,38 @@ def state_bwd_kernel(
 
     if STORE_DH0:
         tl.store(dh0 + i_nh.to(tl.int64) * K * V + o_h, b_dh, mask=m_h)
+
+
+@triton.jit(do_not_specialize=["T"])
+def state_bwd_dv_kernel(
+    T_inv,
+    du,
+    dv_tilde,
+    cu_seqlens,
+    chunk_indices,
+    T,
+    H: tl.constexpr,
+    V: tl.constexpr,
+    BT: tl.constexpr,
+    BV: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+):
+    """`dṼ_c = Tᵀ dU_c`: one program per (value block, chunk, batch row · head)."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_t, _, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
+    t0 = bos + i_t * BT
+    o_i = tl.arange(0, BT)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_t = o_i < T - i_t * BT
+    m_tv = m_t[:, None] & (o_v < V)[None, :]
+    o_tv = (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :]
+    # [BT, BT] rows of the chunk's inverse (0 past its end), [BT, BV]
+    o_T = (t0 * H + i_h) * BT + o_i[:, None] * (H * BT) + o_i[None, :]
+    b_T = tl.load(T_inv + o_T, mask=m_t[:, None], other=0)
+    b_du = tl.load(du + o_tv, mask=m_tv, other=0)
+    # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
+    tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision="tf32x3"), mask=m_tv)
 
 
 def state_bwd(
@@ -264,25 +301,30 @@ def state_bwd(
     BK = min(64, max(16, triton.next_power_of_2(K)))
     BV = min(64, max(16, triton.next_power_of_2(V)))
     du = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
-    state_bwd_du_kernel[(triton.cdiv(V, BV), layout.NT, B * H)](
-        q, w, G, do, du, layout.cu_seqlens, layout.chunk_indices, scale, T,
+    dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
+    grid = (triton.cdiv(V, BV), layout.NT, B * H)
+    state_bwd_local_kernel[grid](
+        q, w, G, do, du, dh, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_precision(q.dtype),
     )  # fmt: skip
 
-    # as in state_fwd: the whole key dim in one tile, value blocks keeping the [BK, BV] tile at ≤ 4096 floats
-    BK = max(16, triton.next_power_of_2(K))
-    # value blocks of 16: twice the programs of 32 (128 at B = 1, H = 16, K = V = 128: one per SM of the H200)
-    BV = 16
-    dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
-    dv_tilde = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
+    # as in state_fwd: the whole key dim in one tile; value blocks of 16: 128 programs at B = 1, H = 16, K = V = 128
+    # (one per SM of the H200); two pipeline stages up to K = 128 (at 256 they would take more than its 227 KB)
+    BK_state = max(16, triton.next_power_of_2(K))
     dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
-    state_bwd_kernel[(triton.cdiv(V, BV), layout.N * H)](
-        q, w, G, T_inv, k_tilde, du, do, dh, dv_tilde, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, scale, T,
-        H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, ERASE=k_tilde is not None,
+    erase = k_tilde is not None
+    state_bwd_kernel[(triton.cdiv(V, 16), layout.N * H)](
+        w, G, k_tilde, du, dh, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, T,
+        H=H, K=K, V=V, BT=layout.BT, BK=BK_state, BV=16, ERASE=erase,
         USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=want_dh0, IS_VARLEN=layout.cu_seqlens is not None,
-        # as state_fwd: 156 KB of shared memory, 3.2 KB of spills (one stage: 96 KB, 1.9 KB); at K = 256 two stages
-        # would take 250 KB, more than the H200's 227 KB
-        num_warps=4, num_stages=2 if BK <= 128 else 1,
+        num_warps=4, num_stages=2 if BK_state <= 128 else 1,
+    )  # fmt: skip
+    if not erase:  # T = I: dṼ = dU
+        return dh, du, dh0
+    dv_tilde = torch.empty_like(du)
+    state_bwd_dv_kernel[grid](
+        T_inv, du, dv_tilde, layout.cu_seqlens, layout.chunk_indices, T,
+        H=H, V=V, BT=layout.BT, BV=BV, IS_VARLEN=layout.cu_seqlens is not None,
     )  # fmt: skip
     return dh, dv_tilde, dh0
