@@ -322,9 +322,10 @@ def state_bwd(
     )  # fmt: skip
     if not erase:  # T = I: dṼ = dU
         return dh, du, dh0
-    dv_tilde = torch.empty_like(du)
+    # in place: each program reads its whole [BT, BV] tile of dU before it writes that tile of dṼ
     state_bwd_dv_kernel[grid](
-        T_inv, du, dv_tilde, layout.cu_seqlens, layout.chunk_indices, T,
+        T_inv, du, du, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, V=V, BT=layout.BT, BV=BV, IS_VARLEN=layout.cu_seqlens is not None,
     )  # fmt: skip
+    dv_tilde = du
     return dh, dv_tilde, dh0
