@@ -127,13 +127,15 @@ def vla(
 
 def _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_seqlens):
     """`vla`'s triton backend on validated inputs: the chunk-parallel gate per sequence, then the two-key delta rule
-    (`w = α̂`) of all sequences on the Triton engine, whose inputs share one dtype: `k̂` and `α̂` (float32 out of the
-    gate) enter it in q's, as a bfloat16 model's keys would."""
+    (`w = α̂`) of all sequences on the Triton engine. `k̂` and `α̂` come out of the gate in float32 and enter the
+    engine so (its inputs share one dtype, so `q` and `v` join them): rounding them to a bfloat16 model's dtype
+    would put an error of that dtype's rounding into the float32 state, which the reference keeps exact."""
     S0, A0 = (None, None) if initial_state is None else initial_state
     alpha_hat, A = per_sequence(lambda k, u, a: chunk_vla_gate(k, u, a, lam0=lam0), cu_seqlens, (k, u), A0)
-    k_hat = F.normalize(k.to(alpha_hat.dtype), dim=-1)
+    dt = alpha_hat.dtype
+    k_hat = F.normalize(k.to(dt), dim=-1)
     o, S = delta_rule(
-        q, k_hat.to(q.dtype), v, w=alpha_hat.to(q.dtype), scale=scale, initial_state=S0,
+        q.to(dt), k_hat, v.to(dt), w=alpha_hat, scale=scale, initial_state=S0,
         output_final_state=output_final_state, cu_seqlens=cu_seqlens, backend="triton",
     )  # fmt: skip
     return o.to(v.dtype), ((S, A) if output_final_state else None)
