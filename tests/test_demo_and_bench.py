@@ -111,8 +111,9 @@ def test_gate_stage_profile_times_every_step():
     assert kinds[0] == "forward" and "backward" in kinds and "alternative" in kinds and kinds[-1] == "end to end"
     assert all(r["ms"] > 0 for r in rows)
     text = stages.table(rows)
-    assert "| 130 | forward: cholesky(M_c) [N, d, d] |" in text
-    assert "| 130 | vla gate forward, carry 1 |" in text and "| 130 | vla gate forward + backward, carry 8 |" in text
+    assert "| 130 | forward: A_c = M_c⁻¹ [N, d, d] (spd_inverse) |" in text
+    assert "| 130 | vla gate forward, chunk, carry 1 |" in text
+    assert "| 130 | vla gate forward + backward, chunk, carry 8 |" in text
     assert "| 130 | alternative: A_c = inv(M_c) |" in text
 
 

@@ -2,9 +2,10 @@
 
 `python -m linattn.bench gate [--device cpu|cuda]`. For each head dim `d` and length `T`: inputs drawn once in
 float64 (`k = ELU(x) + 1`, `u` unit rows over `√d`, as `vla-speed` draws them; B = H = 1: heads are independent),
-rounded to the input dtype (float32, bfloat16); the chunk gate (the one every path but `naive` runs) computes on
-them in float32, and in float64 on the same rounded inputs for the reference: the gate's own error. (`vla_gate`
-then returns `α̂` in the input dtype: for bfloat16 inputs that rounding, ~2e-3, comes on top.) Per token, both
+rounded to the input dtype (float32, bfloat16); the gate `vla` runs on that device (the Triton kernel on CUDA, the
+chunk path on the CPU) computes on them in float32, and the chunk path in float64 on the same rounded inputs gives
+the reference: the gate's own error. (`vla_gate` then returns `α̂` in the input dtype: for bfloat16 inputs that
+rounding, ~2e-3, comes on top.) Per token, both
 `α̂` are unit vectors, so `‖α̂ − α̂₆₄‖` is the relative error; the rows give its maximum and RMS over the tokens,
 the largest `|‖α̂‖ − 1|`, and whether `α̂` and the final `A_T` are finite. Issue 5's bound: relative error
 ≤ 1e-3 at T = 64K (d = 32 and 128), finite and unit-norm at T = 1M.
@@ -18,6 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from linattn.ops.vla.api import GATES
 from linattn.ops.vla.chunk import chunk_vla_gate
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -37,7 +39,8 @@ def measure(T: int, d: int, dtype: str, device: str, *, lam0: float = 0.1) -> di
     k, u = inputs(T, d)
     k, u = k.to(DTYPES[dtype]).to(device), u.to(DTYPES[dtype]).to(device)
     start = time.perf_counter()
-    alpha, A = chunk_vla_gate(k, u, None, lam0=lam0)  # float32 for float32 and bfloat16 inputs
+    gate = GATES["triton" if device == "cuda" else "chunk"]
+    alpha, A = gate(k, u, None, lam0=lam0)  # float32 for float32 and bfloat16 inputs
     if device == "cuda":
         torch.cuda.synchronize()
     row = {"K": d, "T": T, "inputs": dtype, "seconds": time.perf_counter() - start}

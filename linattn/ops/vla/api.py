@@ -13,7 +13,15 @@ from linattn.ops.varlen import per_sequence
 from linattn.ops.vla.chunk import chunk_vla_gate
 from linattn.ops.vla.naive import naive_vla_gate
 
-GATES = {"naive": naive_vla_gate, "chunk": chunk_vla_gate}
+
+def triton_vla_gate(k, u, initial_state, *, lam0):
+    """The gate's Triton kernel (`triton.py`), imported on first use: triton is an optional dependency."""
+    from linattn.ops.vla.triton import triton_vla_gate as gate
+
+    return gate(k, u, initial_state, lam0=lam0)
+
+
+GATES = {"naive": naive_vla_gate, "chunk": chunk_vla_gate, "triton": triton_vla_gate}
 STATES = {"naive": naive_delta_rule, "chunk": chunk_delta_rule}
 
 
@@ -44,7 +52,8 @@ def vla_gate(
         initial_state: `A_0: [N, H, K, K]`, symmetric positive definite.
         output_final_state: also return `A_T: [N, H, K, K]` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
-        backend: `"auto"`, `"naive"` or `"chunk"`.
+        backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"` or `"triton"`
+            (the kernel of `triton.py` for head dims up to 128; packed sequences one launch each).
     Returns:
         `(alpha_hat, A)`, `alpha_hat: [B, T, H, K]` unit rows in k's dtype.
 
@@ -56,7 +65,7 @@ def vla_gate(
     lam0 = _check_lam0(lam0)
     N = check_cu_seqlens(cu_seqlens, B, T)
     check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]")
-    gate = GATES[check_backend(backend, k.device, tuple(GATES))]
+    gate = GATES[check_backend(backend, k.device, tuple(GATES), k.dtype)]
     alpha_hat, A = per_sequence(lambda k, u, s: gate(k, u, s, lam0=lam0), cu_seqlens, (k, u), initial_state)
     return alpha_hat.to(k.dtype), (A if output_final_state else None)
 
@@ -89,7 +98,7 @@ def vla(
         output_final_state: also return `(S_T, A_T)`.
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
         backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"` or `"triton"`
-            (the gate on the chunk path, which has no kernel yet; the state on the Triton delta-rule engine, packed
+            (the gate's kernel, one launch per packed sequence; the state on the Triton delta-rule engine, packed
             sequences in one launch per stage).
     Returns:
         `(o, (S, A))`, `o: [B, T, H, V]` in v's dtype; the state is None unless requested.
@@ -108,7 +117,7 @@ def vla(
             raise TypeError("initial_state: expected a pair (S [N, H, K, V], A [N, H, K, K]) or None")
         check_state("initial_state[0]", initial_state[0], (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
         check_state("initial_state[1]", initial_state[1], (dims.N, dims.H, dims.K, dims.K), "[N, H, K, K]")
-    name = check_backend(backend, q.device, (*GATES, "triton"), q.dtype)
+    name = check_backend(backend, q.device, tuple(GATES), q.dtype)
     scale = dims.K**-0.5 if scale is None else scale
     if name == "triton":
         return _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_seqlens)
@@ -126,12 +135,12 @@ def vla(
 
 
 def _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_seqlens):
-    """`vla`'s triton backend on validated inputs: the chunk-parallel gate per sequence, then the two-key delta rule
+    """`vla`'s triton backend on validated inputs: the gate's kernel per sequence, then the two-key delta rule
     (`w = α̂`) of all sequences on the Triton engine. `k̂` and `α̂` come out of the gate in float32 and enter the
     engine so (its inputs share one dtype, so `q` and `v` join them): rounding them to a bfloat16 model's dtype
     would put an error of that dtype's rounding into the float32 state, which the reference keeps exact."""
     S0, A0 = (None, None) if initial_state is None else initial_state
-    alpha_hat, A = per_sequence(lambda k, u, a: chunk_vla_gate(k, u, a, lam0=lam0), cu_seqlens, (k, u), A0)
+    alpha_hat, A = per_sequence(lambda k, u, a: triton_vla_gate(k, u, a, lam0=lam0), cu_seqlens, (k, u), A0)
     dt = alpha_hat.dtype
     k_hat = F.normalize(k.to(dt), dim=-1)
     o, S = delta_rule(

@@ -12,11 +12,12 @@ Why: by Woodbury, `A_t = A_c − (U_{≤t} A_c)ᵀ (I + U_{≤t} A_c U_{≤t}ᵀ
 of `L` is the Cholesky factor of the leading block of the Gram matrix, so `A_t = A_c − Σ_{s≤t} w_s w_sᵀ`
 with `w_s` the rows of `W_c`. This equals the Sherman–Morrison token loop exactly.
 
-Every `carry`-th chunk's `A_c` comes from its own `M_c` (a prefix sum of `d × d` Gram matrices, then a `d × d`
-Cholesky); the chunks between follow by the downdates `A_{c+1} = A_c − W_cᵀ W_c`, all groups in parallel. So the
-rounding of the downdates never accumulates over more than `carry` chunks (a sequential carry over the whole
-sequence would let it grow with T), and the `d × d` factorisations, the gate's most expensive step, are `carry`
-times fewer than one per chunk.
+The sequence is cut into groups of `R` chunks. Each group's first `A_c` comes from its own `M_c` (a prefix sum of
+`d × d` Gram matrices, then a `d × d` Cholesky); the chunks inside a group follow by the downdates
+`A_{c+1} = A_c − W_cᵀ W_c`, all groups in parallel. So the rounding of the downdates never accumulates over more
+than `R` chunks (a sequential carry over the whole sequence would let it grow with T), and the `d × d`
+factorisations, the most expensive step, are `R` times fewer than one per chunk. Mapping rows `x_t -> A_t x_t`
+inside the groups is the step a backend supplies (`apply`): PyTorch here, a Triton kernel in `triton.py`.
 
 Backward (`_ChunkGate`), without differentiating any factorisation. `α_t = M_t⁻¹ k̂_t` with
 `M_t = M_0 + Σ_{s≤t} u_s u_sᵀ`, so for `g_t = ∂L/∂α_t`, with `a_t = A_t g_t` (the forward's map applied to `g`):
@@ -27,13 +28,15 @@ Backward (`_ChunkGate`), without differentiating any factorisation. `α_t = M_t�
     ∂L/∂M_0 = −sym(Σ_t a_t α_tᵀ) + F
 
 `∂L/∂u` is a reverse-causal linear attention (queries `u`, key/value pairs `(α, a)` and `(a, α)`): within a
-chunk through `triu(U Αᵀ)` and `triu(U Aᵀ)`, across chunks through the reverse prefix sum of the `d × d` matrices
-`Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)`. The backward saves `W_c` and `A_c` of each group's first chunk only (the others
-follow by the same downdates, `carry` times fewer `d × d` matrices kept); `α̂`'s and `k̂`'s normalisations stay
-outside, in autograd.
+block of tokens through `triu(U Αᵀ)` and `triu(U Aᵀ)`, across blocks through the reverse prefix sum of the `d × d`
+matrices `Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)`. The backward saves only the groups' first `A_c` and recomputes the
+rest by the same `apply` (no `W` kept); `α̂`'s and `k̂`'s normalisations stay outside, in autograd.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -48,11 +51,43 @@ def gate_chunk(T: int, d: int) -> int:
     return chunk_size(T, 128 if d >= 128 else 64)
 
 
-# chunks per `d × d` factorisation, the others carried by Woodbury downdates. `python -m linattn.bench stages
+# chunks per `d × d` factorisation (`R`), the others carried by Woodbury downdates. `python -m linattn.bench stages
 # --op vla-gate --device cpu --lengths 8192` (2-core AMD EPYC, torch 2.13, 2026-11-29; benchmarks/cpu-2026-11-29/),
 # carry 1 → 8: forward 229 → 142 ms and 1498 → 1331 ms, forward + backward 337 → 343 ms and 4465 → 3564 ms at
 # d = 32 and 128. `python -m linattn.bench gate`: the float32 gate's α̂ within 4.6e-7 of float64 at T = 1M.
 CARRY = 8
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Chunks of `C` tokens, `R` of them per group (one `d × d` factorisation per group)."""
+
+    C: int
+    R: int
+
+    @property
+    def L(self) -> int:
+        return self.C * self.R
+
+
+Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping], torch.Tensor]
+
+
+def spd_inverse(M: torch.Tensor) -> torch.Tensor:
+    """`M⁻¹` of symmetric positive definite matrices `[..., d, d]`, as `L⁻ᵀ L⁻¹` from `M = L Lᵀ`. The matrices here
+    are positive definite by construction, so no error check (which would wait for the GPU) is made."""
+    L, _ = torch.linalg.cholesky_ex(M)
+    eye = torch.eye(M.shape[-1], dtype=M.dtype, device=M.device).expand_as(M)
+    L_inv = torch.linalg.solve_triangular(L, eye, upper=False)
+    return L_inv.mT @ L_inv
+
+
+def group_inverses(u: torch.Tensor, M0: torch.Tensor, L: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`A` at the start of every group of `L` tokens, `[B, H, ⌈T/L⌉, d, d]`, and after the last token, `[B, H, d, d]`:
+    the inverses of `M_0` plus the prefix sums of the groups' Gram matrices. `u: [B, T, H, d]`, `M0: [B, H, d, d]`."""
+    Ug = to_chunks(u, L)  # [B, H, NG, L, d]; padded rows are 0 and add nothing
+    gram = Ug.mT @ Ug  # [B, H, NG, d, d]
+    return spd_inverse(M0[:, :, None] + gram.cumsum(2) - gram), spd_inverse(M0 + gram.sum(2))
 
 
 def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
@@ -61,13 +96,28 @@ def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.
     return X @ A - (X @ W.transpose(-1, -2)).tril() @ W
 
 
+def torch_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping) -> torch.Tensor:
+    """Rows `A_t x_t` of `X: [B, T, H, d]`, `A_t` the inverse penalty after token t's update: per chunk a `C × C`
+    Cholesky gives `W_c`, and `A_{c+1} = A_c − W_cᵀ W_c` inside each group (all groups at once, from `A_starts`)."""
+    T = X.shape[1]
+    C, R = grouping.C, grouping.R
+    Xc, Uc = to_chunks(X, C), to_chunks(U, C)  # [B, H, N, C, d]
+    X6, U6 = _groups(Xc, R), _groups(Uc, R)  # [B, H, NG, R, C, d]
+    eye = torch.eye(C, dtype=X.dtype, device=X.device)
+    A, rows = A_starts, []
+    for j in range(R):
+        U_j = U6[:, :, :, j]  # [B, H, NG, C, d]
+        UA = U_j @ A
+        L, _ = torch.linalg.cholesky_ex(eye + UA @ U_j.mT)  # [C, C]; positive definite by construction
+        W = torch.linalg.solve_triangular(L, UA, upper=False)  # [B, H, NG, C, d]
+        rows.append(_apply_inverses(X6[:, :, :, j], A, W))
+        if j < R - 1:
+            A = A - W.mT @ W
+    return from_chunks(_ungroup(rows, Xc.shape[2]), T)
+
+
 def _sym(x: torch.Tensor) -> torch.Tensor:
     return (x + x.transpose(-1, -2)) / 2
-
-
-def _penalties(M0: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
-    """`M_c = M_0 + Σ_{c' < c} gram_{c'}`: `M0: [B, H, d, d]`, `gram: [B, H, N, d, d]` -> `[B, H, N, d, d]`."""
-    return M0[:, :, None] + gram.cumsum(2) - gram
 
 
 def _later_pairs(pair: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -90,54 +140,50 @@ def _ungroup(rows: list[torch.Tensor], N: int) -> torch.Tensor:
 
 class _ChunkGate(torch.autograd.Function):
     """`(k̂, u, M_0) -> (α, A_T)` with `α_t = M_t⁻¹ k̂_t` unnormalised; inputs `[B, T, H, d]` and `[B, H, d, d]` in
-    the compute dtype. Saved for the backward: `A_c` at each group's first chunk (the others follow from `W` by
-    the same downdates), `W`, `α`, `u`, `A_T`."""
+    the compute dtype; `apply` maps rows by `A_t` inside groups of `grouping`. Saved for the backward: `A` at each
+    group's start, `u`, `α`, `A_T`."""
 
     @staticmethod
-    def forward(ctx, k_hat, u, M0, carry):
-        T, d = k_hat.shape[1], k_hat.shape[-1]
-        C = gate_chunk(T, d)
-        Kc, Uc = to_chunks(k_hat, C), to_chunks(u, C)  # [B, H, N, C, d]; padded rows are 0 and add nothing to M
-        N = Kc.shape[2]
-        gram = Uc.transpose(-1, -2) @ Uc  # [B, H, N, d, d]
-        # A_c by Cholesky at every R-th chunk, by Woodbury downdates A ← A − WᵀW in between; groups of R chunks,
-        # the last one padded with empty chunks (u = 0: nothing changes)
-        R = min(carry, N)
-        A0 = A = torch.cholesky_inverse(torch.linalg.cholesky(_penalties(M0, gram)[:, :, ::R]))  # [B, H, NR, d, d]
-        K6, U6 = _groups(Kc, R), _groups(Uc, R)
-        eye = torch.eye(C, dtype=A.dtype, device=A.device)
-        Ws, alphas = [], []
-        for j in range(R):
-            U_j = U6[:, :, :, j]  # [B, H, NR, C, d]
-            UA = U_j @ A
-            L = torch.linalg.cholesky(eye + UA @ U_j.transpose(-1, -2))  # [C, C]
-            Ws.append(torch.linalg.solve_triangular(L, UA, upper=False))  # [B, H, NR, C, d]
-            alphas.append(_apply_inverses(K6[:, :, :, j], A, Ws[-1]))
-            if j < R - 1:
-                A = A - Ws[-1].transpose(-1, -2) @ Ws[-1]
-        W, alpha = _ungroup(Ws, N), _ungroup(alphas, N)  # [B, H, N, C, d]
-        A_final = torch.cholesky_inverse(torch.linalg.cholesky(M0 + gram.sum(2)))  # [B, H, d, d]
-        ctx.save_for_backward(Uc, A0, W, alpha, A_final)
-        ctx.T, ctx.R = T, R
-        return from_chunks(alpha, T), A_final
+    def forward(ctx, k_hat, u, M0, grouping: Grouping, apply: Apply):
+        A_starts, A_final = group_inverses(u, M0, grouping.L)
+        alpha = apply(k_hat, u, A_starts, grouping)
+        ctx.save_for_backward(u, A_starts, alpha, A_final)
+        ctx.grouping, ctx.apply_rows = grouping, apply
+        return alpha, A_final
 
     @staticmethod
     def backward(ctx, d_alpha, d_A_final):
-        Uc, A, W, alpha, A_final = ctx.saved_tensors
-        C, N, R = Uc.shape[-2], Uc.shape[2], ctx.R
-        G6, W6 = _groups(to_chunks(d_alpha, C), R), _groups(W, R)
-        a = []  # a_t = A_t g_t, the groups' A_c rebuilt by the forward's downdates
-        for j in range(R):
-            a.append(_apply_inverses(G6[:, :, :, j], A, W6[:, :, :, j]))
-            if j < R - 1:
-                A = A - W6[:, :, :, j].transpose(-1, -2) @ W6[:, :, :, j]
-        a = _ungroup(a, N)  # [B, H, N, C, d]
+        u, A_starts, alpha, A_final = ctx.saved_tensors
+        T, d = u.shape[1], u.shape[-1]
+        a = ctx.apply_rows(d_alpha.contiguous(), u, A_starts, ctx.grouping)  # a_t = A_t g_t, [B, T, H, d]
         F_T = torch.zeros_like(A_final) if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
-        S, later = _later_pairs(a.transpose(-1, -2) @ alpha)  # from Σ_{t∈c} a_t α_tᵀ: [B, H, N, d, d]
-        du = (Uc @ alpha.transpose(-1, -2)).triu() @ a + (Uc @ a.transpose(-1, -2)).triu() @ alpha
+        C = gate_chunk(T, d)  # blocks of the reverse-causal sums
+        Uc, Ac, Alc = to_chunks(u, C), to_chunks(a, C), to_chunks(alpha, C)  # [B, H, N, C, d]
+        S, later = _later_pairs(Ac.mT @ Alc)  # from Σ_{t∈c} a_t α_tᵀ: [B, H, N, d, d]
+        du = (Uc @ Alc.mT).triu() @ Ac + (Uc @ Ac.mT).triu() @ Alc
         du = -du - Uc @ later + 2 * Uc @ F_T[:, :, None]
         dM0 = -S.sum(2) / 2 + F_T
-        return from_chunks(a, ctx.T), from_chunks(du, ctx.T), dM0, None
+        return a, from_chunks(du, T), dM0, None, None
+
+
+def initial_penalty(k: torch.Tensor, initial_state: torch.Tensor | None, lam0: float) -> torch.Tensor:
+    """`M_0 = λ0 I`, or `A_0⁻¹` (`A_0` checked positive definite: a clear error on bad input), `[B, H, d, d]`."""
+    dt = compute_dtype(k)
+    B, _, H, K = k.shape
+    if initial_state is None:
+        return (lam0 * torch.eye(K, dtype=dt, device=k.device)).expand(B, H, K, K)
+    return torch.cholesky_inverse(torch.linalg.cholesky(initial_state.to(dt)))
+
+
+def gate(
+    k: torch.Tensor, u: torch.Tensor, initial_state: torch.Tensor | None, lam0: float, grouping: Grouping, apply: Apply
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`naive_vla_gate`'s contract with the rows mapped by `apply` in groups of `grouping`."""
+    dt = compute_dtype(k)
+    M0 = initial_penalty(k, initial_state, lam0)
+    k_hat = F.normalize(k.to(dt), dim=-1).contiguous()
+    alpha, A_final = _ChunkGate.apply(k_hat, u.to(dt).contiguous(), M0, grouping, apply)
+    return F.normalize(alpha, dim=-1), A_final
 
 
 def chunk_vla_gate(
@@ -149,11 +195,7 @@ def chunk_vla_gate(
     carry: int = CARRY,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Same contract as `naive_vla_gate`; `carry`: chunks per `d × d` factorisation (1: every chunk its own)."""
-    dt = compute_dtype(k)
-    B, _, H, K = k.shape
-    if initial_state is None:
-        M0 = (lam0 * torch.eye(K, dtype=dt, device=k.device)).expand(B, H, K, K)
-    else:
-        M0 = torch.cholesky_inverse(torch.linalg.cholesky(initial_state.to(dt)))
-    alpha, A_final = _ChunkGate.apply(F.normalize(k.to(dt), dim=-1), u.to(dt), M0, carry)
-    return F.normalize(alpha, dim=-1), A_final
+    T, d = k.shape[1], k.shape[-1]
+    C = gate_chunk(T, d)
+    grouping = Grouping(C, min(carry, -(-T // C)))
+    return gate(k, u, initial_state, lam0, grouping, torch_apply)

@@ -1,12 +1,13 @@
-"""`vla(backend="triton")`: the chunk gate, then the two-key delta rule on the Triton engine, against the float64
-naive recurrence (forward, final `(S, A)` and every gradient, initial states included)."""
+"""`vla(backend="triton")` and `vla_gate(backend="triton")`: the gate's kernel, then the two-key delta rule on the
+Triton engine, against the float64 naive recurrence (forward, final `(S, A)` and every gradient, initial states
+included)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from linattn.ops import vla
+from linattn.ops import vla, vla_gate
 from tests.ops.cases import CASES, Sizes, check_float32_against_naive, draw, rel_err
 
 VLA = next(c for c in CASES if c.id == "vla")
@@ -29,10 +30,53 @@ def test_varlen_in_one_launch_and_float64_is_refused():
 
 
 def test_bfloat16_inputs_run_at_their_precision():
-    """A bfloat16 model's q, k, v, u: the gate's float32 `α̂` and `k̂` enter the engine in bfloat16."""
+    """A bfloat16 model's q, k, v, u: the output in bfloat16; the gate's `α̂` and `k̂` enter the engine in float32."""
     tokens, _ = draw(VLA, Sizes(B=1, T=70, K=16, V=16))
     low = {n: x.bfloat16() for n, x in tokens.items()}
     o, (S, A) = vla(**low, output_final_state=True, backend="triton")
     want, (S_want, A_want) = vla(**tokens, output_final_state=True, backend="naive")
     assert o.dtype == torch.bfloat16 and rel_err(o, want) < 1e-2 and rel_err(S, S_want) < 1e-2  # 5e-3 measured
     assert rel_err(A, A_want) < 2e-3
+
+
+@pytest.mark.parametrize("C, R, T", [(16, 3, 100), (16, 1, 40), (32, 2, 64)])
+def test_gate_kernel_matches_the_token_loop(C, R, T):
+    """The kernel with small groups (several groups, the last one padded or cut short), from an SPD initial state:
+    α̂, `A_T` and the gradients of k, u and the initial state, float32 against the float64 token loop."""
+    from linattn.ops.vla.chunk import Grouping, gate
+    from linattn.ops.vla.naive import naive_vla_gate
+    from linattn.ops.vla.triton import triton_apply
+
+    B, H, d = 2, 2, 24  # d padded to 32 inside
+    gen = torch.Generator().manual_seed(0)
+    k = torch.randn(B, T, H, d, generator=gen, dtype=torch.float64)
+    u = torch.randn(B, T, H, d, generator=gen, dtype=torch.float64) / d
+    X = torch.randn(B, H, d, d, generator=gen, dtype=torch.float64)
+    A0 = X @ X.mT / d + torch.eye(d, dtype=torch.float64)
+    cot = [torch.randn(B, T, H, d, generator=gen, dtype=torch.float64), torch.randn(B, H, d, d, generator=gen)]
+
+    def run(fn, dtype):
+        leaves = [x.to(dtype).requires_grad_() for x in (k, u, A0)]
+        outs = fn(*leaves)
+        grads = torch.autograd.grad(sum((o.double() * c.double()).sum() for o, c in zip(outs, cot)), leaves)
+        return [*outs, *grads[:2], (grads[2] + grads[2].mT) / 2]  # only the symmetric part of dA0 is defined
+
+    got = run(lambda k, u, A0: gate(k, u, A0, 0.1, Grouping(C, R), triton_apply), torch.float32)
+    want = run(lambda k, u, A0: naive_vla_gate(k, u, A0, lam0=0.1), torch.float64)
+    for name, a, b in zip(("alpha_hat", "A", "dk", "du", "dA0"), got, want):
+        assert rel_err(a, b) < 2e-5, f"{name}: relative error {rel_err(a, b):.2e}"
+
+
+def test_gate_backend_is_public_and_packs_sequences():
+    """`vla_gate(backend="triton")` equals the token loop on packed sequences with their own initial states."""
+    lengths, d = [5, 70, 33], 16
+    gen = torch.Generator().manual_seed(1)
+    k = torch.randn(1, sum(lengths), 2, d, generator=gen)
+    u = torch.randn(1, sum(lengths), 2, d, generator=gen) / d
+    X = torch.randn(3, 2, d, d, generator=gen)
+    A0 = X @ X.mT / d + torch.eye(d)
+    cu = torch.tensor([0, 5, 75, 108])
+    got = vla_gate(k, u, initial_state=A0, output_final_state=True, cu_seqlens=cu, backend="triton")
+    want = vla_gate(k.double(), u.double(), initial_state=A0.double(), output_final_state=True, cu_seqlens=cu,
+                    backend="naive")  # fmt: skip
+    assert all(rel_err(a, b) < 1e-5 for a, b in zip(got, want))

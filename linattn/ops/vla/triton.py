@@ -1,0 +1,129 @@
+"""VLA's gate on the GPU: the rows `x_t -> A_t x_t` inside each group of chunks as one Triton kernel.
+
+`chunk.py` holds the math. Per group of `R` chunks of `C` tokens, one program keeps `A` (`d × d`, float32) in
+registers from the group's start (`group_inverses`, a `d × d` Cholesky per group, in PyTorch) and walks its chunks:
+
+    U A                                          [C, d]   rows A_c u_t
+    w_t = z_t / √(1 + u_tᵀ z_t),  z_t = A_c u_t − Σ_{s<t} w_s (w_sᵀ u_t)      t = 0 … C−1, in order
+    Y   = X A − tril(X Wᵀ) W                     [C, d]   rows A_t x_t
+    A  ← A − Wᵀ W                                         the next chunk's start
+
+The loop over `t` is Sherman–Morrison written as the rows of `W = L⁻¹ U A` (`L Lᵀ = I + U A Uᵀ`, the chunk
+path's Cholesky): forward substitution with `L_ts = w_sᵀ u_t` and `L_tt = √(1 + u_tᵀ z_t)`, exact float32
+multiply-adds. The four matrix products are `tl.dot` with `tf32x3` (three tf32 passes, about 22 bits; see
+`linattn/ops/delta_rule/triton/precision.py`). The same kernel maps `k̂` in the forward and `∂L/∂α` in the
+backward (`a_t = A_t g_t`), so nothing but the groups' first `A` is kept between the passes.
+
+Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of registers across the program); larger ones
+take the PyTorch path.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from linattn.ops.vla.chunk import Grouping, chunk_vla_gate, gate
+
+MAX_HEAD_DIM = 128
+GROUP_TOKENS = 512  # tokens per group: one d × d factorisation per 512 tokens, downdates between
+
+
+def triton_grouping(T: int, d: int) -> Grouping:
+    """Chunks of 64 tokens (32 from d > 64 on, which keeps the `[C, d]` tiles at 4096 floats), 512 tokens a group
+    (fewer when the sequence is shorter)."""
+    C = 64 if d <= 64 else 32
+    return Grouping(C, max(1, min(GROUP_TOKENS // C, triton.cdiv(T, C))))
+
+
+@triton.jit(do_not_specialize=["T"])
+def gate_apply_kernel(
+    X,
+    U,
+    A0,
+    Y,
+    T,
+    H: tl.constexpr,
+    D: tl.constexpr,
+    BD: tl.constexpr,
+    C: tl.constexpr,
+    R: tl.constexpr,
+):
+    """One program per (group, batch · head). `X, U, Y: [B, T, H, D]` float32, `A0: [B, H, NG, D, D]` float32."""
+    i_g, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    NG = tl.cdiv(T, C * R)
+    o_c = tl.arange(0, C)
+    o_d = tl.arange(0, BD)
+    m_d = o_d < D
+
+    # [BD, BD] inverse penalty at the group's start (padding rows and columns 0)
+    o_A = (i_bh.to(tl.int64) * NG + i_g) * D * D + o_d[:, None] * D + o_d[None, :]
+    b_A = tl.load(A0 + o_A, mask=m_d[:, None] & m_d[None, :], other=0)
+
+    for j in range(R):
+        t0 = (i_g * R + j) * C
+        # tokens past T load as 0: identity steps (u = 0 gives w = 0)
+        m_td = ((t0 + o_c) < T)[:, None] & m_d[None, :]
+        o_td = ((i_b.to(tl.int64) * T + t0 + o_c[:, None]) * H + i_h) * D + o_d[None, :]
+        # [C, BD]
+        b_u = tl.load(U + o_td, mask=m_td, other=0)
+        b_x = tl.load(X + o_td, mask=m_td, other=0)
+        # [C, BD] @ [BD, BD] -> [C, BD]: rows A_c u_t (A symmetric)
+        b_ua = tl.dot(b_u, b_A, input_precision="tf32x3")
+
+        # [C, BD] rows w_t, filled in order; rows not yet filled are 0
+        b_w = tl.zeros([C, BD], dtype=tl.float32)
+        for t in range(C):
+            row = (o_c == t)[:, None]
+            # [BD] u_t and A_c u_t
+            b_ut = tl.sum(tl.where(row, b_u, 0), 0)
+            b_z = tl.sum(tl.where(row, b_ua, 0), 0)
+            # [C] w_sᵀ u_t, then z_t = A_c u_t − Σ_{s<t} w_s (w_sᵀ u_t) = A_{t-1} u_t
+            b_wu = tl.sum(b_w * b_ut[None, :], 1)
+            b_z -= tl.sum(b_wu[:, None] * b_w, 0)
+            b_wt = b_z / tl.sqrt(1 + tl.sum(b_ut * b_z))
+            b_w = tl.where(row, b_wt[None, :], b_w)
+
+        # [C, BD] @ [BD, C] -> [C, C], kept on s ≤ t
+        b_xw = tl.dot(b_x, tl.trans(b_w), input_precision="tf32x3")
+        b_xw = tl.where(o_c[:, None] >= o_c[None, :], b_xw, 0)
+        # [C, BD]: rows A_t x_t = A_c x_t − Σ_{s≤t} w_s (w_sᵀ x_t)
+        b_y = tl.dot(b_x, b_A, input_precision="tf32x3") - tl.dot(b_xw, b_w, input_precision="tf32x3")
+        tl.store(Y + o_td, b_y, mask=m_td)
+        # [BD, C] @ [C, BD] -> [BD, BD]
+        b_A -= tl.dot(tl.trans(b_w), b_w, input_precision="tf32x3")
+
+
+def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping) -> torch.Tensor:
+    """`chunk.torch_apply`'s contract on the kernel: `X, U: [B, T, H, d]` float32 contiguous,
+    `A_starts: [B, H, ⌈T / L⌉, d, d]` float32; returns rows `A_t x_t`, `[B, T, H, d]` float32."""
+    B, T, H, D = X.shape
+    if X.dtype != torch.float32 or U.dtype != torch.float32 or A_starts.dtype != torch.float32:
+        raise TypeError(f"vla gate kernel: float32 inputs expected, got {X.dtype}, {U.dtype}, {A_starts.dtype}")
+    if D > MAX_HEAD_DIM:
+        raise ValueError(f"vla gate kernel: head dims up to {MAX_HEAD_DIM}, got {D}")
+    Y = torch.empty_like(X)
+    grid = (A_starts.shape[2], B * H)
+    gate_apply_kernel[grid](
+        X, U, A_starts.contiguous(), Y, T,
+        H=H, D=D, BD=max(16, triton.next_power_of_2(D)), C=grouping.C, R=grouping.R,
+        num_warps=4 if D <= 64 else 8,
+    )  # fmt: skip
+    return Y
+
+
+def triton_vla_gate(
+    k: torch.Tensor,
+    u: torch.Tensor,
+    initial_state: torch.Tensor | None,
+    *,
+    lam0: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Same contract as `naive_vla_gate`, float32 inside (float64 inputs and head dims over `MAX_HEAD_DIM` take the
+    PyTorch chunk path)."""
+    T, d = k.shape[1], k.shape[-1]
+    if d > MAX_HEAD_DIM or k.dtype == torch.float64:
+        return chunk_vla_gate(k, u, initial_state, lam0=lam0)
+    return gate(k, u, initial_state, lam0, triton_grouping(T, d), triton_apply)
