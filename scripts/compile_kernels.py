@@ -4,7 +4,7 @@
 
 Two phases, two processes:
 1. record: with `TRITON_INTERPRET=1`, run representative calls (forward + backward of the delta rule, linear
-   attention, CCQ and the decode kernel, at the head dims and dtypes users run) and write down each kernel launch:
+   attention, CCQ, VLA's gate and the decode kernel, at the head dims and dtypes users run) and write down each kernel launch:
    its function, the dtype of every pointer, the type of every scalar, every constexpr and the launch options.
 2. compile: without the interpreter, build each recorded signature with `triton.compile` for `cuda:<arch>` (the
    compiler needs no GPU), then run the wheel's own `ptxas -v` on the PTX for registers and spill bytes.
@@ -35,7 +35,7 @@ def _calls() -> None:
     """The representative calls whose launches are recorded (small T: the interpreter is slow)."""
     import torch
 
-    from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention
+    from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention, vla_gate
 
     torch.manual_seed(0)
     for dtype, K, V in ((torch.bfloat16, 128, 128), (torch.bfloat16, 256, 256), (torch.bfloat16, 96, 96),
@@ -57,6 +57,8 @@ def _calls() -> None:
         ccq_query(q, k, torch.rand(*shape), backend="triton")
         o, _ = delta_rule(q, k, v, beta=beta, g=g, cu_seqlens=torch.tensor([0, 30, 70]), backend="triton")
         o.float().sum().backward()
+        if K <= 128:
+            vla_gate(k.float(), w.float() / K, backend="triton")
         with torch.no_grad():
             delta_rule(q[:, :3], k[:, :3], v[:, :3], w=w[:, :3], beta=beta[:, :3], g=g[:, :3], initial_state=h0,
                        output_final_state=True, backend="fused_recurrent")  # fmt: skip
