@@ -2,6 +2,7 @@
 # Compare kernel variants kept on git branches, side by side in one GPU call.
 #   here:    bash scripts/device_variants.sh pack BRANCH [BRANCH ...]   (copies each branch's linattn/ to .variants/)
 #   there:   bash scripts/device_variants.sh run [verify]                (run with carry [".variants"])
+#            STAGES="--op vla-gate --K 128" bash scripts/device_variants.sh run    (other `stages` options)
 # `run` profiles every packed variant and the working tree (`current`) with `python -m linattn.bench stages`, and
 # with `verify` also screens each against float64 (`verify --quick`, about a fifth of the matrix; a variant to be
 # merged then gets the full `python -m linattn.bench verify`). The variants are dealt over the machine's GPUs.
@@ -30,7 +31,8 @@ profile() {  # variant folder: its stage profile, and with `verify` its quick sc
   local dir=$1 name rc=0
   name=$( [ "$dir" = "$PWD" ] && echo current || basename "$dir" )
   cd "$dir" || return 1  # `python -m` puts the working directory first on the path, ahead of PYTHONPATH
-  python3 -m linattn.bench stages --json "$work/$name-stages.json" > "$work/$name-stages.txt" 2>&1 || rc=1
+  # shellcheck disable=SC2086  # STAGES is a list of options
+  python3 -m linattn.bench stages ${STAGES:-} --json "$work/$name-stages.json" > "$work/$name-stages.txt" 2>&1 || rc=1
   if [ "$screen" = verify ]; then
     python3 -m linattn.bench verify --quick --jobs 6 --json "$work/$name-verify.json" \
       > "$work/$name-verify.txt" 2>&1 || rc=1
@@ -43,7 +45,7 @@ status=0
 deal_over_gpus "${#dirs[@]}" profile_item || status=1
 for txt in "$work"/*-stages.txt; do
   echo "== $(basename "$txt" -stages.txt)"
-  grep -E "stages, total|delta_rule|wy_fwd|state_|local_bwd|Error|error" "$txt"
+  grep -E "stages, total|delta_rule|wy_fwd|state_|local_bwd|vla gate|Error|error" "$txt"
   verify=${txt%-stages.txt}-verify.txt
   [ -e "$verify" ] && tail -n 3 "$verify"
 done
