@@ -4,8 +4,9 @@
 
 Two phases, two processes:
 1. record: with `TRITON_INTERPRET=1`, run representative calls (forward + backward of the delta rule, linear
-   attention, CCQ, VLA's gate and the decode kernel, at the head dims and dtypes users run) and write down each kernel launch:
-   its function, the dtype of every pointer, the type of every scalar, every constexpr and the launch options.
+   attention, CCQ, VLA's gate and the decode kernel, at the head dims and dtypes users run) and write down each
+   kernel launch: its function, the dtype of every pointer, the type of every scalar, every constexpr and the
+   launch options.
 2. compile: without the interpreter, build each recorded signature with `triton.compile` for `cuda:<arch>` (the
    compiler needs no GPU), then run the wheel's own `ptxas -v` on the PTX for registers and spill bytes.
 

@@ -1,18 +1,18 @@
 """VLA's gate on the GPU: the rows `x_t -> A_t x_t` inside each group of chunks as one Triton kernel.
 
-`chunk.py` holds the math. Per group of `R` chunks of `C` tokens, one program keeps `A` (`d × d`, float32) in
+`chunk.py` holds the math. Per group of `R` chunks of 16 tokens, one program keeps `A` (`d × d`, float32) in
 registers from the group's start (`group_inverses`, a `d × d` Cholesky per group, in PyTorch) and walks its chunks:
 
-    U A                                          [C, d]   rows A_c u_t
-    w_t = z_t / √(1 + u_tᵀ z_t),  z_t = A_c u_t − Σ_{s<t} w_s (w_sᵀ u_t)      t = 0 … C−1, in order
-    Y   = X A − tril(X Wᵀ) W                     [C, d]   rows A_t x_t
-    A  ← A − Wᵀ W                                         the next chunk's start
+    Z   = U A                                    [16, d]   rows A_c u_t (A symmetric)
+    L Lᵀ = I + U Zᵀ                              [16, 16]  Cholesky, then L⁻¹ by forward substitution
+    W   = L⁻¹ Z                                  [16, d]
+    Y   = X A − tril(X Wᵀ) W                     [16, d]   rows A_t x_t
+    A  ← A − Wᵀ W                                          the next chunk's start
 
-The loop over `t` is Sherman–Morrison written as the rows of `W = L⁻¹ U A` (`L Lᵀ = I + U A Uᵀ`, the chunk
-path's Cholesky): forward substitution with `L_ts = w_sᵀ u_t` and `L_tt = √(1 + u_tᵀ z_t)`, exact float32
-multiply-adds. The four matrix products are `tl.dot` with `tf32x3` (three tf32 passes, about 22 bits; see
-`linattn/ops/delta_rule/triton/precision.py`). The same kernel maps `k̂` in the forward and `∂L/∂α` in the
-backward (`a_t = A_t g_t`), so nothing but the groups' first `A` is kept between the passes.
+(the chunk path's algebra at 16 tokens a chunk). Only the `16 × 16` factorisation and inverse are sequential
+(16 steps each, exact float32 multiply-adds); the products are `tl.dot` with `tf32x3` (three tf32 passes, about
+22 bits; see `linattn/ops/delta_rule/triton/precision.py`). The same kernel maps `k̂` in the forward and `∂L/∂α`
+in the backward (`a_t = A_t g_t`), so nothing but the groups' first `A` is kept between the passes.
 
 Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of registers across the program); larger ones
 take the PyTorch path.
@@ -30,11 +30,32 @@ MAX_HEAD_DIM = 128
 GROUP_TOKENS = 512  # tokens per group: one d × d factorisation per 512 tokens, downdates between
 
 
-def triton_grouping(T: int, d: int) -> Grouping:
-    """Chunks of 64 tokens (32 from d > 64 on, which keeps the `[C, d]` tiles at 4096 floats), 512 tokens a group
-    (fewer when the sequence is shorter)."""
-    C = 64 if d <= 64 else 32
-    return Grouping(C, max(1, min(GROUP_TOKENS // C, triton.cdiv(T, C))))
+CHUNK = 16  # tokens per chunk: the sequential part, a 16 × 16 Cholesky and inverse, stays small
+
+
+def triton_grouping(T: int) -> Grouping:
+    """Chunks of 16 tokens, 512 tokens a group (fewer when the sequence is shorter)."""
+    return Grouping(CHUNK, max(1, min(GROUP_TOKENS // CHUNK, triton.cdiv(T, CHUNK))))
+
+
+@triton.jit
+def _inverse_cholesky(b_G, C: tl.constexpr):
+    """`L⁻¹` for `L Lᵀ = G`, `G: [C, C]` symmetric positive definite (its lower triangle is read)."""
+    o_c = tl.arange(0, C)
+    # Cholesky by columns: L[:, j] = G'[:, j] / √G'[j, j], then G' −= L[:, j] L[:, j]ᵀ (rows ≥ j)
+    b_L = tl.zeros([C, C], dtype=tl.float32)
+    for j in range(C):
+        b_col = tl.sum(tl.where(o_c[None, :] == j, b_G, 0), 1)  # [C]
+        b_col = tl.where(o_c >= j, b_col, 0) / tl.sqrt(tl.sum(tl.where(o_c == j, b_col, 0)))
+        b_L = tl.where(o_c[None, :] == j, b_col[:, None], b_L)
+        b_G -= b_col[:, None] * b_col[None, :]
+    # forward substitution by rows: L⁻¹[i, :] = (e_i − Σ_{k<i} L[i, k] L⁻¹[k, :]) / L[i, i]
+    b_Li = tl.zeros([C, C], dtype=tl.float32)
+    for i in range(C):
+        b_row = tl.sum(tl.where(o_c[:, None] == i, b_L, 0), 0)  # [C]
+        b_r = tl.where(o_c == i, 1.0, 0.0) - tl.sum(tl.where(o_c < i, b_row, 0)[:, None] * b_Li, 0)
+        b_Li = tl.where(o_c[:, None] == i, (b_r / tl.sum(tl.where(o_c == i, b_row, 0)))[None, :], b_Li)
+    return b_Li
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -70,22 +91,11 @@ def gate_apply_kernel(
         # [C, BD]
         b_u = tl.load(U + o_td, mask=m_td, other=0)
         b_x = tl.load(X + o_td, mask=m_td, other=0)
-        # [C, BD] @ [BD, BD] -> [C, BD]: rows A_c u_t (A symmetric)
-        b_ua = tl.dot(b_u, b_A, input_precision="tf32x3")
-
-        # [C, BD] rows w_t, filled in order; rows not yet filled are 0
-        b_w = tl.zeros([C, BD], dtype=tl.float32)
-        for t in range(C):
-            row = (o_c == t)[:, None]
-            # [BD] u_t and A_c u_t
-            b_ut = tl.sum(tl.where(row, b_u, 0), 0)
-            b_z = tl.sum(tl.where(row, b_ua, 0), 0)
-            # [C] w_sᵀ u_t, then z_t = A_c u_t − Σ_{s<t} w_s (w_sᵀ u_t) = A_{t-1} u_t
-            b_wu = tl.sum(b_w * b_ut[None, :], 1)
-            b_z -= tl.sum(b_wu[:, None] * b_w, 0)
-            b_wt = b_z / tl.sqrt(1 + tl.sum(b_ut * b_z))
-            b_w = tl.where(row, b_wt[None, :], b_w)
-
+        # [C, BD] @ [BD, BD] -> [C, BD]: rows A_c u_t
+        b_z = tl.dot(b_u, b_A, input_precision="tf32x3")
+        # [C, C]: I + U A_c Uᵀ, then W = L⁻¹ Z
+        b_G = tl.dot(b_u, tl.trans(b_z), input_precision="tf32x3") + tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)
+        b_w = tl.dot(_inverse_cholesky(b_G, C), b_z, input_precision="tf32x3")
         # [C, BD] @ [BD, C] -> [C, C], kept on s ≤ t
         b_xw = tl.dot(b_x, tl.trans(b_w), input_precision="tf32x3")
         b_xw = tl.where(o_c[:, None] >= o_c[None, :], b_xw, 0)
@@ -126,4 +136,4 @@ def triton_vla_gate(
     T, d = k.shape[1], k.shape[-1]
     if d > MAX_HEAD_DIM or k.dtype == torch.float64:
         return chunk_vla_gate(k, u, initial_state, lam0=lam0)
-    return gate(k, u, initial_state, lam0, triton_grouping(T, d), triton_apply)
+    return gate(k, u, initial_state, lam0, triton_grouping(T), triton_apply)
