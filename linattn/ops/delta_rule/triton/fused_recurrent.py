@@ -166,7 +166,7 @@ def fused_recurrent(
         dummy if initial_state is None else initial_state.contiguous(),
         dummy if ht is None else ht,
         cu_seqlens,
-        scale, 0.0 if kaczmarz_eps is None else kaczmarz_eps, T,
+        scale, 0.0 if kaczmarz_eps is None else float(kaczmarz_eps), T,
         H=H, K=K, V=V, BK=BK, BV=BV,
         ERASE=erase, USE_W=w is not None, USE_BETA=beta is not None, KACZMARZ=kaczmarz_eps is not None, GATE=gate,
         USE_H0=initial_state is not None, STORE_HT=ht is not None, IS_VARLEN=cu_seqlens is not None,

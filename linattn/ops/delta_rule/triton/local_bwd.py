@@ -227,7 +227,7 @@ def local_bwd_kernel(
     b_P = tl.where(m_O, b_dS * b_D, 0.0) * scale
     if KACZMARZ:
         # [BT] ∂β/∂k · dβ = −2 r (β dβ) k, with β dβ = rowsum(dṼ ⊙ U)
-        b_kacz = -2.0 * b_r * b_udv
+        b_dk_step = -2.0 * b_r * b_udv
 
     # pass 2, over key blocks: dQ, dK, dW; Q Wᵀ and K Wᵀ accumulate for the score terms of dβ and dG
     b_QW = tl.zeros([BT, BT], dtype=tl.float32)
@@ -296,7 +296,7 @@ def local_bwd_kernel(
             # [BT, BT] @ [BT, BK] -> [BT, BK]
             b_dk = b_beta[:, None] * tl.dot(b_R, b_w, input_precision="tf32x3") - (b_beta * b_gamma)[:, None] * b_dvh
             if KACZMARZ:
-                b_dk += b_kacz[:, None] * b_k
+                b_dk += b_dk_step[:, None] * b_k
             # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK]
             b_dw += tl.dot(tl.trans(b_R), b_k * b_beta[:, None], input_precision="tf32x3")
             if W_IS_K:

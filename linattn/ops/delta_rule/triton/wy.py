@@ -369,7 +369,7 @@ def wy_fwd(
     grid = (layout.NT, B * H)
     wy_fwd_kernel[grid](
         k, v, w, beta, G, T_inv, u_tilde, k_tilde, inv_sq_norm, layout.cu_seqlens, layout.chunk_indices,
-        kaczmarz_eps if kaczmarz else 0.0, T,
+        float(kaczmarz_eps) if kaczmarz else 0.0, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=kaczmarz, IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_precision(k.dtype),
