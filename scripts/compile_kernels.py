@@ -3,10 +3,10 @@
     python scripts/compile_kernels.py [--arch 90] [--out DIR] [--only NAME] [--record-python PYTHON]
 
 Two phases, two processes:
-1. record: with `TRITON_INTERPRET=1`, run representative calls (forward + backward of the delta rule, linear
-   attention, CCQ, VLA's gate and the decode kernel, at the head dims and dtypes users run) and write down each
-   kernel launch: its function, the dtype of every pointer, the type of every scalar, every constexpr and the
-   launch options.
+1. record: with `TRITON_INTERPRET=1`, run representative calls (forward + backward of the delta rule, KLA's
+   in-kernel step, linear attention, CCQ, VLA's gate and the decode kernel, at the head dims and dtypes users run)
+   and write down each kernel launch: its function, the dtype of every pointer, the type of every scalar, every
+   constexpr and the launch options.
 2. compile: without the interpreter, build each recorded signature with `triton.compile` for `cuda:<arch>` (the
    compiler needs no GPU), then run the wheel's own `ptxas -v` on the PTX for registers and spill bytes.
 
@@ -51,6 +51,9 @@ def _calls() -> None:
             o, s = delta_rule(q, k, v, w=wk, beta=beta, g=g, initial_state=h0, output_final_state=True,
                               backend="triton")  # fmt: skip
             (o.float().sum() + s.sum()).backward()
+        o, s = delta_rule(q, k, v, beta=beta, g=g, kaczmarz_eps=1e-6, initial_state=h0, output_final_state=True,
+                          backend="triton")  # fmt: skip
+        (o.float().sum() + s.sum()).backward()
         o, s = linear_attention(q, k, v, initial_state=h0, output_final_state=True, backend="triton")
         (o.float().sum() + s.sum()).backward()
         o, _ = gated_linear_attention(q, k, v, g, backend="triton")
@@ -63,6 +66,8 @@ def _calls() -> None:
         with torch.no_grad():
             delta_rule(q[:, :3], k[:, :3], v[:, :3], w=w[:, :3], beta=beta[:, :3], g=g[:, :3], initial_state=h0,
                        output_final_state=True, backend="fused_recurrent")  # fmt: skip
+            delta_rule(q[:, :3], k[:, :3], v[:, :3], beta=beta[:, :3], g=g[:, :3], kaczmarz_eps=1e-6,
+                       initial_state=h0, output_final_state=True, backend="fused_recurrent")  # fmt: skip
 
 
 def record(path: Path) -> None:

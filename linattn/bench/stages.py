@@ -56,7 +56,7 @@ def stage_calls(x: dict[str, torch.Tensor]) -> list[tuple[str, Callable[[], obje
     scale = K**-0.5
     layout = chunk_layout(B, T, None, q.device)
     G = chunk_cumsum(g, layout)
-    T_inv, u_tilde, k_tilde = wy_fwd(k, v, k, beta, G, layout)
+    T_inv, u_tilde, k_tilde, _ = wy_fwd(k, v, k, beta, G, layout)
     h, U, _ = state_fwd(k_tilde, u_tilde, k, G, None, False, layout)
     dh, dv_tilde, _ = state_bwd(q, k, G, T_inv, k_tilde, do, None, scale, False, layout)
     _, _, _, _, _, dG = local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout)

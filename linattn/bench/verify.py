@@ -12,7 +12,9 @@ The matrix (issue 4): dtypes float32 / bfloat16 / float16; `T ∈ {1, 63, 64, 65
 variable-length batches. The same kernels without the erase term run linear attention and scalar-decay GLA:
 those are in the matrix too. The naive recurrence is slow at T = 4096, so the largest cases run with one head.
 The ops built on the engine (issue 5) follow, at T ∈ {63, 65, 1000} and packed: `vla` (its gate, then the two-key
-rule, with both states), `ccq_query` (centred, decayed, with its state) and KLA (the Kaczmarz step on raw keys).
+rule, with both states), `ccq_query` (centred, decayed, with its state) and KLA (the Kaczmarz step on raw keys,
+`delta_rule(..., beta=η, kaczmarz_eps=1e-6)`: formed inside each backend, so the Triton kernels' own step and its
+gradients in `η` and `k` are what is checked).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from linattn.ops import ccq_query, delta_rule, gated_linear_attention, kaczmarz_beta, linear_attention, vla
+from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention, vla
 
 FLOOR = 1e-6
 
@@ -145,8 +147,9 @@ def _call_op(op: str, a: dict, common: dict) -> tuple[torch.Tensor, tuple[torch.
     elif op == "ccq":
         o, S = ccq_query(a["q"], a["k"], a["lam"], g=a["g"], initial_state=state, **common)
     else:
-        beta = kaczmarz_beta(a["k"], a["eta"])
-        o, S = delta_rule(a["q"], a["k"], a["v"], beta=beta, g=a["g"], initial_state=state[0], **common)
+        o, S = delta_rule(
+            a["q"], a["k"], a["v"], beta=a["eta"], g=a["g"], kaczmarz_eps=1e-6, initial_state=state[0], **common
+        )
     return o, (S,) if isinstance(S, torch.Tensor) else tuple(S)
 
 

@@ -12,8 +12,9 @@ Contenders, each one op call on prepared inputs (no projections, feature maps or
 - `softmax (SDPA)`: `softmax_attention(q, k, v)`, causal `scaled_dot_product_attention` (flash on a GPU);
 - `GDN (delta_rule)`: `delta_rule` in the Gated DeltaNet configuration (unit keys, `β`, `g ≤ 0`), `backend="auto"`
   (the Triton kernels on CUDA, chunk on CPU): the reference line of a linear mixer with fused kernels;
-- `KLA (delta_rule)`: the same with raw keys `k` and the Kaczmarz step `β = η / (‖k‖² + ε)` (`kaczmarz_beta`, inside
-  the timed call, `η` = GDN's `β`);
+- `KLA (delta_rule)`: the same with raw keys `k` and the Kaczmarz step `β = η / (‖k‖² + ε)`, `ε = 1e-6`, formed
+  inside the op (`delta_rule(..., beta=η, kaczmarz_eps=ε)`; the Triton kernels take `‖k‖²` from the key rows they
+  load), `η` = GDN's `β`;
 - `CCQ-GDN`: `ccq_query(q, k_unit, λ, g)` (the covariance read, `λ` = GDN's `β`), then GDN reading with `q'`.
 
 Inputs, drawn once per (K, T) from a generator seeded with `seed` on the device: `q, k = ELU(x)+1` of standard
@@ -61,7 +62,7 @@ from linattn.bench.timing import forward_backward, median_ms
 from linattn.experiments import paper
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.io import save_figure
-from linattn.ops import ccq_query, delta_rule, kaczmarz_beta, softmax_attention, vla
+from linattn.ops import ccq_query, delta_rule, softmax_attention, vla
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 PASSES = {"fwd": "forward", "fwdbwd": "forward + backward"}
@@ -119,7 +120,7 @@ def _gdn(x: dict[str, torch.Tensor], q: torch.Tensor | None = None) -> torch.Ten
 
 
 def _kla(x: dict[str, torch.Tensor]) -> torch.Tensor:
-    return delta_rule(x["q"], x["k"], x["v"], beta=kaczmarz_beta(x["k"], x["beta"]), g=x["g"])[0]
+    return delta_rule(x["q"], x["k"], x["v"], beta=x["beta"], g=x["g"], kaczmarz_eps=1e-6)[0]
 
 
 def _ccq_gdn(x: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -11,7 +11,9 @@ from torch import nn
 from linattn.layers.base import Mixer, State, merge_heads, promote, split_heads
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ConvProjections
-from linattn.ops import delta_rule, kaczmarz_beta
+from linattn.ops import delta_rule
+
+KACZMARZ_EPS = 1e-6  # KLA's step η / (‖k‖² + ε), the authors' ε
 
 
 class MambaDecay(nn.Module):
@@ -41,7 +43,8 @@ class GatedDeltaNet(Mixer):
 
     `q = L2norm(SiLU(conv(W_q x)))`, `v = SiLU(conv(W_v x))`, `η = σ(W_β x + b)`, `g` the Mamba-2 gate, and
       - GDN (`kaczmarz=False`): `k = L2norm(SiLU(conv(W_k x)))`, `β = η`;
-      - KLA (`kaczmarz=True`): `k = SiLU(conv(W_k x))` (raw), `β = η / (‖k‖² + 1e-6)`.
+      - KLA (`kaczmarz=True`): `k = SiLU(conv(W_k x))` (raw), `β = η / (‖k‖² + 1e-6)`, formed inside the op
+        (`delta_rule(..., beta=η, kaczmarz_eps=1e-6)`).
     Options: `short_conv`, `conv_size`, `ccq` (+ `ccq_options`): contract q by the running, decayed
     covariance of the keys before the read.
     State: `{"S": [B, H, d, d], "conv_q", "conv_k", "conv_v"[, "ccq"]}`.
@@ -82,10 +85,8 @@ class GatedDeltaNet(Mixer):
         q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]
         q = F.normalize(q, dim=-1)
         eta = torch.sigmoid(self.b_proj(x))  # [B, T, H]
-        if self.kaczmarz:
-            beta = kaczmarz_beta(k, eta)
-        else:
-            k, beta = F.normalize(k, dim=-1), eta
+        if not self.kaczmarz:
+            k = F.normalize(k, dim=-1)
         q, k, v = promote(q, k, v)
         g = self.decay(x)  # [B, T, H]
         if self.ccq is not None:
@@ -94,8 +95,9 @@ class GatedDeltaNet(Mixer):
             q,
             k,
             v,
-            beta=beta,
+            beta=eta,
             g=g,
+            kaczmarz_eps=KACZMARZ_EPS if self.kaczmarz else None,
             initial_state=state.get("S"),
             output_final_state=True,
             cu_seqlens=cu_seqlens,

@@ -272,6 +272,12 @@ CASES = [
         _delta(beta=lambda x: kaczmarz_beta(x["k"], x["eta"]), g=lambda x: x["g"]),
     ),
     Case(
+        "kla-kaczmarz-eps",
+        _tokens(eta=(_uniform, False), g=(log_decay, False)),
+        _state_kv,
+        _delta(beta=lambda x: x["eta"], g=lambda x: x["g"], kaczmarz_eps=lambda x: 1e-6),
+    ),
+    Case(
         "vla-gate",
         _vla_gate_tokens,
         lambda s, N, g: (randn(g, N, s.H, s.K, s.K),),

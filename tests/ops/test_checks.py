@@ -133,6 +133,10 @@ def test_ccq_and_kaczmarz_arguments():
         kaczmarz_beta(k[0], torch.rand(B, T, H))
     with raises(ValueError, "eps"):
         kaczmarz_beta(k, torch.rand(B, T, H), eps=-1.0)
+    with raises(ValueError, "kaczmarz_eps"):
+        delta_rule(q, k, k, beta=torch.rand(B, T, H), kaczmarz_eps=-1e-6)
+    with raises(ValueError, "kaczmarz_eps"):
+        delta_rule(q, k, k, kaczmarz_eps=torch.tensor(1e-6))
 
 
 @pytest.mark.parametrize("backend", ["fast", "Triton", None])

@@ -63,6 +63,39 @@ def test_kaczmarz_step_is_an_exact_projection(backend):
         assert rel_err(recalled, v[:, t - 1]) < 1e-12
 
 
+@pytest.mark.parametrize("eta", [True, False], ids=["eta", "eta=1"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kaczmarz_eps_is_the_explicit_kaczmarz_beta(backend, eta):
+    """`delta_rule(..., beta=η, kaczmarz_eps=ε)` equals `delta_rule(..., beta=kaczmarz_beta(k, η, ε))`: outputs,
+    final state and the gradients of q, k (through the step too), v, η, g and the initial state."""
+    B, T, H, K, V, eps = 2, 70, 2, 5, 3, 1e-3
+    x = {
+        "q": randn(B, T, H, K, seed=1),
+        "k": randn(B, T, H, K, seed=2) * 2,
+        "v": randn(B, T, H, V, seed=3),
+        "eta": torch.rand(B, T, H, dtype=F64, generator=torch.Generator().manual_seed(4)),
+        "g": -torch.rand(B, T, H, dtype=F64, generator=torch.Generator().manual_seed(5)),
+        "h0": randn(B, H, K, V, seed=6),
+    }
+    cot = [randn(B, T, H, V, seed=7), randn(B, H, K, V, seed=8)]
+
+    def run(in_op):
+        leaves = {n: t.clone().requires_grad_() for n, t in x.items()}
+        q, k, v, g, h0 = (leaves[n] for n in ("q", "k", "v", "g", "h0"))
+        eta_ = leaves["eta"] if eta else None
+        common = {"g": g, "initial_state": h0, "output_final_state": True, "backend": backend}
+        if in_op:
+            o, S = delta_rule(q, k, v, beta=eta_, kaczmarz_eps=eps, **common)
+        else:
+            step = kaczmarz_beta(k, torch.ones_like(x["eta"]) if eta_ is None else eta_, eps=eps)
+            o, S = delta_rule(q, k, v, beta=step, **common)
+        grads = torch.autograd.grad((o * cot[0]).sum() + (S * cot[1]).sum(), list(leaves.values()), allow_unused=True)
+        return [o, S, *(torch.zeros_like(t) if d is None else d for t, d in zip(x.values(), grads))]
+
+    for what, a, b in zip(["o", "S", *(f"d{n}" for n in x)], run(True), run(False)):
+        assert rel_err(a, b) < 1e-12, what
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_vla_gate_is_the_normalised_regularised_inverse(backend):
     B, T, H, K, lam0 = 1, 80, 2, 6, 0.5

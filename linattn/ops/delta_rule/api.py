@@ -6,6 +6,7 @@ import torch
 
 from linattn.ops.checks import check_backend, check_gate, check_qk, check_qkv, check_state
 from linattn.ops.delta_rule.chunk import chunk_delta_rule
+from linattn.ops.delta_rule.kaczmarz import check_kaczmarz_eps, kaczmarz_step
 from linattn.ops.delta_rule.naive import naive_delta_rule
 from linattn.ops.varlen import per_sequence
 
@@ -22,6 +23,7 @@ def delta_rule(
     w: torch.Tensor | None = None,
     beta: torch.Tensor | None = None,
     g: torch.Tensor | None = None,
+    kaczmarz_eps: float | None = None,
     scale: float | None = None,
     initial_state: torch.Tensor | None = None,
     output_final_state: bool = False,
@@ -34,11 +36,18 @@ def delta_rule(
 
     `k_t` is the erase/read key (the state predicts `S_{t-1}ᵀ k_t` for it), `w_t` the write direction.
 
+    KLA (Kaczmarz linear attention) is `beta=η, kaczmarz_eps=ε` on raw keys: the step becomes
+    `β_t = η_t / (‖k_t‖² + ε)`, computed inside the backend (the Triton kernels take `‖k_t‖²` from the key rows
+    they load anyway) and differentiated in both `η` and `k`. It equals `beta=kaczmarz_beta(k, η, ε)` without
+    the separate pass over `k` and its float32 temporaries.
+
     Args:
         q, k: `[B, T, H, K]`.  v: `[B, T, H, V]` (same dtype as q).
         w: write direction `[B, T, H, K]`, default `k` (DeltaNet); VLA passes `α̂`.
-        beta: step `[B, T, H]`, default 1; KLA passes `kaczmarz_beta(k, eta)`.
+        beta: step `[B, T, H]`, default 1; with `kaczmarz_eps`, the relaxation `η` of the Kaczmarz step.
         g: log-decay `[B, T, H]`, `<= 0`, default 0 (no decay); Gated DeltaNet's gate.
+        kaczmarz_eps: None (default): `beta` is the step. A number `ε >= 0` (KLA: `1e-6`): the step is
+            `β_t = beta_t / (‖k_t‖² + ε)` of the erase key `k` (not `w`), `beta` None meaning `η = 1`.
         scale: output scale, default `K ** -0.5`.
         initial_state: `[N, H, K, V]` (`N = B`, or the number of packed sequences), any float dtype.
         output_final_state: also return the final state `[N, H, K, V]` (float32; float64 for float64 inputs).
@@ -50,11 +59,12 @@ def delta_rule(
     Returns:
         `(o, final_state)`, `o: [B, T, H, V]` in v's dtype; `final_state` is None unless requested.
 
-    Example (Gated DeltaNet):
+    Example (Gated DeltaNet, then KLA on raw keys with the same gates):
         >>> k = torch.nn.functional.normalize(torch.randn(1, 256, 4, 64), dim=-1)
         >>> q, v = torch.randn(1, 256, 4, 64), torch.randn(1, 256, 4, 64)
         >>> beta, g = torch.rand(1, 256, 4), -torch.rand(1, 256, 4) * 0.1
         >>> o, S = delta_rule(q, k, v, beta=beta, g=g, output_final_state=True)
+        >>> o, S = delta_rule(q, 3 * torch.randn(1, 256, 4, 64), v, beta=beta, g=g, kaczmarz_eps=1e-6)
     """
     dims = check_qkv(q, k, v, cu_seqlens)
     if w is not None:
@@ -63,6 +73,8 @@ def delta_rule(
         check_gate("beta", beta, dims)
     if g is not None:
         check_gate("g", g, dims, log_decay=True)
+    if kaczmarz_eps is not None:
+        check_kaczmarz_eps("kaczmarz_eps", kaczmarz_eps)
     check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     scale = dims.K**-0.5 if scale is None else scale
@@ -77,6 +89,7 @@ def delta_rule(
             beta=beta,
             g=g,
             erase=True,
+            kaczmarz_eps=kaczmarz_eps,
             scale=scale,
             initial_state=initial_state,
             output_final_state=output_final_state,
@@ -87,7 +100,11 @@ def delta_rule(
         # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
         from linattn.ops.delta_rule.triton.function import delta_rule_triton
 
-        return delta_rule_triton(q, k, v, w, beta, g, scale, initial_state, output_final_state, cu_seqlens)
+        return delta_rule_triton(
+            q, k, v, w, beta, g, scale, initial_state, output_final_state, cu_seqlens, kaczmarz_eps
+        )
+    if kaczmarz_eps is not None:
+        beta = kaczmarz_step(k, beta, kaczmarz_eps)  # per token, so packed sequences need no split
     fn = PER_SEQUENCE[name]
     o, S = per_sequence(
         lambda q, k, v, w, beta, g, s: fn(q, k, v, w, beta, g, s, scale=scale),

@@ -11,6 +11,8 @@ def kaczmarz_beta(k: torch.Tensor, eta: torch.Tensor, eps: float = 1e-6) -> torc
     """`β_t = η_t / (‖k_t‖² + ε)`: with `η = 1, ε = 0` the write projects the state exactly onto `Sᵀk_t = v_t`.
 
     Then `I − β_t k_t k_tᵀ = I − η_t k̂_t k̂_tᵀ` is a contraction for any key norm when `η_t ∈ (0, 1]`.
+    To train KLA, prefer `delta_rule(q, k, v, beta=eta, kaczmarz_eps=eps)`: the same step, computed inside the
+    backend (the Triton kernels take it from the key rows they load, with no pass over `k` of its own).
 
     Args:
         k: raw (not normalised) keys `[B, T, H, K]`.
@@ -27,7 +29,17 @@ def kaczmarz_beta(k: torch.Tensor, eta: torch.Tensor, eps: float = 1e-6) -> torc
     if k.dim() != 4:
         raise ValueError(f"k: expected a 4-D tensor [B, T, H, K], got shape {list(k.shape)}")
     check_shape("eta", eta, tuple(k.shape[:3]), "[B, T, H]")
-    if eps < 0:
-        raise ValueError(f"eps: expected a value >= 0, got {eps}")
-    sq_norm = k.float().pow(2).sum(-1) if k.dtype != torch.float64 else k.pow(2).sum(-1)
-    return (eta / (sq_norm + eps)).to(eta.dtype)
+    check_kaczmarz_eps("eps", eps)
+    return kaczmarz_step(k, eta, eps).to(eta.dtype)
+
+
+def kaczmarz_step(k: torch.Tensor, eta: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """`η / (‖k‖² + ε)` on validated inputs (`eta` None means 1), in float64 for float64 keys, else float32."""
+    dt = torch.float64 if k.dtype == torch.float64 else torch.float32
+    denominator = k.to(dt).pow(2).sum(-1) + eps  # [B, T, H]
+    return 1.0 / denominator if eta is None else eta.to(dt) / denominator
+
+
+def check_kaczmarz_eps(name: str, eps: object) -> None:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+        raise ValueError(f"{name}: expected a number >= 0, got {eps!r}")

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from linattn.ops.delta_rule import delta_rule
+from linattn.ops.delta_rule import delta_rule, kaczmarz_beta
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref, chunk_layout
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_ref
 from linattn.ops.delta_rule.triton.recompute import wy_apply
@@ -58,8 +58,8 @@ def run_grads(x: dict, backend: str, scale: float, do, dS, dtype: torch.dtype | 
             leaves[name] = (t if dtype is None else t.to(dtype)).detach().clone().requires_grad_()
     kwargs = {n: leaves.get(n) for n in ("w", "beta", "g", "initial_state")}
     o, S = delta_rule(
-        leaves["q"], leaves["k"], leaves["v"], **kwargs, scale=scale, output_final_state=dS is not None,
-        cu_seqlens=x["cu_seqlens"], backend=backend,
+        leaves["q"], leaves["k"], leaves["v"], **kwargs, kaczmarz_eps=x["kaczmarz_eps"], scale=scale,
+        output_final_state=dS is not None, cu_seqlens=x["cu_seqlens"], backend=backend,
     )  # fmt: skip
     loss = 0.0
     if do is not None:
@@ -91,6 +91,7 @@ SWEEP = {
     "gdn": (Config(), True),
     "two-key": (Config(two_key=True), True),
     "plain": (Config(beta=False, gate=None, h0=False), False),
+    "kla": (Config(kaczmarz=True), True),
 }
 
 
@@ -113,6 +114,9 @@ AWKWARD = {
     "varlen": (Config(T=140, B=1, two_key=True, lengths=(1, 70, 5, 64)), True),
     "varlen-plain": (Config(T=196, B=1, beta=False, gate=None, lengths=(65, 1, 130)), False),
     "varlen-no-h0": (Config(T=129, B=1, h0=False, lengths=(63, 64, 2)), True),
+    "kla-K96-no-eta": (Config(T=65, H=1, K=96, V=40, two_key=True, beta=False, kaczmarz=True), True),
+    "kla-varlen": (Config(T=140, B=1, lengths=(1, 70, 5, 64), kaczmarz=True), True),
+    "kla-strong-decay": (Config(T=127, gate="strong", kaczmarz=True), False),
 }
 
 
@@ -136,6 +140,7 @@ LOW_PRECISION = {
     "gdn": Config(T=200),
     "two-key": Config(T=200, two_key=True),
     "varlen": Config(T=200, two_key=True, lengths=(1, 70, 5, 124)),
+    "kla": Config(T=200, kaczmarz=True),
 }
 
 
@@ -160,15 +165,22 @@ def test_low_precision_gradients_within_twice_naive(name, dtype):
         check(got[n], want[n], max(2 * rounding * rel_err(naive[n], want[n]), FLOOR), f"{name} {dtype} d{n}")
 
 
-@pytest.mark.parametrize("two_key", [False, True], ids=["gdn", "two-key"])
-def test_state_chaining_gradients(two_key):
+CHAINING = {
+    "gdn": Config(T=150, B=2),
+    "two-key": Config(T=150, B=2, two_key=True),
+    "kla": Config(T=150, B=2, kaczmarz=True),
+}
+
+
+@pytest.mark.parametrize("name", list(CHAINING))
+def test_state_chaining_gradients(name):
     """`[0:t]` then `[t:T]` from the carried final state gives the outputs and gradients of `[0:T]` (the carried
     state's gradient goes back through `dht` of the first call and `dh_0` of the second)."""
     T, t = 150, 67
-    x = make_inputs(Config(T=T, B=2, two_key=two_key))
+    x = make_inputs(CHAINING[name])
     do, dS = draw_cotangents(x, torch.float32)
     leaves = {n: x[n].detach().clone().requires_grad_() for n in GRADS if x[n] is not None}
-    opts = {"scale": 0.3, "output_final_state": True, "backend": "triton"}
+    opts = {"scale": 0.3, "output_final_state": True, "backend": "triton", "kaczmarz_eps": x["kaczmarz_eps"]}
 
     def call(sl, state):
         p = {n: leaves[n][:, sl] for n in ("q", "k", "v", "w", "beta", "g") if n in leaves}
@@ -192,13 +204,15 @@ STAGES = {
     "K96-plain": (Config(T=65, H=1, K=96, V=40, beta=False, gate=None, h0=False), False),
     "strong-decay": (Config(T=127, gate="strong", two_key=True), True),
     "T1": (Config(T=1, beta=False, h0=False), False),
+    "kla-two-key-varlen": (Config(T=140, two_key=True, lengths=(1, 70, 5, 64), kaczmarz=True), True),
 }
 
 
 @pytest.mark.parametrize("name", list(STAGES))
 def test_backward_stages_match_references(name):
     """Each backward stage against its float64 reference, both fed the kernels' outputs of the stages before;
-    `local_bwd_ref` is autograd of each chunk's forward, so it checks the derivation, not a transcription of it."""
+    `local_bwd_ref` is autograd of each chunk's forward, so it checks the derivation, not a transcription of it
+    (for KLA with the step `η / (‖k‖² + ε)` inside, so also the step's `dk` and `dη`)."""
     cfg, final_grad = STAGES[name]
     x = make_inputs(cfg)
     q, k, v, beta, g, h0 = (x[n] for n in ("q", "k", "v", "beta", "g", "initial_state"))
@@ -208,10 +222,12 @@ def test_backward_stages_match_references(name):
     scale = 0.3
     layout = chunk_layout(cfg.B, cfg.T, x["cu_seqlens"], q.device)
     G = None if g is None else chunk_cumsum(g, layout)
-    T_inv, _, _ = wy_fwd(k, v, w, beta, G, layout)
+    eps = x["kaczmarz_eps"]
+    T_inv, _, _, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, eps)
 
-    u_tilde, k_tilde = wy_apply(k, v, beta, G, T_inv, layout)
-    _, want_u, want_k = wy_ref(k, v, w, beta, G, layout)
+    u_tilde, k_tilde = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm)
+    step = beta if eps is None else kaczmarz_beta(k.double(), beta.double(), eps)
+    _, want_u, want_k = wy_ref(k, v, w, step, G, layout)
     check(u_tilde, want_u, STAGE_TOL, "recompute Ũ")
     check(k_tilde, want_k, STAGE_TOL, "recompute K̃")
     h, U, _ = state_fwd(k_tilde, u_tilde, w, G, h0, False, layout)
@@ -223,8 +239,8 @@ def test_backward_stages_match_references(name):
             check(a, b, STAGE_TOL, f"state_bwd {what}")
     dh, dv_tilde, _ = got
 
-    got = local_bwd(q, k, v, x["w"], beta, G, h, dh, U, dv_tilde, do, scale, layout)
-    want = local_bwd_ref(q, k, v, x["w"], beta, G, h, dh, do, scale, layout)
+    got = local_bwd(q, k, v, x["w"], beta, G, h, dh, U, dv_tilde, do, scale, layout, inv_sq_norm=inv_sq_norm)
+    want = local_bwd_ref(q, k, v, x["w"], beta, G, h, dh, do, scale, layout, kaczmarz_eps=eps)
     for what, a, b in zip(("dq", "dk", "dv", "dw", "dβ", "dG"), got, want):
         assert (a is None) == (b is None), what
         if a is not None:
@@ -234,11 +250,12 @@ def test_backward_stages_match_references(name):
         check(chunk_cumsum(dG, layout, reverse=True), chunk_cumsum_ref(dG, layout, reverse=True), STAGE_TOL, "dg")
 
 
-DELTA_CASES = [c for c in CASES if c.id in ("deltanet-beta1", "deltanet", "gated-deltanet", "two-key", "kla")]
+DELTA_IDS = ("deltanet-beta1", "deltanet", "gated-deltanet", "two-key", "kla", "kla-kaczmarz-eps")
+DELTA_CASES = [c for c in CASES if c.id in DELTA_IDS]
 
 
 def test_delta_cases_are_found():
-    assert len(DELTA_CASES) == 5
+    assert len(DELTA_CASES) == len(DELTA_IDS)
 
 
 @pytest.mark.parametrize("case", DELTA_CASES, ids=[c.id for c in DELTA_CASES])

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from linattn.ops.delta_rule import delta_rule
+from linattn.ops.delta_rule import delta_rule, kaczmarz_beta
 from linattn.ops.delta_rule.triton import delta_rule_fwd
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref, chunk_layout
 from linattn.ops.delta_rule.triton.output import output_fwd, output_ref
@@ -45,10 +45,15 @@ class Config:
     gate: str | None = "mild"
     h0: bool = True
     lengths: tuple[int, ...] | None = None
+    kaczmarz: bool = False  # KLA: raw keys, the step β = η / (‖k‖² + ε) formed by the op (`beta` is η)
+
+
+KACZMARZ_EPS = 1e-6
 
 
 def make_inputs(cfg: Config, dtype: torch.dtype = torch.float32, seed: int = 0) -> dict:
-    """Inputs in `dtype` (the state in float32); unit keys and write directions keep the recurrence stable."""
+    """Inputs in `dtype` (the state in float32); unit keys and write directions keep the recurrence stable. KLA's raw
+    keys get norms from about 0.3 to 15 (the Kaczmarz step keeps the write a contraction whatever the norm)."""
     gen = torch.Generator().manual_seed(seed)
     B, T, H, K, V = cfg.B, cfg.T, cfg.H, cfg.K, cfg.V
     if cfg.lengths is not None:
@@ -67,24 +72,28 @@ def make_inputs(cfg: Config, dtype: torch.dtype = torch.float32, seed: int = 0) 
         "beta": u(B, T, H) if cfg.beta else None,
         "g": g,
     }
+    if cfg.kaczmarz:
+        x["k"] = k * (0.1 + 3 * u(B, T, H, 1))
     x = {n: None if t is None else t.to(DEVICE, dtype) for n, t in x.items()}
     x["initial_state"] = r(N, H, K, V).to(DEVICE, torch.float32) if cfg.h0 else None
     x["cu_seqlens"] = None if cfg.lengths is None else torch.tensor([0, *cfg.lengths], device=DEVICE).cumsum(0)
+    x["kaczmarz_eps"] = KACZMARZ_EPS if cfg.kaczmarz else None
     return x
 
 
 def run_triton(x: dict, scale: float):
     o, S, _ = delta_rule_fwd(
-        x["q"], x["k"], x["v"], x["w"], x["beta"], x["g"], scale, x["initial_state"], True, x["cu_seqlens"]
-    )
+        x["q"], x["k"], x["v"], x["w"], x["beta"], x["g"], scale, x["initial_state"], True, x["cu_seqlens"],
+        kaczmarz_eps=x["kaczmarz_eps"],
+    )  # fmt: skip
     return o, S
 
 
 def run_naive(x: dict, scale: float, dtype: torch.dtype | None = None):
     """The naive recurrence on `x`, its floating-point inputs (the state included) cast to `dtype` if given."""
-    cast = lambda n, t: t.to(dtype) if dtype is not None and t is not None and n != "cu_seqlens" else t
+    cast = lambda n, t: t.to(dtype) if dtype is not None and torch.is_tensor(t) and n != "cu_seqlens" else t
     y = {n: cast(n, t) for n, t in x.items()}
-    kwargs = {n: y[n] for n in ("w", "beta", "g", "initial_state", "cu_seqlens")}
+    kwargs = {n: y[n] for n in ("w", "beta", "g", "initial_state", "cu_seqlens", "kaczmarz_eps")}
     return delta_rule(y["q"], y["k"], y["v"], scale=scale, output_final_state=True, backend="naive", **kwargs)
 
 
@@ -132,6 +141,7 @@ FORWARD = {
     "gdn": Config(),
     "two-key": Config(two_key=True),
     "plain": Config(beta=False, gate=None, h0=False),
+    "kla": Config(kaczmarz=True),
 }
 
 
@@ -156,6 +166,8 @@ AWKWARD = {
     "varlen": Config(T=140, B=1, two_key=True, lengths=(1, 70, 5, 64)),
     "varlen-plain": Config(T=196, B=1, beta=False, gate=None, lengths=(65, 1, 130)),
     "varlen-no-h0": Config(T=129, B=1, h0=False, lengths=(63, 64, 2)),
+    "kla-K96-no-eta": Config(T=65, H=1, K=96, V=40, two_key=True, beta=False, kaczmarz=True),
+    "kla-varlen": Config(T=140, B=1, lengths=(1, 70, 5, 64), kaczmarz=True),
 }
 
 
@@ -180,6 +192,7 @@ LOW_PRECISION = {
     "gdn": Config(T=200),
     "two-key": Config(T=200, two_key=True),
     "varlen": Config(T=200, two_key=True, lengths=(1, 70, 5, 124)),
+    "kla": Config(T=200, kaczmarz=True),
 }
 
 
@@ -212,12 +225,14 @@ STAGES = {
     "K96-plain": Config(T=65, H=1, K=96, V=40, beta=False, gate=None),
     "strong-decay": Config(T=127, gate="strong", two_key=True),
     "T1": Config(T=1, beta=False, h0=False),
+    "kla-varlen": Config(T=140, lengths=(1, 70, 5, 64), kaczmarz=True),
 }
 
 
 @pytest.mark.parametrize("name", list(STAGES))
 def test_stages_match_references(name):
-    """Each stage against its reference, both fed the kernels' outputs of the stages before."""
+    """Each stage against its reference, both fed the kernels' outputs of the stages before; for KLA the WY stage
+    against `wy_ref` given the step `kaczmarz_beta(k, η)`, and its saved `r` against `1 / (‖k‖² + ε)`."""
     cfg = STAGES[name]
     x = make_inputs(cfg)
     q, k, v, beta, g, h0 = (x[n] for n in ("q", "k", "v", "beta", "g", "initial_state"))
@@ -229,9 +244,15 @@ def test_stages_match_references(name):
         G = chunk_cumsum(g, layout)
         check(G, chunk_cumsum_ref(g, layout), STAGE_TOL, "cumsum G")
 
-    got = wy_fwd(k, v, w, beta, G, layout)
-    for what, a, b in zip(("T", "Ũ", "K̃"), got, wy_ref(k, v, w, beta, G, layout)):
+    eps = x["kaczmarz_eps"]
+    *got, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, eps)
+    step = beta if eps is None else kaczmarz_beta(k.double(), beta.double(), eps)
+    for what, a, b in zip(("T", "Ũ", "K̃"), got, wy_ref(k, v, w, step, G, layout)):
         check(a, b, STAGE_TOL, f"wy {what}")
+    if eps is None:
+        assert inv_sq_norm is None
+    else:
+        check(inv_sq_norm, 1 / (k.double().pow(2).sum(-1) + eps), STAGE_TOL, "wy r")
     _, u_tilde, k_tilde = got
 
     got = state_fwd(k_tilde, u_tilde, w, G, h0, True, layout)
@@ -252,6 +273,8 @@ def test_launcher_asserts_its_assumptions():
         delta_rule_fwd(q.double(), k.double(), v.double(), None, None, None, 1.0, None, False, None)
     with pytest.raises(ValueError, match="expected torch.float32"):
         delta_rule_fwd(q, k, v.half(), None, None, None, 1.0, None, False, None)
+    with pytest.raises(ValueError, match="needs the erase term"):
+        delta_rule_fwd(q, k, v, None, None, None, 1.0, None, False, None, erase=False, kaczmarz_eps=1e-6)
     big = torch.zeros(1, 8, 1, 300, device=DEVICE)
     with pytest.raises(ValueError, match="head dims up to 256"):
         delta_rule_fwd(big, big, torch.zeros(1, 8, 1, 16, device=DEVICE), None, None, None, 1.0, None, False, None)

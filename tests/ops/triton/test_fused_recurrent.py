@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from linattn.ops.delta_rule import kaczmarz_beta
 from linattn.ops.delta_rule.naive import naive_delta_rule
 from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent
 from linattn.ops.linear_attention.naive import naive_gated_linear_attention
@@ -31,14 +32,19 @@ def inputs(B, T, H, K, V, dtype, seed=0):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize(("K", "V"), [(16, 8), (32, 48), (96, 40)])
-@pytest.mark.parametrize("config", ["deltanet", "gdn-two-key", "linear", "gla"])
+@pytest.mark.parametrize("config", ["deltanet", "gdn-two-key", "kla", "linear", "gla"])
 def test_matches_naive(config, K, V, dtype):
+    """KLA: raw keys (norms from 0.1√K to 5√K), the step `β = η / (‖k‖² + ε)` formed in the kernel."""
     B, T, H = 2, 3, 2
     x = inputs(B, T, H, K, V, dtype)
-    erase = config in ("deltanet", "gdn-two-key")
+    kaczmarz_eps = 1e-6 if config == "kla" else None
+    if kaczmarz_eps is not None:
+        scales = torch.linspace(0.1, 5, B * T * H).reshape(B, T, H, 1)
+        x["k"] = (torch.randn(B, T, H, K, generator=torch.Generator().manual_seed(1)) * scales).to(dtype)
+    erase = config in ("deltanet", "gdn-two-key", "kla")
     w = x["w"] if config == "gdn-two-key" else None
     beta = x["beta"] if erase else None
-    g = {"deltanet": None, "gdn-two-key": x["g"], "linear": None, "gla": x["gk"]}[config]
+    g = {"deltanet": None, "gdn-two-key": x["g"], "kla": x["g"], "linear": None, "gla": x["gk"]}[config]
     o, ht = fused_recurrent(
         x["q"],
         x["k"],
@@ -47,11 +53,14 @@ def test_matches_naive(config, K, V, dtype):
         beta=beta,
         g=g,
         erase=erase,
+        kaczmarz_eps=kaczmarz_eps,
         scale=K**-0.5,
         initial_state=x["h0"],
         output_final_state=True,
     )
     f64 = {n: t.double() for n, t in x.items()}
+    if kaczmarz_eps is not None:
+        f64["beta"] = kaczmarz_beta(f64["k"], f64["beta"], kaczmarz_eps)
     if erase:
         want_o, want_h = naive_delta_rule(
             f64["q"],

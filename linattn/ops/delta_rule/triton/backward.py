@@ -12,6 +12,9 @@ The derivation is in `README.md` (backward section) and in the docstrings of `st
 Without the erase term (the forward saved no `T`: linear attention, scalar-decay GLA) B0 is skipped, B1 reads the
 values as `Ũ` (`U = V`), B2 runs with `ERASE` off (`dṼ = dU`, no `K̃ᵀ dU`), and B3 with `ERASE` off (no `A`, `T`,
 `K̃` terms; the one key's gradient is `dW`).
+
+KLA (the forward saved `r = 1 / (‖k‖² + ε)`): B0 and B3 form the step `β = η r` from it, and B3 returns the gradient
+of `η` in place of `dβ` and adds the step's dependence on `k` to `dk` (derivation in `local_bwd.py`).
 """
 
 from __future__ import annotations
@@ -48,13 +51,14 @@ def delta_rule_bwd(
         dht: `[N, H, K, V]` gradient of the final state (contiguous), or None (none was output, or it is unused).
     Returns:
         `(dq, dk, dv, dw, dβ, dg, dh_0)`, each in its input's dtype, None where that input is None; with `w` None
-        the gradient of the shared key is all in `dk`.
+        the gradient of the shared key is all in `dk`. For KLA (`saved.inv_sq_norm`) `dβ` is the gradient of the
+        given `beta` (`η`).
     """
-    layout, G, T_inv = saved.layout, saved.G, saved.T_inv
+    layout, G, T_inv, inv_sq_norm = saved.layout, saved.G, saved.T_inv, saved.inv_sq_norm
     erase = T_inv is not None
     w_or_k = k if w is None else w
     if erase:
-        u_tilde, k_tilde = wy_apply(k, v, beta, G, T_inv, layout)
+        u_tilde, k_tilde = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm)
     else:
         u_tilde, k_tilde = v, None  # T = I, K̃ = 0
     h, U, _ = state_fwd(k_tilde, u_tilde, w_or_k, G, initial_state, False, layout)
@@ -62,7 +66,9 @@ def delta_rule_bwd(
     del u_tilde  # free each intermediate once its last stage has run: the peak memory is in state_bwd
     dh, dv_tilde, dh0 = state_bwd(q, w_or_k, G, T_inv, k_tilde, do, dht, scale, initial_state is not None, layout)
     del k_tilde
-    dq, dk, dv, dw, dbeta, dG = local_bwd(q, k, v, w, beta, G, h, dh, U, dv_tilde, do, scale, layout, erase)
+    dq, dk, dv, dw, dbeta, dG = local_bwd(
+        q, k, v, w, beta, G, h, dh, U, dv_tilde, do, scale, layout, erase, inv_sq_norm
+    )  # fmt: skip
     dg = None if g is None else chunk_cumsum(dG, layout, reverse=True).to(g.dtype)
     dbeta = None if beta is None else dbeta.to(beta.dtype)
     dh0 = None if initial_state is None else dh0.to(initial_state.dtype)

@@ -9,6 +9,9 @@
 
 (the chunkwise form of `chunk.py`, DESIGN §2.2, with chunks of 64 tokens).
 
+KLA (`kaczmarz_eps` a number): the step is `β = η / (‖k‖² + ε)` with `η = beta`; stage 2 sums `‖k‖²` from the key
+rows it loads and stores `r = 1 / (‖k‖² + ε)` (`[B, T, H]` float32) for the backward. No other stage reads β.
+
 Without the erase term (`erase=False`: `S_t = exp(g_t) S_{t-1} + k_t v_tᵀ`, linear attention and scalar-decay GLA,
 DESIGN §2.1) the pseudo-values are the values, `U = V` (`T = I`, `K̃ = 0`): stage 2 is skipped, stage 3 runs with
 `ERASE` off (reads `V`, stores no `U`), and stage 4 reads `V` as `U`.
@@ -44,6 +47,7 @@ class ForwardSaved:
     G: torch.Tensor | None  # [B, T, H] float32 chunk-local cumsum of g, None without g
     T_inv: torch.Tensor | None  # [B, T, H, BT] float32: row t of its chunk's (I + A)⁻¹; None without the erase term
     layout: ChunkLayout  # the chunk grid (cu_seqlens, chunk indices and offsets)
+    inv_sq_norm: torch.Tensor | None = None  # [B, T, H] float32 r = 1 / (‖k‖² + ε) of KLA's step; None otherwise
 
 
 def _require(ok: bool, message: str) -> None:
@@ -61,10 +65,12 @@ def _check(
     initial_state: torch.Tensor | None,
     cu_seqlens: torch.Tensor | None,
     erase: bool,
+    kaczmarz_eps: float | None,
 ) -> None:
     """The launcher's own assumptions; shapes are the public API's job (`delta_rule` validates them)."""
     if not erase:
         _require(w is None and beta is None, "without the erase term there is one key (w None) and no beta")
+        _require(kaczmarz_eps is None, "the Kaczmarz step (kaczmarz_eps) needs the erase term")
     tokens = {"q": q, "k": k, "v": v, "w": w}
     for name, x in {**tokens, "beta": beta, "g": g, "initial_state": initial_state}.items():
         if x is None:
@@ -97,6 +103,7 @@ def delta_rule_fwd(
     *,
     erase: bool = True,
     out_dtype: torch.dtype | None = None,
+    kaczmarz_eps: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, ForwardSaved]:
     """The chunked forward: `(o, final_state, saved)`.
 
@@ -110,20 +117,21 @@ def delta_rule_fwd(
         cu_seqlens: `[N + 1]` integer offsets of packed sequences (`B == 1`), or None.
         erase: False drops the erase term, `S_t = exp(g_t) S_{t-1} + k_t v_tᵀ` (then `w` and `beta` must be None).
         out_dtype: dtype of `o`, default v's.
+        kaczmarz_eps: a number `ε`: KLA's step `β = beta / (‖k‖² + ε)` (`beta` None meaning 1), of the erase key `k`.
     Returns:
         `o: [B, T, H, V]` in `out_dtype`; the final state `[N, H, K, V]` float32 (None unless requested); and
         `ForwardSaved` for the backward. States and accumulation are float32 throughout.
     """
-    _check(q, k, v, w, beta, g, initial_state, cu_seqlens, erase)
+    _check(q, k, v, w, beta, g, initial_state, cu_seqlens, erase, kaczmarz_eps)
     B, T = q.shape[:2]
     w = k if w is None else w
     layout = chunk_layout(B, T, cu_seqlens, q.device)
     G = None if g is None else chunk_cumsum(g, layout)
     if erase:
-        T_inv, u_tilde, k_tilde = wy_fwd(k, v, w, beta, G, layout)
+        T_inv, u_tilde, k_tilde, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, kaczmarz_eps)
     else:
         # T = I, K̃ = 0: stage 3 reads the values as Ũ and the pseudo-values are the values
-        T_inv, u_tilde, k_tilde = None, v, None
+        T_inv, u_tilde, k_tilde, inv_sq_norm = None, v, None, None
     h, U, final_state = state_fwd(k_tilde, u_tilde, w, G, initial_state, output_final_state, layout)
     o = output_fwd(q, w, G, h, v if U is None else U, scale, layout, out_dtype or v.dtype)
-    return o, final_state, ForwardSaved(G=G, T_inv=T_inv, layout=layout)
+    return o, final_state, ForwardSaved(G=G, T_inv=T_inv, layout=layout, inv_sq_norm=inv_sq_norm)

@@ -24,6 +24,7 @@ class Options:
     cu_seqlens: torch.Tensor | None  # integer [N + 1], or None
     erase: bool = True  # False: S_t = exp(g_t) S_{t-1} + k_t v_tᵀ (linear attention; w and beta None)
     out_dtype: torch.dtype | None = None  # dtype of o, default v's
+    kaczmarz_eps: float | None = None  # a number: KLA's step β = beta / (‖k‖² + ε) (beta is η)
 
 
 class DeltaRuleTriton(torch.autograd.Function):
@@ -34,9 +35,9 @@ class DeltaRuleTriton(torch.autograd.Function):
     def forward(ctx, q, k, v, w, beta, g, initial_state, options: Options):
         o, final_state, saved = delta_rule_fwd(
             q, k, v, w, beta, g, options.scale, initial_state, options.output_final_state, options.cu_seqlens,
-            erase=options.erase, out_dtype=options.out_dtype,
+            erase=options.erase, out_dtype=options.out_dtype, kaczmarz_eps=options.kaczmarz_eps,
         )  # fmt: skip
-        ctx.save_for_backward(q, k, v, w, beta, g, initial_state, saved.G, saved.T_inv)
+        ctx.save_for_backward(q, k, v, w, beta, g, initial_state, saved.G, saved.T_inv, saved.inv_sq_norm)
         ctx.layout, ctx.scale = saved.layout, options.scale
         # an unused output's gradient arrives as None instead of a tensor of zeros
         ctx.set_materialize_grads(False)
@@ -44,10 +45,10 @@ class DeltaRuleTriton(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, do, dht):
-        q, k, v, w, beta, g, initial_state, G, T_inv = ctx.saved_tensors
+        q, k, v, w, beta, g, initial_state, G, T_inv, inv_sq_norm = ctx.saved_tensors
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = None if dht is None else dht.contiguous()
-        saved = ForwardSaved(G=G, T_inv=T_inv, layout=ctx.layout)
+        saved = ForwardSaved(G=G, T_inv=T_inv, layout=ctx.layout, inv_sq_norm=inv_sq_norm)
         grads = delta_rule_bwd(q, k, v, w, beta, g, ctx.scale, initial_state, saved, do, dht)
         return (*grads, None)
 
@@ -63,9 +64,11 @@ def delta_rule_triton(
     initial_state: torch.Tensor | None,
     output_final_state: bool,
     cu_seqlens: torch.Tensor | None,
+    kaczmarz_eps: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`delta_rule`'s triton backend on validated inputs (shapes as `delta_rule` documents): `(o, final_state)`,
     `o` in v's dtype, `final_state` float32 (None unless requested); differentiable in every tensor input.
+    `kaczmarz_eps` a number: KLA's step `β = beta / (‖k‖² + kaczmarz_eps)`, formed inside the kernels.
 
     The kernels compute in float32 and take float32, bfloat16 or float16 `q, k, v, w`; float64 is refused with a
     TypeError rather than silently computed in float32 (the `chunk` and `naive` backends keep float64).
@@ -74,7 +77,9 @@ def delta_rule_triton(
     q, k, v, w, beta, g, initial_state = (
         None if x is None else x.contiguous() for x in (q, k, v, w, beta, g, initial_state)
     )
-    options = Options(scale=scale, output_final_state=output_final_state, cu_seqlens=cu_seqlens)
+    options = Options(
+        scale=scale, output_final_state=output_final_state, cu_seqlens=cu_seqlens, kaczmarz_eps=kaczmarz_eps
+    )
     return DeltaRuleTriton.apply(q, k, v, w, beta, g, initial_state, options)
 
 

@@ -5,7 +5,8 @@ Each program owns one `[K, BV]` tile of one sequence-head's state in registers a
     delta rule (ERASE):   S ← γ_t S;   u_t = β_t (v_t − Sᵀ k_t);   S ← S + w_t u_tᵀ;   o_t = scale · Sᵀ q_t
     no erase:             S ← γ_t S;   S ← S + k_t (β_t v_t)ᵀ;                     o_t = scale · Sᵀ q_t
 
-with `γ_t = exp(g_t)` a scalar per head or a vector over the key channels (GLA). This covers the decode step of
+with `γ_t = exp(g_t)` a scalar per head or a vector over the key channels (GLA), and for KLA (`KACZMARZ`) the
+Kaczmarz step `β_t = η_t / (‖k_t‖² + ε)` from the key row the erase term loads. This covers the decode step of
 DeltaNet, Gated DeltaNet, KLA, VLA's state (`w = α̂`), linear attention and GLA. The work per token is
 `O(K·V)`, so the per-token time does not depend on the context length; state traffic is one read and one write
 per launch. Forward only: decoding needs no gradient.
@@ -31,6 +32,7 @@ def fused_recurrent_fwd_kernel(
     ht,
     cu_seqlens,
     scale,
+    eps,
     T,
     H: tl.constexpr,
     K: tl.constexpr,
@@ -40,6 +42,7 @@ def fused_recurrent_fwd_kernel(
     ERASE: tl.constexpr,
     USE_W: tl.constexpr,
     USE_BETA: tl.constexpr,
+    KACZMARZ: tl.constexpr,  # β_t = η_t / (‖k_t‖² + eps), η_t = beta_t (1 without USE_BETA)
     GATE: tl.constexpr,  # 0: none, 1: scalar per head, 2: per key channel
     USE_H0: tl.constexpr,
     STORE_HT: tl.constexpr,
@@ -89,6 +92,9 @@ def fused_recurrent_fwd_kernel(
             b_v -= tl.sum(b_h * b_k[:, None], axis=0)
         if USE_BETA:
             b_v *= tl.load(p_beta).to(tl.float32)
+        if KACZMARZ:
+            # [BK] -> scalar ‖k_t‖² (masked columns are 0)
+            b_v /= tl.sum(b_k * b_k) + eps
         if USE_W:
             b_k = tl.load(p_w, mask=m_k, other=0).to(tl.float32)
         # rank-one write [BK, 1] x [1, BV]
@@ -119,6 +125,7 @@ def fused_recurrent(
     beta: torch.Tensor | None = None,
     g: torch.Tensor | None = None,
     erase: bool = True,
+    kaczmarz_eps: float | None = None,
     scale: float,
     initial_state: torch.Tensor | None = None,
     output_final_state: bool = False,
@@ -126,7 +133,8 @@ def fused_recurrent(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The ops' `backend="fused_recurrent"`: decoding only, so no gradient and no float64. Shapes as `delta_rule`
     (`g` may also be per channel, `[B, T, H, K]`); the caller has validated them. Returns `o` in v's dtype and the
-    float32 final state `[N, H, K, V]` (or None)."""
+    float32 final state `[N, H, K, V]` (or None). `kaczmarz_eps` (with `erase`): the step is
+    `β_t = beta_t / (‖k_t‖² + kaczmarz_eps)` (KLA), `beta` None meaning 1."""
     if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"backend 'fused_recurrent': q, k, v must be float32, bfloat16 or float16, got {q.dtype}")
     if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, w, beta, g, initial_state)):
@@ -137,6 +145,8 @@ def fused_recurrent(
     B, T, H, K = k.shape
     V = v.shape[-1]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
+    if kaczmarz_eps is not None and not erase:
+        raise ValueError("fused_recurrent: the Kaczmarz step (kaczmarz_eps) needs the erase term")
     if K > 256 or V > 256:
         raise ValueError(f"fused_recurrent: head dims up to 256 are supported, got K={K}, V={V}")
     q, k, v = (x.contiguous() for x in (q, k, v))
@@ -156,9 +166,9 @@ def fused_recurrent(
         dummy if initial_state is None else initial_state.contiguous(),
         dummy if ht is None else ht,
         cu_seqlens,
-        scale, T,
+        scale, 0.0 if kaczmarz_eps is None else float(kaczmarz_eps), T,
         H=H, K=K, V=V, BK=BK, BV=BV,
-        ERASE=erase, USE_W=w is not None, USE_BETA=beta is not None, GATE=gate,
+        ERASE=erase, USE_W=w is not None, USE_BETA=beta is not None, KACZMARZ=kaczmarz_eps is not None, GATE=gate,
         USE_H0=initial_state is not None, STORE_HT=ht is not None, IS_VARLEN=cu_seqlens is not None,
     )  # fmt: skip
     return o, ht

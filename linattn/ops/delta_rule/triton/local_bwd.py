@@ -26,6 +26,17 @@ so the gradients of `⟨dO, O⟩ + ⟨dh⁺, h⁺⟩` with respect to its `q, k,
 `dG` is the gradient of the chunk-local cumsum `G`; the reverse cumsum in `cumsum.py` turns it into `dg`. With
 `w = k` the kernel adds `dW` into `dK`.
 
+KLA (`KACZMARZ`): the step is `β = η r` with `r = 1 / (‖k‖² + ε)` (the forward's, loaded), so `∂β/∂η = r` and
+`∂β/∂k = −2 η r² k = −2 β r k`:
+
+    dη  = r ⊙ dβ
+    dK += diag(−2 r ⊙ β dβ) K,      β dβ = rowsum(dṼ ⊙ U)
+
+The last identity: `β_t` enters the chunk only through `u_t = β_t e_t`, where the error
+`e_t = v_t − Γ_t hᵀ k_t − Σ_{s<t} D_ts (k_tᵀ w_s) u_s` does not depend on `β_t`, and the total gradient reaching
+`u_t` is `dṼ_t`; so `β_t dβ_t = ⟨dṼ_t, u_t⟩`. It is known after the pass over value blocks, before the first key
+block of `dK` is stored (`dβ` itself is complete only after the last one).
+
 Without the erase term (`ERASE` off: linear attention and scalar-decay GLA, `β = 1`, `w = k`, `U = V`) there is no
 `A`, `T` or `K̃`: `dK̂ = 0`, `R = 0`, and what is left is
 
@@ -81,10 +92,12 @@ def local_bwd_ref(
     scale: float,
     layout: ChunkLayout,
     erase: bool = True,
+    kaczmarz_eps: float | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """`(dq, dk, dv, dw, dβ, dG)` as `local_bwd` returns them, in float64, by autograd of each chunk's forward with
     its start state `h[c]` fixed and the cotangents `dO`, `dh[c]`; `dw`, `dβ`, `dG` are None when `w`, `β`, `G` are.
-    Without `erase` (`w`, `β` None) the chunk is linear attention's (`U = V`)."""
+    Without `erase` (`w`, `β` None) the chunk is linear attention's (`U = V`). With `kaczmarz_eps` the step is
+    `β = beta / (‖k‖² + kaczmarz_eps)` inside the differentiated function (`dβ` is then `beta`'s gradient, `dη`)."""
     H = q.shape[2]
     x = {"q": q, "k": k, "v": v, "w": w, "beta": beta, "G": G}
     x = {n: t.double() for n, t in x.items() if t is not None}
@@ -93,10 +106,12 @@ def local_bwd_ref(
         for i, start in enumerate(range(bos, eos, layout.BT)):
             c = slice(start, min(start + layout.BT, eos))
             leaves = {n: t[b, c].transpose(0, 1).detach().requires_grad_() for n, t in x.items()}  # [H, L, ·]
-            ones = torch.ones(H, c.stop - c.start, dtype=torch.float64, device=q.device)
+            step = leaves.get("beta", torch.ones(H, c.stop - c.start, dtype=torch.float64, device=q.device))
+            if kaczmarz_eps is not None:
+                step = step / (leaves["k"].pow(2).sum(-1) + kaczmarz_eps)
             O, h_end = _chunk(
                 leaves["q"], leaves["k"], leaves["v"], leaves.get("w", leaves["k"]),
-                leaves.get("beta", ones)[..., None], leaves.get("G"), h[b, first + i].double(), scale, erase,
+                step[..., None], leaves.get("G"), h[b, first + i].double(), scale, erase,
             )  # fmt: skip
             loss = (O * do[b, c].transpose(0, 1).double()).sum() + (h_end * dh[b, first + i].double()).sum()
             for n, d in zip(leaves, torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)):
@@ -117,6 +132,7 @@ def local_bwd_kernel(
     U,
     dv_tilde,
     do,
+    inv_sq_norm,
     dq,
     dk,
     dv,
@@ -136,13 +152,15 @@ def local_bwd_kernel(
     ERASE: tl.constexpr,
     USE_BETA: tl.constexpr,
     USE_G: tl.constexpr,
+    KACZMARZ: tl.constexpr,
     W_IS_K: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
 ):
     """One program per (chunk, batch row · head): a pass over value blocks for the `[BT, BT]` score gradients, then
     a pass over key blocks (each with an inner pass over value blocks for the products with `h` and `dh⁺`).
-    Without `ERASE` (then `W_IS_K`, no β): `U` points at the values `v`, and `dṼ = dU`."""
+    Without `ERASE` (then `W_IS_K`, no β): `U` points at the values `v`, and `dṼ = dU`. With `KACZMARZ`, `beta` is
+    `η`, the step `β = η r` with the forward's `r`, `dβ` is stored as `dη = r dβ` and `dK` has the step's term."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
@@ -157,11 +175,16 @@ def local_bwd_kernel(
     m_t = o_i < T - i_t * BT
     last = tl.minimum(BT, T - i_t * BT) - 1
 
-    # [BT] β (1 on real rows without β, 0 on padding either way)
+    # [BT] β (1 on real rows without β, 0 on padding either way; η with KACZMARZ)
     if USE_BETA:
         b_beta = tl.load(beta + t0 * H + i_h + o_i * H, mask=m_t, other=0).to(tl.float32)
     else:
         b_beta = m_t.to(tl.float32)
+    if KACZMARZ:
+        # [BT] r = 1 / (‖k‖² + ε) as the forward stored it (0 on padding), and β = η r
+        b_r = tl.load(inv_sq_norm + t0 * H + i_h + o_i * H, mask=m_t, other=0)
+        b_beta *= b_r
+        b_udv = tl.zeros([BT], dtype=tl.float32)
     # [BT, BT] decay D_ts on s ≤ t of real rows (masked before exp: a padding row's exp(0 − G_s) could overflow)
     m_O = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
     m_A = (o_i[:, None] > o_i[None, :]) & m_t[:, None]
@@ -192,6 +215,8 @@ def local_bwd_kernel(
         if ERASE:
             b_v = tl.load(v + o_tv, mask=m_tv, other=0).to(tl.float32)
             b_dbeta += tl.sum(b_v * b_dvt, axis=1)
+            if KACZMARZ:
+                b_udv += tl.sum(b_U * b_dvt, axis=1)
             # [BT, BV] @ [BV, BT] -> [BT, BT]
             b_dA += tl.dot(b_dvt, tl.trans(b_U), input_precision="tf32x3")
         # [BT, BV] @ [BV, BT] -> [BT, BT]
@@ -200,6 +225,9 @@ def local_bwd_kernel(
     if ERASE:
         b_R = tl.where(m_A, -b_dA * b_D, 0.0)
     b_P = tl.where(m_O, b_dS * b_D, 0.0) * scale
+    if KACZMARZ:
+        # [BT] ∂β/∂k · dβ = −2 r (β dβ) k, with β dβ = rowsum(dṼ ⊙ U)
+        b_dk_step = -2.0 * b_r * b_udv
 
     # pass 2, over key blocks: dQ, dK, dW; Q Wᵀ and K Wᵀ accumulate for the score terms of dβ and dG
     b_QW = tl.zeros([BT, BT], dtype=tl.float32)
@@ -267,6 +295,8 @@ def local_bwd_kernel(
         if ERASE:
             # [BT, BT] @ [BT, BK] -> [BT, BK]
             b_dk = b_beta[:, None] * tl.dot(b_R, b_w, input_precision="tf32x3") - (b_beta * b_gamma)[:, None] * b_dvh
+            if KACZMARZ:
+                b_dk += b_dk_step[:, None] * b_k
             # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK]
             b_dw += tl.dot(tl.trans(b_R), b_k * b_beta[:, None], input_precision="tf32x3")
             if W_IS_K:
@@ -285,6 +315,8 @@ def local_bwd_kernel(
         b_dbeta += tl.sum(b_RKW, axis=1)
         b_M += b_beta[:, None] * b_RKW
     if USE_BETA:
+        if KACZMARZ:
+            b_dbeta *= b_r  # dη = r dβ
         tl.store(dbeta + t0 * H + i_h + o_i * H, b_dbeta, mask=m_t)
     if USE_G:
         b_dg += tl.sum(b_M, axis=1) - tl.sum(b_M, axis=0) - b_x
@@ -309,15 +341,18 @@ def local_bwd(
     scale: float,
     layout: ChunkLayout,
     erase: bool = True,
+    inv_sq_norm: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor | None, ...]:
     """`q, k, w: [B, T, H, K]` (w None: w = k), `v, do: [B, T, H, V]`, `beta, G: [B, T, H]` or None, and float32
     `h, dh: [B, NT, H, K, V]` (chunk start states, gradients of the chunk end states), `U, dṼ: [B, T, H, V]`.
-    Without `erase` (linear attention: `w`, `beta` None) pass `U = v`.
+    Without `erase` (linear attention: `w`, `beta` None) pass `U = v`. KLA: the forward's float32
+    `r = 1 / (‖k‖² + ε): [B, T, H]` as `inv_sq_norm`; then `beta` is `η` (or None: 1) and the step `β = η r`.
 
     Returns `(dq, dk, dv, dw, dβ, dG)`: `dq, dk, dv, dw` in their inputs' dtypes (`dk` includes `dw` and `dw` is None
-    when `w` is None), float32 `dβ: [B, T, H]` and `dG: [B, T, H]` (None without β, G).
+    when `w` is None; for KLA also the step's dependence on `k`), float32 `dβ: [B, T, H]` (for KLA the gradient of
+    `η`) and `dG: [B, T, H]` (None without β, G).
     """
-    if not erase and (w is not None or beta is not None):
+    if not erase and (w is not None or beta is not None or inv_sq_norm is not None):
         raise ValueError("local_bwd: without the erase term there is one key (w None) and no beta")
     B, T, H, K = q.shape
     V = v.shape[-1]
@@ -330,10 +365,11 @@ def local_bwd(
     dG = None if G is None else torch.empty(B, T, H, dtype=torch.float32, device=q.device)
     grid = (layout.NT, B * H)
     local_bwd_kernel[grid](
-        q, k, v, k if w is None else w, beta, G, h, dh, U, dv_tilde, do, dq, dk, dv, dw, dbeta, dG,
+        q, k, v, k if w is None else w, beta, G, h, dh, U, dv_tilde, do, inv_sq_norm, dq, dk, dv, dw, dbeta, dG,
         layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
-        ERASE=erase, USE_BETA=beta is not None, USE_G=G is not None, W_IS_K=w is None,
+        ERASE=erase, USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=inv_sq_norm is not None,
+        W_IS_K=w is None,
         IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_precision(q.dtype),
         num_warps=8, num_stages=1,  # sm_90, K = V = 128: 8 warps quarter the spills of 4 (≈ 3 KB a thread)

@@ -5,6 +5,8 @@ Per chunk, with `T = (I + A)⁻¹` as `wy.py` stored it, `Γ = exp(G)`:
     Ũ = T diag(β) V        [BT, V]
     K̃ = T diag(β Γ) K      [BT, K]
 
+(for KLA `β = η r` with the forward's `r = 1 / (‖k‖² + ε)`, exactly the step `wy.py` used)
+
 which is the tail of `wy_fwd_kernel` without building `T` (two `[BT, BT]` products per chunk against the
 `2 log2 BT` of the inversion). The backward feeds them to `state_fwd` to rebuild the chunk-start states `h` and
 the pseudo-values `U`, and to `state_bwd` (`K̃ᵀ dU`). Its reference is `wy_ref` (the same `Ũ`, `K̃`).
@@ -28,6 +30,7 @@ def wy_apply_kernel(
     beta,
     G,
     T_inv,
+    inv_sq_norm,
     u_tilde,
     k_tilde,
     cu_seqlens,
@@ -41,6 +44,7 @@ def wy_apply_kernel(
     BV: tl.constexpr,
     USE_BETA: tl.constexpr,
     USE_G: tl.constexpr,
+    KACZMARZ: tl.constexpr,
     IS_VARLEN: tl.constexpr,
 ):
     """One program per (chunk, batch row · head): loads the chunk's `T` once and applies it to both sides."""
@@ -58,11 +62,14 @@ def wy_apply_kernel(
     o_i = tl.arange(0, BT)
     m_t = o_i < T - i_t * BT
 
-    # [BT] β of the chunk, 0 on padding
+    # [BT] β of the chunk (η with KACZMARZ), 0 on padding
     if USE_BETA:
         b_beta = tl.load(beta + t0 * H + i_h + o_i * H, mask=m_t, other=0).to(tl.float32)
     else:
         b_beta = m_t.to(tl.float32)
+    if KACZMARZ:
+        # [BT] β = η r, r = 1 / (‖k‖² + ε) as the forward stored it
+        b_beta *= tl.load(inv_sq_norm + t0 * H + i_h + o_i * H, mask=m_t, other=0)
     # [BT, BT] rows of the inverse (a real row is 0 past the chunk's end: T is lower triangular)
     b_T = tl.load(T_inv + o_i[:, None] * (H * BT) + o_i[None, :], mask=m_t[:, None], other=0)
 
@@ -83,9 +90,11 @@ def wy_apply(
     G: torch.Tensor | None,
     T_inv: torch.Tensor,
     layout: ChunkLayout,
+    inv_sq_norm: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`k: [B, T, H, K]`, `v: [B, T, H, V]`, `beta: [B, T, H]` or None, `G: [B, T, H]` float32 or None and the
-    forward's `T: [B, T, H, BT]`. Returns float32 `Ũ: [B, T, H, V]` and `K̃: [B, T, H, K]`, as `wy_fwd` does."""
+    forward's `T: [B, T, H, BT]` (and for KLA its `r = 1 / (‖k‖² + ε): [B, T, H]`, then `β = beta r`). Returns
+    float32 `Ũ: [B, T, H, V]` and `K̃: [B, T, H, K]`, as `wy_fwd` does."""
     B, T, H, K = k.shape
     V = v.shape[-1]
     BK = min(64, max(16, triton.next_power_of_2(K)))
@@ -94,8 +103,9 @@ def wy_apply(
     k_tilde = torch.empty(B, T, H, K, dtype=torch.float32, device=k.device)
     grid = (layout.NT, B * H)
     wy_apply_kernel[grid](
-        k, v, beta, G, T_inv, u_tilde, k_tilde, layout.cu_seqlens, layout.chunk_indices, T,
+        k, v, beta, G, T_inv, inv_sq_norm, u_tilde, k_tilde, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
-        USE_BETA=beta is not None, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
+        USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=inv_sq_norm is not None,
+        IS_VARLEN=layout.cu_seqlens is not None,
     )  # fmt: skip
     return u_tilde, k_tilde

@@ -11,6 +11,10 @@ Per chunk of `BT` tokens, with `G` the chunk-local cumulative log-decay (stage 1
 so that the pseudo-values of the chunk are `U = Ũ − K̃ h` for its start state `h` (stage 3). `T` is stored for the
 backward; `Ũ` and `K̃` feed stage 3.
 
+KLA (`KACZMARZ`): the step is `β_t = η_t r_t` with `r_t = 1 / (‖k_t‖² + ε)` (`η` the given `beta`, or 1). The kernel
+sums `‖k_t‖²` over the key blocks it loads for `K Wᵀ`, so the step costs no pass over `k` of its own, and stores
+`r` (`[B, T, H]` float32) for the backward, whose kernels form the same `β = η r`.
+
 The kernel works on the chunk (`BT = 64`) as four row blocks of 16 tokens and keeps only the ten lower `[16, 16]`
 blocks of `A` and `T`. Each diagonal block of `T` inverts its block of `I + A` by recursive doubling
 (1 → 2 → 4 → 8 → 16: `T_2b = T_b − T_b M T_b`, `M` the entries whose row and column share their `2b` block but not
@@ -176,8 +180,10 @@ def wy_fwd_kernel(
     T_inv,
     u_tilde,
     k_tilde,
+    inv_sq_norm,
     cu_seqlens,
     chunk_indices,
+    eps,
     T,
     H: tl.constexpr,
     K: tl.constexpr,
@@ -187,11 +193,13 @@ def wy_fwd_kernel(
     BV: tl.constexpr,
     USE_BETA: tl.constexpr,
     USE_G: tl.constexpr,
+    KACZMARZ: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
 ):
     """One program per (chunk, batch row · head), the chunk (`BT = 64`) as four row blocks of 16: the ten lower
-    `[16, 16]` blocks of `A`, of `T = (I + A)⁻¹` (blockwise forward substitution), then `Ũ`, `K̃` block by block."""
+    `[16, 16]` blocks of `A`, of `T = (I + A)⁻¹` (blockwise forward substitution), then `Ũ`, `K̃` block by block.
+    With `KACZMARZ`, `β = η / (‖k‖² + eps)` from the key blocks of `K Wᵀ`, and `r = 1 / (‖k‖² + eps)` is stored."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_t, _, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
@@ -209,7 +217,7 @@ def wy_fwd_kernel(
     L = T - i_t * BT
     m0, m1, m2, m3 = o_r < L, 16 + o_r < L, 32 + o_r < L, 48 + o_r < L
 
-    # [16] β and cumulative log-decay per block; padding tokens get β = 0 (they write nothing) and G = 0
+    # [16] β (η with KACZMARZ) and cumulative log-decay per block; padding tokens get β = 0 (they write nothing), G = 0
     if USE_BETA:
         p_beta = beta + t0 * H + i_h + o_r * H
         b0 = tl.load(p_beta, mask=m0, other=0).to(tl.float32)
@@ -231,6 +239,10 @@ def wy_fwd_kernel(
     # the ten lower [16, 16] blocks of K Wᵀ, accumulated over key blocks
     a00 = tl.zeros([16, 16], dtype=tl.float32)
     a10, a11, a20, a21, a22, a30, a31, a32, a33 = a00, a00, a00, a00, a00, a00, a00, a00, a00
+    if KACZMARZ:
+        # [16] ‖k_t‖² of each block's rows, accumulated over key blocks
+        n0 = tl.zeros([16], dtype=tl.float32)
+        n1, n2, n3 = n0, n0, n0
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = o_k < K
@@ -243,6 +255,11 @@ def wy_fwd_kernel(
         w1 = tl.trans(load_block(w, 16 + o_r, m1, o_k, m_k, H * K))
         w2 = tl.trans(load_block(w, 32 + o_r, m2, o_k, m_k, H * K))
         w3 = tl.trans(load_block(w, 48 + o_r, m3, o_k, m_k, H * K))
+        if KACZMARZ:
+            n0 += tl.sum(k0 * k0, axis=1)
+            n1 += tl.sum(k1 * k1, axis=1)
+            n2 += tl.sum(k2 * k2, axis=1)
+            n3 += tl.sum(k3 * k3, axis=1)
         # [16, BK] @ [BK, 16] -> [16, 16], ten times
         a00 += tl.dot(k0, w0, input_precision=RAW)
         a10 += tl.dot(k1, w0, input_precision=RAW)
@@ -254,6 +271,18 @@ def wy_fwd_kernel(
         a31 += tl.dot(k3, w1, input_precision=RAW)
         a32 += tl.dot(k3, w2, input_precision=RAW)
         a33 += tl.dot(k3, w3, input_precision=RAW)
+    if KACZMARZ:
+        # [16] r = 1 / (‖k‖² + eps) on real rows (0 on padding, where ‖k‖² + eps may be 0), and β = η r
+        r0 = tl.where(m0, 1.0 / (n0 + eps), 0.0)
+        r1 = tl.where(m1, 1.0 / (n1 + eps), 0.0)
+        r2 = tl.where(m2, 1.0 / (n2 + eps), 0.0)
+        r3 = tl.where(m3, 1.0 / (n3 + eps), 0.0)
+        p_r = inv_sq_norm + t0 * H + i_h + o_r * H
+        tl.store(p_r, r0, mask=m0)
+        tl.store(p_r + 16 * H, r1, mask=m1)
+        tl.store(p_r + 32 * H, r2, mask=m2)
+        tl.store(p_r + 48 * H, r3, mask=m3)
+        b0, b1, b2, b3 = b0 * r0, b1 * r1, b2 * r2, b3 * r3
     # A = diag(β) (K Wᵀ ⊙ D) on s < t: strictly lower inside the diagonal blocks, whole blocks below them
     m_diag = o_r[:, None] > o_r[None, :]
     a00 = scaled_block(a00, b0, g0, g0, m_diag & m0[:, None], USE_G)
@@ -316,10 +345,13 @@ def wy_fwd(
     beta: torch.Tensor | None,
     G: torch.Tensor | None,
     layout: ChunkLayout,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """`k, w: [B, T, H, K]`, `v: [B, T, H, V]`, `beta: [B, T, H]` or None, `G: [B, T, H]` float32 or None.
+    kaczmarz_eps: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """`k, w: [B, T, H, K]`, `v: [B, T, H, V]`, `beta: [B, T, H]` or None, `G: [B, T, H]` float32 or None;
+    `kaczmarz_eps` a number: the step is `β = beta / (‖k‖² + kaczmarz_eps)` (KLA; `beta` None meaning 1).
 
-    Returns float32 `T: [B, T, H, BT]` (row `t` = row of its chunk's inverse), `Ũ: [B, T, H, V]`, `K̃: [B, T, H, K]`.
+    Returns float32 `T: [B, T, H, BT]` (row `t` = row of its chunk's inverse), `Ũ: [B, T, H, V]`, `K̃: [B, T, H, K]`
+    and, with `kaczmarz_eps`, `r = 1 / (‖k‖² + kaczmarz_eps): [B, T, H]` (else None).
     """
     if layout.BT != 64:
         raise ValueError(f"wy_fwd: the kernel works on chunks of 4 × 16 tokens, got chunks of {layout.BT}")
@@ -332,11 +364,14 @@ def wy_fwd(
     T_inv = torch.empty(B, T, H, layout.BT, dtype=torch.float32, device=k.device)
     u_tilde = torch.empty(B, T, H, V, dtype=torch.float32, device=k.device)
     k_tilde = torch.empty(B, T, H, K, dtype=torch.float32, device=k.device)
+    kaczmarz = kaczmarz_eps is not None
+    inv_sq_norm = torch.empty(B, T, H, dtype=torch.float32, device=k.device) if kaczmarz else None
     grid = (layout.NT, B * H)
     wy_fwd_kernel[grid](
-        k, v, w, beta, G, T_inv, u_tilde, k_tilde, layout.cu_seqlens, layout.chunk_indices, T,
+        k, v, w, beta, G, T_inv, u_tilde, k_tilde, inv_sq_norm, layout.cu_seqlens, layout.chunk_indices,
+        float(kaczmarz_eps) if kaczmarz else 0.0, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
-        USE_BETA=beta is not None, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
+        USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=kaczmarz, IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_precision(k.dtype),
     )  # fmt: skip
-    return T_inv, u_tilde, k_tilde
+    return T_inv, u_tilde, k_tilde, inv_sq_norm
