@@ -1,15 +1,14 @@
 """The forward's per-chunk kernel: the covariance read and the contraction, all chunks in parallel, writing `q'`.
 
-Per chunk, from its start state `(C_0, m_0, Z_0)` (`state.py`), with `A = tril(Q Kᵀ ⊙ D)` and `D̃ = tril(D)`
-(`D_ts = Γ_t/Γ_s` on `s ≤ t`), the running sums at each token of the chunk are
+Per chunk, from its start state `(C_0, m_0, Z_0)` (`state.py`), with `D_ts = Γ_t/Γ_s` on `s ≤ t` of the chunk,
+`D̃ = tril(D)` and `A = Q Kᵀ ⊙ D̃`, the running sums at the chunk's tokens are (rows `t`)
 
-    a = C_tᵀ q_t : A_rows  = diag(Γ) Q C_0 + A K           [BT, K]
-    b = m_t      : B_rows  = Γ m_0ᵀ + D̃ K                  [BT, K]
-    z = Z_t      :           Γ Z_0 + rowsum(D̃)             [BT]
-    r = m_tᵀ q_t :           Γ (Q m_0) + rowsum(A)          [BT]   (no product: b·q is a row sum of A)
+    a_t = C_tᵀ q_t :  diag(Γ) Q C_0 + A K             [BT, K]
+    b_t = m_t      :  Γ m_0ᵀ + D̃ K                     [BT, K]
+    z_t = Z_t      :  Γ Z_0 + rowsum(D̃)                [BT]
+    r_t = m_tᵀ q_t :  Γ (Q m_0) + rowsum(A)            [BT]   (no product: bᵀq is a row sum of A)
 
-and the contraction `q' = q − λ/z (a − ρ b)`, `ρ = r/z` (centred; 0 otherwise), is
-`q − λ/z u` with
+and the contraction `q' = q − λ/z (a − ρ b)`, `ρ = r/z` (centred; 0 otherwise), is `q − λ/z u` with
 
     u = diag(Γ) (Q C_0 − ρ m_0ᵀ) + W K,        W = A − diag(ρ) D̃
 
