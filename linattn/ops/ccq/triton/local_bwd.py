@@ -90,7 +90,7 @@ def rows_bwd_kernel(
     last = tl.minimum(BT, T - i_t * BT) - 1
     o_r = t0 * H + i_h + o_i * H
 
-    b_gamma, _, b_D, _ = chunk_decay(g, t0, i_h, o_i, m_t, last, H, USE_G)
+    b_gamma, _, b_D, _ = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
     # [BT, BT] Q Kᵀ and dY Kᵀ, [BT] Q m_0 and dY m_0
     b_S, b_qm = chunk_scores(q, k, hm, o_i, m_t, K, H, BT, BK, RAW)
     b_F, b_dym = chunk_scores(do, k, hm, o_i, m_t, K, H, BT, BK, RAW)
@@ -104,8 +104,9 @@ def rows_bwd_kernel(
     else:
         b_rho = tl.zeros([BT], dtype=tl.float32)
     b_s = -tl.load(lam + o_r, mask=m_t, other=0).to(tl.float32) / b_z
-    # [BT, BT]
-    b_W = b_A - b_rho[:, None] * b_D
+    # [BT] the score parts of uᵀdy (W = A − diag(ρ) D̃) and bᵀdy: every [BT, BT] tile is dead after these
+    b_udy = tl.sum((b_A - b_rho[:, None] * b_D) * b_F, axis=1) - b_gamma * b_rho * b_dym
+    b_bdy = b_gamma * b_dym + tl.sum(b_D * b_F, axis=1)
 
     # [BT] rowsum(Q C_0 ⊙ dY), over column blocks
     b_qcd = tl.zeros([BT], dtype=tl.float32)
@@ -117,9 +118,8 @@ def rows_bwd_kernel(
         b_do = tl.load(do + o_i[:, None] * (H * K) + o_v[None, :], mask=m_t[:, None] & m_v[None, :], other=0)
         b_qcd += tl.sum(b_qc * b_do.to(tl.float32), axis=1)
 
-    b_udy = b_gamma * (b_qcd - b_rho * b_dym) + tl.sum(b_W * b_F, axis=1)
+    b_udy += b_gamma * b_qcd
     if CENTERED:
-        b_bdy = b_gamma * b_dym + tl.sum(b_D * b_F, axis=1)
         b_dr = -b_s * b_bdy / b_z
     else:
         b_dr = tl.zeros([BT], dtype=tl.float32)
@@ -181,7 +181,7 @@ def local_bwd_kernel(
     last = tl.minimum(BT, T - i_t * BT) - 1
     o_r = t0 * H + i_h + o_i * H
 
-    b_gamma, b_to_end, b_D, b_gamma_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, USE_G)
+    b_gamma, b_to_end, b_D, b_gamma_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
     # [BT] row scalars of rows_bwd (0 on padding)
     b_s = tl.load(rows + o_r, mask=m_t, other=0)
     b_rho = tl.load(rows + R + o_r, mask=m_t, other=0)
@@ -192,7 +192,11 @@ def local_bwd_kernel(
     b_F, _ = chunk_scores(do + o_tk0, k + o_tk0, hm, o_i, m_t, K, H, BT, BK, RAW)
     b_A = b_S * b_D
     b_P = b_s[:, None] * b_F * b_D
-    # [BT, BT] P' = diag(s) (D̃ ⊙ F) + diag(dr) D̃, W = A − diag(ρ) D̃
+    if USE_G:
+        # [BT] the score terms of dG: M to its rows, from its columns
+        b_M = b_s[:, None] * b_A * b_F + b_dr[:, None] * b_A - b_rho[:, None] * b_P + b_dz[:, None] * b_D
+        b_dG = tl.load(rows + 4 * R + o_r, mask=m_t, other=0) + tl.sum(b_M, axis=1) - tl.sum(b_M, axis=0)
+    # [BT, BT] P' = diag(s) (D̃ ⊙ F) + diag(dr) D̃, W = A − diag(ρ) D̃: the only tiles the column loop needs
     b_P1 = b_P + b_dr[:, None] * b_D
     b_W = b_A - b_rho[:, None] * b_D
 
@@ -246,8 +250,7 @@ def local_bwd_kernel(
     if USE_G:
         b_dZ = tl.load(dhZ + i_row)
         b_x += b_to_end * b_dZ
-        b_M = b_s[:, None] * b_A * b_F + b_dr[:, None] * b_A - b_rho[:, None] * b_P + b_dz[:, None] * b_D
-        b_dG = tl.load(rows + 4 * R + o_r, mask=m_t, other=0) + tl.sum(b_M, axis=1) - tl.sum(b_M, axis=0) - b_x
+        b_dG -= b_x
         b_last = b_gamma_last * (tl.sum(b_h) + tl.load(hZ + i_row) * b_dZ) + tl.sum(b_x)
         b_dG += tl.where(o_i == last, b_last, 0.0)
         # padding rows are 0, so the reverse scan over the whole tile starts at the last real token

@@ -31,7 +31,9 @@ from linattn.ops.delta_rule.triton.precision import raw_precision
 
 
 @triton.jit
-def chunk_scores(x, k, hm, o_i, m_t, K: tl.constexpr, H: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, RAW):
+def chunk_scores(
+    x, k, hm, o_i, m_t, K: tl.constexpr, H: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, RAW: tl.constexpr
+):
     """`(X Kᵀ [BT, BT], X m_0 [BT])` of one chunk, over key blocks: `x, k` point at the chunk's first token of this
     head (rows `H·K` apart, any float dtype), `hm` at the chunk-start `m_0`."""
     b_S = tl.zeros([BT, BT], dtype=tl.float32)
@@ -107,7 +109,7 @@ def output_fwd_kernel(
     m_t = o_i < T - i_t * BT
     last = tl.minimum(BT, T - i_t * BT) - 1
 
-    b_gamma, _, b_D, _ = chunk_decay(g, t0, i_h, o_i, m_t, last, H, USE_G)
+    b_gamma, _, b_D, _ = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
     # [BT, BT] Q Kᵀ, [BT] Q m_0
     b_S, b_qm = chunk_scores(q, k, hm, o_i, m_t, K, H, BT, BK, RAW)
     b_A = b_S * b_D

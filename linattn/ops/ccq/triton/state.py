@@ -42,25 +42,22 @@ STATE_BV = 16
 
 
 @triton.jit
-def chunk_decay(g, t0, i_h, o_i, m_t, last, H: tl.constexpr, USE_G: tl.constexpr):
+def chunk_decay(g, t0, i_h, o_i, m_t, last, H: tl.constexpr, BT: tl.constexpr, USE_G: tl.constexpr):
     """The decays of the chunk starting at token `t0`, from the raw log-decays `g` (`[B, T, H]`, any float dtype):
     `(Γ [BT], Γ_C/Γ [BT], D [BT, BT], Γ_C)` with `G` = the chunk-local cumsum of `g`, `Γ_t = exp(G_t)`,
     `D_ts = exp(G_t − G_s)` on `s ≤ t` of real rows (masked *before* `exp`: the other differences are positive and
     can overflow), `Γ_C = exp(G_last)`. Rows past the sequence's end are 0; without `USE_G` every decay is 1."""
     m_O = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
+    # [BT] chunk-local cumsum (padding loads 0, so it stays at G_last there); one code path with or without g
     if USE_G:
-        # [BT] chunk-local cumsum (padding loads 0, so it stays at G_last there)
         b_G = tl.cumsum(tl.load(g + t0 * H + i_h + o_i * H, mask=m_t, other=0).to(tl.float32), axis=0)
-        b_G_last = tl.sum(tl.where(o_i == last, b_G, 0.0))
-        b_gamma = tl.where(m_t, tl.exp(b_G), 0.0)
-        b_to_end = tl.where(m_t, tl.exp(b_G_last - b_G), 0.0)
-        b_D = tl.exp(tl.where(m_O, b_G[:, None] - b_G[None, :], float("-inf")))
-        b_gamma_last = tl.exp(b_G_last)
     else:
-        b_gamma = m_t.to(tl.float32)
-        b_to_end = m_t.to(tl.float32)
-        b_D = m_O.to(tl.float32)
-        b_gamma_last = 1.0
+        b_G = tl.zeros([BT], dtype=tl.float32)
+    b_G_last = tl.sum(tl.where(o_i == last, b_G, 0.0))
+    b_gamma = tl.where(m_t, tl.exp(b_G), 0.0)
+    b_to_end = tl.where(m_t, tl.exp(b_G_last - b_G), 0.0)
+    b_D = tl.exp(tl.where(m_O, b_G[:, None] - b_G[None, :], float("-inf")))
+    b_gamma_last = tl.exp(b_G_last)
     return b_gamma, b_to_end, b_D, b_gamma_last
 
 
@@ -127,7 +124,7 @@ def state_fwd_kernel(
         t0 = bos + i_t * BT
         m_t = o_i < T - i_t * BT
         last = tl.minimum(BT, T - i_t * BT) - 1
-        _, b_to_end, _, b_gamma_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, USE_G)
+        _, b_to_end, _, b_gamma_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
         o_t = (t0 * H + i_h) * K + o_i[:, None] * (H * K)
         # [BT, BK] the chunk's keys, decayed to its end; [BT, BV] their column block
         b_k = tl.load(k + o_t + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0).to(tl.float32)
@@ -209,7 +206,7 @@ def state_bwd_kernel(
         t0 = bos + i_t * BT
         m_t = o_i < T - i_t * BT
         last = tl.minimum(BT, T - i_t * BT) - 1
-        b_gamma, _, _, b_gamma_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, USE_G)
+        b_gamma, _, _, b_gamma_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
         # [BT] per-row scalars (0 on padding)
         o_r = t0 * H + i_h + o_i * H
         b_s = tl.load(rows + o_r, mask=m_t, other=0)
