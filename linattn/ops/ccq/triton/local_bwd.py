@@ -38,7 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.ccq.triton.output import chunk_scores, read_state
+from linattn.ops.ccq.triton.output import block_size, chunk_scores, read_state
 from linattn.ops.ccq.triton.state import chunk_decay
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
@@ -48,7 +48,7 @@ ROWS = 5  # planes of the row scalars: s, ρ, dr, dz, dG_Γ
 
 
 @triton.jit(do_not_specialize=["T", "R"])
-def rows_bwd_kernel(
+def ccq_rows_bwd_kernel(
     q,
     k,
     lam,
@@ -135,7 +135,7 @@ def rows_bwd_kernel(
 
 
 @triton.jit(do_not_specialize=["T", "R"])
-def local_bwd_kernel(
+def ccq_local_bwd_kernel(
     q,
     k,
     g,
@@ -270,14 +270,15 @@ def rows_bwd(
     """`q, k, do: [B, T, H, K]`, `lam: [B, T, H]`, `g: [B, T, H]` or None, chunk-start states `h = (C, m, Z)`.
     Returns float32 `rows: [5, B, T, H]` (`s, ρ, dr, dz, dG_Γ`) and `dλ: [B, T, H]` in lam's dtype."""
     B, T, H, K = q.shape
-    BK = min(64, max(16, triton.next_power_of_2(K)))
+    BK = block_size(K)
     rows = torch.empty(ROWS, B, T, H, dtype=torch.float32, device=q.device)
     dlam = torch.empty_like(lam)
     grid = (layout.NT, B * H)
-    rows_bwd_kernel[grid](
+    ccq_rows_bwd_kernel[grid](
         q, k, lam, g, *h, do, rows, dlam, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
+        num_warps=8,
     )  # fmt: skip
     return rows, dlam
 
@@ -296,14 +297,16 @@ def local_bwd(
     `dh` (`state_bwd`), `rows` (`rows_bwd`). Returns `dq, dk` in their inputs' dtypes and `dg` in g's (None
     without g)."""
     B, T, H, K = q.shape
-    BK = min(64, max(16, triton.next_power_of_2(K)))
+    BK = block_size(K)
     dq, dk = torch.empty_like(q), torch.empty_like(k)
     dg = None if g is None else torch.empty_like(g)
     grid = (layout.NT, B * H)
-    local_bwd_kernel[grid](
+    ccq_local_bwd_kernel[grid](
         q, k, g, *h, *dh, do, rows, dq, dk, dg, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
-        num_warps=8,
+        # one stage: the default pipelining of the inner loop's five loads asks 229 – 295 KB of shared memory at
+        # K ≥ 96 (the H200 has 227 KB a block)
+        num_warps=8, num_stages=1,
     )  # fmt: skip
     return dq, dk, dg

@@ -39,6 +39,8 @@ from linattn.ops.delta_rule.triton.precision import raw_precision
 
 # one column block of 16 per program: 8 programs per head at K = 128 (128 at B = 1, H = 16, about one per SM)
 STATE_BV = 16
+# sm_90, K = 128, bfloat16 (scripts/compile_kernels.py, Triton 3.9): 4 warps spill (8 – 172 B a thread), 8 do not
+WALK_WARPS = 8
 
 
 @triton.jit
@@ -62,7 +64,7 @@ def chunk_decay(g, t0, i_h, o_i, m_t, last, H: tl.constexpr, BT: tl.constexpr, U
 
 
 @triton.jit(do_not_specialize=["T"])
-def state_fwd_kernel(
+def ccq_state_fwd_kernel(
     k,
     g,
     hC,
@@ -144,7 +146,7 @@ def state_fwd_kernel(
 
 
 @triton.jit(do_not_specialize=["T", "R"])
-def state_bwd_kernel(
+def ccq_state_bwd_kernel(
     q,
     do,
     g,
@@ -271,14 +273,14 @@ def state_fwd(
     # the whole key dim in one tile (a state row cannot be split across loop steps), columns in blocks of 16
     BK = max(16, triton.next_power_of_2(K))
     grid = (triton.cdiv(K, STATE_BV), layout.N * H)
-    state_fwd_kernel[grid](
+    ccq_state_fwd_kernel[grid](
         k, g, *h, C0, m0, Z0, *final, layout.cu_seqlens, layout.chunk_offsets, T,
         H=H, K=K, BT=layout.BT, BK=BK, BV=STATE_BV,
         USE_G=g is not None, USE_H0=initial_state is not None, STORE_HT=output_final_state,
         IS_VARLEN=layout.cu_seqlens is not None,
         # without decay both factors of KᵀK are raw inputs
         PRECISION="tf32x3" if g is not None else raw_precision(k.dtype),
-        num_warps=4, num_stages=2 if BK <= 128 else 1,
+        num_warps=WALK_WARPS, num_stages=2 if BK <= 128 else 1,
     )  # fmt: skip
     return h, (final if output_final_state else None)
 
@@ -305,11 +307,11 @@ def state_bwd(
     dCt, dmt, dZt = (None, None, None) if dht is None else dht
     BK = max(16, triton.next_power_of_2(K))
     grid = (triton.cdiv(K, STATE_BV), layout.N * H)
-    state_bwd_kernel[grid](
+    ccq_state_bwd_kernel[grid](
         q, do, g, rows, *dh, dCt, dmt, dZt, *dh0, layout.cu_seqlens, layout.chunk_offsets, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=STATE_BV,
         USE_G=g is not None, USE_DHT=dht is not None, STORE_DH0=with_initial_state,
         IS_VARLEN=layout.cu_seqlens is not None,
-        num_warps=4, num_stages=2 if BK <= 128 else 1,
+        num_warps=WALK_WARPS, num_stages=2 if BK <= 128 else 1,
     )  # fmt: skip
     return dh, (dh0 if with_initial_state else None)
