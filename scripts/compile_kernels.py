@@ -58,7 +58,14 @@ def _calls() -> None:
         (o.float().sum() + s.sum()).backward()
         o, _ = gated_linear_attention(q, k, v, g, backend="triton")
         o.float().sum().backward()
-        ccq_query(q, k, torch.rand(*shape), backend="triton")
+        lam = torch.rand(*shape, requires_grad=True)
+        state = tuple(x.requires_grad_() for x in (torch.randn(1, 2, K, K), torch.randn(1, 2, K), torch.ones(1, 2)))
+        for centered in (True, False):
+            y, s = ccq_query(q, k, lam, g=g, centered=centered, initial_state=state, output_final_state=True,
+                             backend="triton")  # fmt: skip
+            (y.float().sum() + s[0].sum() + s[1].sum() + s[2].sum()).backward()
+        y, _ = ccq_query(q, k, lam, backend="triton")
+        y.float().sum().backward()
         o, _ = delta_rule(q, k, v, beta=beta, g=g, cu_seqlens=torch.tensor([0, 30, 70]), backend="triton")
         o.float().sum().backward()
         if K <= 128:

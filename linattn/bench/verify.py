@@ -66,7 +66,7 @@ def matrix() -> list[Case]:
         cases.append(Case(T, 64, 64, dtype, gated=False, initial_state=False, H=H))
         cases.append(Case(T, 128, 128, dtype, erase=False, H=H))
         cases.append(Case(T, 64, 96, dtype, erase=False, gated=False, H=H))
-        cases.append(Case(T, 1, 33, dtype, erase=False, H=H))  # CCQ's (m, Z) sum
+        cases.append(Case(T, 1, 33, dtype, erase=False, H=H))  # a one-wide key, K + 1 values
     for dtype in (torch.float32, torch.bfloat16):
         cases.append(Case(0, 128, 128, dtype, varlen=(1, 63, 64, 65, 300), two_key=True))
         cases.append(Case(0, 64, 64, dtype, varlen=(1, 63, 64, 65, 300), erase=False))

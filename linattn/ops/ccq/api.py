@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from linattn.ops.ccq.chunk import ccq_from_sums, chunk_ccq_query
+from linattn.ops.ccq.chunk import chunk_ccq_query
 from linattn.ops.ccq.naive import naive_ccq_query
 from linattn.ops.checks import Dims, check_backend, check_cu_seqlens, check_gate, check_qk, check_state
 from linattn.ops.varlen import per_sequence
@@ -44,7 +44,8 @@ def ccq_query(
         output_final_state: also return the final `(C, m, Z)` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
         backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"` or `"triton"`
-            (the two running sums on the Triton linear-attention engine, packed sequences in one launch).
+            (CCQ's fused kernels: one walk over the keys for `(C, m, Z)`, the read and contraction per chunk;
+            packed sequences in one launch).
     Returns:
         `(q_clean, state)`, `q_clean: [B, T, H, K]` in q's dtype.
 
@@ -68,21 +69,12 @@ def ccq_query(
     if normalize_keys:
         k = F.normalize(k, dim=-1)
     if name == "triton":
-        q_clean, state = _triton(q, k, lam, g, initial_state, centered, cu_seqlens)
-        return q_clean.to(q.dtype), (state if output_final_state else None)
+        # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
+        from linattn.ops.ccq.triton.function import ccq_query_triton
+
+        return ccq_query_triton(q, k, lam, g, initial_state, centered, output_final_state, cu_seqlens)
     fn = PER_SEQUENCE[name]
     q_clean, state = per_sequence(
         lambda q, k, lam, g, s: fn(q, k, lam, g, s, centered=centered), cu_seqlens, (q, k, lam, g), initial_state
     )
     return q_clean.to(q.dtype), (state if output_final_state else None)
-
-
-def _triton(q, k, lam, g, initial_state, centered, cu_seqlens):
-    """Both running sums on the Triton engine (no erase term), packed sequences in one launch each."""
-    # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
-    from linattn.ops.delta_rule.triton.function import linear_attention_triton
-
-    def gla(q_, k_, v_, S0):
-        return linear_attention_triton(q_, k_, v_, g, 1.0, S0, True, cu_seqlens, out_dtype=torch.float32)
-
-    return ccq_from_sums(q, k, lam, initial_state, centered=centered, gla=gla)

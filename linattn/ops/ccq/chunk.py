@@ -2,8 +2,8 @@
 
 `C_t q_t = Σ_s ω_ts k_s (k_sᵀ q_t)` is linear attention whose values are the keys, and `(m_t, Z_t)` is linear
 attention with a constant one-dimensional query and key and values `[k_s, 1]`. Both run through gated linear
-attention with the base op's scalar decay (`chunk_gated_linear_attention` here; the Triton engine for
-`backend="triton"`); the contraction is then elementwise.
+attention with the base op's scalar decay (`chunk_gated_linear_attention`); the contraction is then elementwise.
+(`backend="triton"` fuses all of it instead: `triton/`.)
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def chunk_ccq_query(
 
 
 def ccq_from_sums(q, k, lam, initial_state, *, centered: bool, gla):
-    """The contraction from two linear-attention passes with the base op's decay, whatever backend runs them:
+    """The contraction from two linear-attention passes with the base op's decay:
     `gla(q, k, v, S0) -> (o, S_final)`, `o` in float32 or float64. Shapes as `naive_ccq_query`."""
     B, T, H, K = q.shape
     C0 = mz0 = None

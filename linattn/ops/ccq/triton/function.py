@@ -1,0 +1,105 @@
+"""CCQ's chunked Triton kernels as an autograd function: `ccq_query(..., backend="triton")`.
+
+Forward, two launches (packed sequences included):
+1. `state.py`   `(C_c, m_c, Z_c)` at every chunk start, one walk over the keys     sequential over chunks
+2. `output.py`  `q' = q − λ/z (a − ρ b)` per chunk from its start state, written    per chunk, in parallel
+
+Backward, four launches:
+B1. `state.py`      the chunk-start states again (the forward's walk)                   sequential over chunks
+B2. `local_bwd.py`  per-row scalars `s, ρ, dr, dz, dG_Γ` and `dλ`                     per chunk, in parallel
+B3. `state.py`      `(dC, dm, dZ)` at every chunk end, and the initial state's         sequential, in reverse
+B4. `local_bwd.py`  `dq, dk, dg`                                                     per chunk, in parallel
+
+Recomputing the chunk-start states (B1) rather than saving them keeps the forward's memory at the inputs': the
+states take `4 K² / 64` bytes per token and head (1 KiB at `K = 128`), as the delta-rule engine decides too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from linattn.ops.ccq.triton.local_bwd import local_bwd, rows_bwd
+from linattn.ops.ccq.triton.output import output_fwd
+from linattn.ops.ccq.triton.state import state_bwd, state_fwd
+from linattn.ops.delta_rule.triton.cumsum import chunk_layout
+
+INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+MAX_HEAD_DIM = 256
+
+
+@dataclass(frozen=True)
+class Options:
+    """The non-tensor arguments of one call (and `cu_seqlens`, which gets no gradient)."""
+
+    centered: bool
+    output_final_state: bool
+    cu_seqlens: torch.Tensor | None  # integer [N + 1], or None
+
+
+class CCQTriton(torch.autograd.Function):
+    """`(q, k, lam, g, C0, m0, Z0, options) -> (q', C, m, Z)`; `g` and the initial state `(C0, m0, Z0)` may be None,
+    and the final state is `(None, None, None)` unless `options.output_final_state`."""
+
+    @staticmethod
+    def forward(ctx, q, k, lam, g, C0, m0, Z0, options: Options):
+        layout = chunk_layout(q.shape[0], q.shape[1], options.cu_seqlens, q.device)
+        initial_state = None if C0 is None else (C0, m0, Z0)
+        h, final = state_fwd(k, g, initial_state, options.output_final_state, layout)
+        y = output_fwd(q, k, lam, g, h, options.centered, layout)
+        ctx.save_for_backward(q, k, lam, g, C0, m0, Z0)
+        ctx.layout, ctx.centered = layout, options.centered
+        # an unused output's gradient arrives as None instead of a tensor of zeros
+        ctx.set_materialize_grads(False)
+        return (y, *(final or (None, None, None)))
+
+    @staticmethod
+    def backward(ctx, dy, dCt, dmt, dZt):
+        q, k, lam, g, C0, m0, Z0 = ctx.saved_tensors
+        layout = ctx.layout
+        dy = torch.zeros_like(q) if dy is None else dy.to(q.dtype).contiguous()
+        dht = None
+        if any(d is not None for d in (dCt, dmt, dZt)):
+            N, H, K = layout.N, q.shape[2], q.shape[3]
+            f32 = {"dtype": torch.float32, "device": q.device}
+            zeros = (torch.zeros(N, H, K, K, **f32), torch.zeros(N, H, K, **f32), torch.zeros(N, H, **f32))
+            dht = tuple(z if d is None else d.contiguous() for z, d in zip(zeros, (dCt, dmt, dZt)))
+        initial_state = None if C0 is None else (C0, m0, Z0)
+        h, _ = state_fwd(k, g, initial_state, False, layout)
+        rows, dlam = rows_bwd(q, k, lam, g, h, dy, ctx.centered, layout)
+        dh, dh0 = state_bwd(q, dy, g, rows, dht, initial_state is not None, layout)
+        dq, dk, dg = local_bwd(q, k, g, h, dh, dy, rows, layout)
+        dC0, dm0, dZ0 = (None, None, None) if dh0 is None else (d.to(x.dtype) for d, x in zip(dh0, initial_state))
+        return dq, dk, dlam, dg, dC0, dm0, dZ0, None
+
+
+def ccq_query_triton(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    lam: torch.Tensor,
+    g: torch.Tensor | None,
+    initial_state: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+    centered: bool,
+    output_final_state: bool,
+    cu_seqlens: torch.Tensor | None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None]:
+    """`ccq_query`'s triton backend on validated inputs (shapes as `ccq_query` documents; keys already normalised
+    if asked): `(q', final_state)`, `q'` in q's dtype, the final `(C, m, Z)` float32 (None unless requested);
+    differentiable in `q, k, lam, g` and the initial state.
+
+    The kernels compute in float32 and take float32, bfloat16 or float16 `q, k`; float64 is refused with a
+    TypeError rather than silently computed in float32 (`chunk` and `naive` keep float64).
+    """
+    if q.dtype not in INPUT_DTYPES or k.dtype != q.dtype:
+        raise TypeError(
+            f"ccq_query(backend='triton'): q, k must be float32, bfloat16 or float16 (one dtype), got {q.dtype}, "
+            f"{k.dtype} (the kernels compute in float32; use backend='chunk' or 'naive' for float64)"
+        )
+    if q.shape[-1] > MAX_HEAD_DIM:
+        raise ValueError(f"ccq_query(backend='triton'): head dims up to {MAX_HEAD_DIM} only, got K={q.shape[-1]}")
+    C0, m0, Z0 = (None, None, None) if initial_state is None else initial_state
+    q, k, lam, g, C0, m0, Z0 = (None if x is None else x.contiguous() for x in (q, k, lam, g, C0, m0, Z0))
+    options = Options(centered=centered, output_final_state=output_final_state, cu_seqlens=cu_seqlens)
+    y, C, m, Z = CCQTriton.apply(q, k, lam, g, C0, m0, Z0, options)
+    return y, ((C, m, Z) if output_final_state else None)

@@ -1,0 +1,172 @@
+"""The forward's per-chunk kernel: the covariance read and the contraction, all chunks in parallel, writing `q'`.
+
+Per chunk, from its start state `(C_0, m_0, Z_0)` (`state.py`), with `D_ts = Γ_t/Γ_s` on `s ≤ t` of the chunk,
+`D̃ = tril(D)` and `A = Q Kᵀ ⊙ D̃`, the running sums at the chunk's tokens are (rows `t`)
+
+    a_t = C_tᵀ q_t :  diag(Γ) Q C_0 + A K             [BT, K]
+    b_t = m_t      :  Γ m_0ᵀ + D̃ K                     [BT, K]
+    z_t = Z_t      :  Γ Z_0 + rowsum(D̃)                [BT]
+    r_t = m_tᵀ q_t :  Γ (Q m_0) + rowsum(A)            [BT]   (no product: bᵀq is a row sum of A)
+
+and the contraction `q' = q − λ/z (a − ρ b)`, `ρ = r/z` (centred; 0 otherwise), is `q − λ/z u` with
+
+    u = diag(Γ) (Q C_0 − ρ m_0ᵀ) + W K,        W = A − diag(ρ) D̃
+
+so the mean costs no second product: `b` enters only through `W`. One program per (chunk, batch row · head) builds
+`A`, `r`, `z` and `W` in a pass over key blocks, then writes `q'` column block by column block (each with a pass
+over key blocks for `Q C_0`). `Q Kᵀ` is a product of two raw inputs (`precision.raw_precision`); the others carry
+float32 intermediates and ask for `tf32x3`.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from linattn.ops.ccq.triton.state import chunk_decay
+from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
+from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.delta_rule.triton.precision import raw_precision
+
+
+def block_size(K: int) -> int:
+    """Key and column blocks of the per-chunk kernels: 32 wide (16 for K ≤ 16, `tl.dot`'s minimum). With 8 warps on
+    sm_90 at K = 128 (scripts/compile_kernels.py, Triton 3.9) 64-wide blocks spill 0.3 – 2.4 KB a thread in every
+    per-chunk kernel; 32-wide ones nothing in the forward and `rows_bwd`, 0.3 KB in `local_bwd`."""
+    return min(32, max(16, triton.next_power_of_2(K)))
+
+
+@triton.jit
+def chunk_scores(
+    x, k, hm, o_i, m_t, K: tl.constexpr, H: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, RAW: tl.constexpr
+):
+    """`(X Kᵀ [BT, BT], X m_0 [BT])` of one chunk, over key blocks: `x, k` point at the chunk's first token of this
+    head (rows `H·K` apart, any float dtype), `hm` at the chunk-start `m_0`."""
+    b_S = tl.zeros([BT, BT], dtype=tl.float32)
+    b_xm = tl.zeros([BT], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = o_k < K
+        m_tk = m_t[:, None] & m_k[None, :]
+        # [BT, BK], [BT, BK], [BK]
+        b_x = tl.load(x + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
+        b_k = tl.load(k + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
+        b_m0 = tl.load(hm + o_k, mask=m_k, other=0)
+        # [BT, BK] @ [BK, BT] -> [BT, BT]
+        b_S += tl.dot(b_x, tl.trans(b_k), input_precision=RAW)
+        b_xm += tl.sum(b_x * b_m0[None, :], axis=1)
+    return b_S, b_xm
+
+
+@triton.jit
+def read_state(x, hC, o_i, m_t, o_v, m_v, K: tl.constexpr, H: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+               BV: tl.constexpr):  # fmt: skip
+    """`X C_0` on one column block `o_v` (`[BT, BV]`, float32), over key blocks; `hC` points at the chunk-start
+    `C_0` (`[K, K]` float32)."""
+    b_xc = tl.zeros([BT, BV], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = o_k < K
+        # [BT, BK], [BK, BV]
+        b_x = tl.load(x + o_i[:, None] * (H * K) + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0)
+        b_C0 = tl.load(hC + o_k[:, None] * K + o_v[None, :], mask=m_k[:, None] & m_v[None, :], other=0)
+        # [BT, BK] @ [BK, BV] -> [BT, BV]
+        b_xc += tl.dot(b_x.to(tl.float32), b_C0, input_precision="tf32x3")
+    return b_xc
+
+
+@triton.jit(do_not_specialize=["T"])
+def ccq_output_fwd_kernel(
+    q,
+    k,
+    lam,
+    g,
+    hC,
+    hm,
+    hZ,
+    y,
+    cu_seqlens,
+    chunk_indices,
+    T,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_G: tl.constexpr,
+    CENTERED: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+    RAW: tl.constexpr,
+):
+    """One program per (chunk, batch row · head)."""
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
+
+    # this head at the chunk's first token; a token step is H·(K | 1) elements
+    t0 = bos + i_t * BT
+    q += (t0 * H + i_h) * K
+    k += (t0 * H + i_h) * K
+    y += (t0 * H + i_h) * K
+    i_row = i_tg * H + i_h
+    hC += i_row * K * K
+    hm += i_row * K
+    o_i = tl.arange(0, BT)
+    m_t = o_i < T - i_t * BT
+    last = tl.minimum(BT, T - i_t * BT) - 1
+
+    b_gamma, _, b_D, _ = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
+    # [BT, BT] Q Kᵀ, [BT] Q m_0
+    b_S, b_qm = chunk_scores(q, k, hm, o_i, m_t, K, H, BT, BK, RAW)
+    b_A = b_S * b_D
+    # [BT] z (1 on padding rows), ρ = r / z
+    b_z = tl.where(m_t, b_gamma * tl.load(hZ + i_row) + tl.sum(b_D, axis=1), 1.0)
+    if CENTERED:
+        b_rho = (b_gamma * b_qm + tl.sum(b_A, axis=1)) / b_z
+    else:
+        b_rho = tl.zeros([BT], dtype=tl.float32)
+    # [BT, BT] W = A − diag(ρ) D̃;  [BT] λ / z
+    b_W = b_A - b_rho[:, None] * b_D
+    b_lz = tl.load(lam + t0 * H + i_h + o_i * H, mask=m_t, other=0).to(tl.float32) / b_z
+
+    for i_v in range(tl.cdiv(K, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_v = o_v < K
+        m_tv = m_t[:, None] & m_v[None, :]
+        # [BT, BV] Q C_0 on this column block
+        b_u = read_state(q, hC, o_i, m_t, o_v, m_v, K, H, BT, BK, BV)
+        # [BV]
+        b_m0 = tl.load(hm + o_v, mask=m_v, other=0)
+        b_u = b_gamma[:, None] * (b_u - b_rho[:, None] * b_m0[None, :])
+        # [BT, BV] keys and queries of the column block
+        b_kv = tl.load(k + o_i[:, None] * (H * K) + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
+        b_qv = tl.load(q + o_i[:, None] * (H * K) + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
+        # [BT, BT] @ [BT, BV] -> [BT, BV]
+        b_u += tl.dot(b_W, b_kv, input_precision="tf32x3")
+        b_y = b_qv - b_lz[:, None] * b_u
+        tl.store(y + o_i[:, None] * (H * K) + o_v[None, :], b_y.to(y.dtype.element_ty), mask=m_tv)
+
+
+def output_fwd(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    lam: torch.Tensor,
+    g: torch.Tensor | None,
+    h: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    centered: bool,
+    layout: ChunkLayout,
+) -> torch.Tensor:
+    """`q, k: [B, T, H, K]`, `lam: [B, T, H]`, `g: [B, T, H]` or None, chunk-start states `h = (C, m, Z)` from
+    `state.state_fwd`. Returns `q': [B, T, H, K]` in q's dtype (computed in float32)."""
+    B, T, H, K = q.shape
+    BK = block_size(K)
+    y = torch.empty_like(q)
+    grid = (layout.NT, B * H)
+    ccq_output_fwd_kernel[grid](
+        q, k, lam, g, *h, y, layout.cu_seqlens, layout.chunk_indices, T,
+        H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
+        USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
+        num_warps=8,
+    )  # fmt: skip
+    return y
