@@ -15,7 +15,7 @@ registers from the group's start (`group_inverses`, a `d × d` Cholesky per grou
 in the backward (`a_t = A_t g_t`), so nothing but the groups' first `A` is kept between the passes.
 
 Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of registers across the program); larger ones
-take the PyTorch path.
+take the PyTorch path. Float64 inputs are refused, as by the other Triton backends.
 """
 
 from __future__ import annotations
@@ -131,9 +131,11 @@ def triton_vla_gate(
     *,
     lam0: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Same contract as `naive_vla_gate`, float32 inside (float64 inputs and head dims over `MAX_HEAD_DIM` take the
-    PyTorch chunk path)."""
+    """Same contract as `naive_vla_gate`, float32 inside; head dims over `MAX_HEAD_DIM` take the PyTorch chunk
+    path."""
+    if k.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"backend 'triton': k, u must be float32, bfloat16 or float16, got {k.dtype}")
     T, d = k.shape[1], k.shape[-1]
-    if d > MAX_HEAD_DIM or k.dtype == torch.float64:
+    if d > MAX_HEAD_DIM:
         return chunk_vla_gate(k, u, initial_state, lam0=lam0)
     return gate(k, u, initial_state, lam0, triton_grouping(T), triton_apply)

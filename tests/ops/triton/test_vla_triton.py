@@ -80,3 +80,5 @@ def test_gate_backend_is_public_and_packs_sequences():
     want = vla_gate(k.double(), u.double(), initial_state=A0.double(), output_final_state=True, cu_seqlens=cu,
                     backend="naive")  # fmt: skip
     assert all(rel_err(a, b) < 1e-5 for a, b in zip(got, want))
+    with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
+        vla_gate(k.double(), u.double(), backend="triton")
