@@ -152,3 +152,12 @@ def test_backend_not_available_for_the_op():
     _, k, _ = qkv()
     with pytest.raises(ValueError, match=r"^backend: 'fused_recurrent' is not available"):
         vla_gate(k, k, backend="fused_recurrent")
+
+
+@pytest.mark.parametrize("backend", ["chunk", "triton"])
+def test_vla_gate_initial_state_must_be_positive_definite(backend):
+    _, k, _ = qkv()
+    B, _, H, K = k.shape
+    not_spd = -torch.eye(K).expand(B, H, K, K)
+    with pytest.raises(ValueError, match="^initial_state: expected symmetric positive definite"):
+        vla_gate(k, k, initial_state=not_spd, backend=backend)

@@ -53,8 +53,8 @@ def gate_chunk(T: int, d: int) -> int:
 
 # chunks per `d × d` factorisation (`R`), the others carried by Woodbury downdates. `python -m linattn.bench stages
 # --op vla-gate --device cpu --lengths 8192` (2-core AMD EPYC, torch 2.13, 2026-11-29; benchmarks/cpu-2026-11-29/),
-# carry 1 → 8: forward 229 → 142 ms and 1498 → 1331 ms, forward + backward 337 → 343 ms and 4465 → 3564 ms at
-# d = 32 and 128. `python -m linattn.bench gate`: the float32 gate's α̂ within 4.6e-7 of float64 at T = 1M.
+# carry 1 → 8: forward 229 → 142 ms and 1498 → 1331 ms at d = 32 and 128; on the H200 (`--lengths 65536`) the
+# forward 7.75 → 7.33 and 31.1 → 24.7 ms. `python -m linattn.bench gate`: α̂ within 1.2e-6 of float64 at T = 1M.
 CARRY = 8
 
 
@@ -167,12 +167,16 @@ class _ChunkGate(torch.autograd.Function):
 
 
 def initial_penalty(k: torch.Tensor, initial_state: torch.Tensor | None, lam0: float) -> torch.Tensor:
-    """`M_0 = λ0 I`, or `A_0⁻¹` (`A_0` checked positive definite: a clear error on bad input), `[B, H, d, d]`."""
+    """`M_0 = λ0 I`, or `A_0⁻¹`, `[B, H, d, d]`. `A_0` is checked positive definite (on CUDA that check waits for
+    the GPU, once per call with an initial state)."""
     dt = compute_dtype(k)
     B, _, H, K = k.shape
     if initial_state is None:
         return (lam0 * torch.eye(K, dtype=dt, device=k.device)).expand(B, H, K, K)
-    return torch.cholesky_inverse(torch.linalg.cholesky(initial_state.to(dt)))
+    try:
+        return torch.cholesky_inverse(torch.linalg.cholesky(initial_state.to(dt)))
+    except torch.linalg.LinAlgError as e:
+        raise ValueError(f"initial_state: expected symmetric positive definite A_0 matrices, got: {e}") from None
 
 
 def gate(
