@@ -18,7 +18,15 @@ import torch
 import torch.nn.functional as F
 
 from linattn.ops.chunking import to_chunks
-from linattn.ops.vla.chunk import CARRY, _apply_inverses, _later_pairs, chunk_vla_gate, gate_chunk, spd_inverse
+from linattn.ops.vla.chunk import (
+    CARRY,
+    _apply_inverses,
+    _later_pairs,
+    chunk_vla_gate,
+    gate_chunk,
+    penalties,
+    spd_inverse,
+)
 
 
 def stage_calls(k: torch.Tensor, u: torch.Tensor, lam0: float = 0.1) -> list[tuple[str, str, Callable[[], object]]]:
@@ -28,7 +36,7 @@ def stage_calls(k: torch.Tensor, u: torch.Tensor, lam0: float = 0.1) -> list[tup
     eye_d, eye_C = (torch.eye(n, device=k.device) for n in (d, C))
     M0 = (lam0 * eye_d).expand(B, H, d, d)
     Kc, Uc = to_chunks(F.normalize(k, dim=-1), C), to_chunks(u, C)
-    M = _penalties(M0, Uc)
+    M, _ = penalties(M0, Uc)
     L_M = torch.linalg.cholesky(M)
     A = torch.cholesky_inverse(L_M)
     UA = Uc @ A
@@ -40,7 +48,7 @@ def stage_calls(k: torch.Tensor, u: torch.Tensor, lam0: float = 0.1) -> list[tup
     a = _apply_inverses(g, A, W)
     S, _ = _later_pairs(a.mT @ alpha)
     return [
-        ("Gram matrices, prefix sum → M_c", "forward", lambda: _penalties(M0, Uc)),
+        ("Gram matrices, prefix sum → M_c", "forward", lambda: penalties(M0, Uc)),
         ("A_c = M_c⁻¹ [N, d, d] (spd_inverse)", "forward", lambda: spd_inverse(M)),
         ("U A_c, I + U A_c Uᵀ", "forward", lambda: eye_C + (Uc @ A) @ Uc.transpose(-1, -2)),
         ("cholesky(I + U A_c Uᵀ) [N, C, C]", "forward", lambda: torch.linalg.cholesky(G)),
@@ -54,12 +62,6 @@ def stage_calls(k: torch.Tensor, u: torch.Tensor, lam0: float = 0.1) -> list[tup
         ("A_c = cholesky_inverse(L_M)", "alternative", lambda: torch.cholesky_inverse(L_M)),
         ("A_c = cholesky_solve(I, L_M)", "alternative", lambda: torch.cholesky_solve(eye_d.expand_as(M), L_M)),
     ]
-
-
-def _penalties(M0: torch.Tensor, Uc: torch.Tensor) -> torch.Tensor:
-    """`M_c = M_0 + Σ_{c' < c} U_{c'}ᵀ U_{c'}`, `[B, H, N, d, d]`."""
-    gram = Uc.mT @ Uc
-    return M0[:, :, None] + gram.cumsum(2) - gram
 
 
 def end_to_end(k: torch.Tensor, u: torch.Tensor, gate: Callable) -> dict[str, Callable[[], object]]:

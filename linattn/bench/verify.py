@@ -183,12 +183,9 @@ def _run(case: Case, x: dict, cu, backend: str, dtype: torch.dtype, cotangents: 
         cotangents = [torch.randn(t.shape, generator=gen, device=o.device) for t in outs.values()]  # float32
     loss = sum((t.double() * c.double()).sum() for t, c in zip(outs.values(), cotangents))
     loss.backward()
-    grads = {f"d{n}": _sym(leaves[n].grad) if n in SYMMETRIC else leaves[n].grad for n in leaves}
+    grads = {f"d{n}": leaves[n].grad for n in leaves}
+    grads.update({f"d{n}": (leaves[n].grad + leaves[n].grad.mT) / 2 for n in SYMMETRIC if n in leaves})
     return {**outs, **grads}, cotangents
-
-
-def _sym(x: torch.Tensor) -> torch.Tensor:
-    return (x + x.mT) / 2
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -53,7 +53,7 @@ def gate_chunk(T: int, d: int) -> int:
 
 # chunks per `d × d` factorisation (`R`), the others carried by Woodbury downdates. `python -m linattn.bench stages
 # --op vla-gate --device cpu --lengths 8192` (2-core AMD EPYC, torch 2.13, 2026-11-29; benchmarks/cpu-2026-11-29/),
-# carry 1 → 8: forward 229 → 142 ms and 1498 → 1331 ms at d = 32 and 128; on the H200 (`--lengths 65536`) the
+# carry 1 → 8: forward 229 → 142 ms and 1498 → 1331 ms at d = 32 and 128; on the H200 (`--lengths 65536`, same day) the
 # forward 7.75 → 7.33 and 31.1 → 24.7 ms. `python -m linattn.bench gate`: α̂ within 1.2e-6 of float64 at T = 1M.
 CARRY = 8
 
@@ -82,12 +82,18 @@ def spd_inverse(M: torch.Tensor) -> torch.Tensor:
     return L_inv.mT @ L_inv
 
 
+def penalties(M0: torch.Tensor, Ug: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`M` at the start of every block of rows `Ug: [B, H, N, L, d]`, `M_0 + Σ_{c' < c} U_{c'}ᵀ U_{c'}`
+    (`[B, H, N, d, d]`), and after the last block (`[B, H, d, d]`); `M0: [B, H, d, d]`."""
+    gram = Ug.mT @ Ug  # [B, H, N, d, d]
+    return M0[:, :, None] + gram.cumsum(2) - gram, M0 + gram.sum(2)
+
+
 def group_inverses(u: torch.Tensor, M0: torch.Tensor, L: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`A` at the start of every group of `L` tokens, `[B, H, ⌈T/L⌉, d, d]`, and after the last token, `[B, H, d, d]`:
-    the inverses of `M_0` plus the prefix sums of the groups' Gram matrices. `u: [B, T, H, d]`, `M0: [B, H, d, d]`."""
-    Ug = to_chunks(u, L)  # [B, H, NG, L, d]; padded rows are 0 and add nothing
-    gram = Ug.mT @ Ug  # [B, H, NG, d, d]
-    return spd_inverse(M0[:, :, None] + gram.cumsum(2) - gram), spd_inverse(M0 + gram.sum(2))
+    """`A` at the start of every group of `L` tokens, `[B, H, ⌈T/L⌉, d, d]`, and after the last token, `[B, H, d, d]`.
+    `u: [B, T, H, d]`, `M0: [B, H, d, d]`."""
+    M_starts, M_final = penalties(M0, to_chunks(u, L))  # padded rows are 0 and add nothing
+    return spd_inverse(M_starts), spd_inverse(M_final)
 
 
 def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.Tensor:

@@ -63,6 +63,24 @@ def chunk_decay(g, t0, i_h, o_i, m_t, last, H: tl.constexpr, BT: tl.constexpr, U
     return b_gamma, b_to_end, b_D, b_gamma_last
 
 
+@triton.jit
+def load_triple(C, m, Z, i_nh, o_h, m_h, o_v, m_v, o_1, K: tl.constexpr):
+    """Sequence-head `i_nh`'s `[BK, BV]` tile of a `[K, K]` matrix, `[BV]` of a `[K]` vector and its scalar `[1]`
+    (a state `(C, m, Z)` or its gradient), float32."""
+    b_C = tl.load(C + i_nh.to(tl.int64) * K * K + o_h, mask=m_h, other=0).to(tl.float32)
+    b_m = tl.load(m + i_nh.to(tl.int64) * K + o_v, mask=m_v, other=0).to(tl.float32)
+    return b_C, b_m, tl.load(Z + i_nh + o_1).to(tl.float32)
+
+
+@triton.jit
+def store_triple(C, m, Z, b_C, b_m, b_Z, i_nh, i_v, o_h, m_h, o_v, m_v, o_1, K: tl.constexpr):
+    """`load_triple`'s inverse; the scalar is stored by the first column block's program only."""
+    tl.store(C + i_nh.to(tl.int64) * K * K + o_h, b_C, mask=m_h)
+    tl.store(m + i_nh.to(tl.int64) * K + o_v, b_m, mask=m_v)
+    if i_v == 0:
+        tl.store(Z + i_nh + o_1, b_Z)
+
+
 @triton.jit(do_not_specialize=["T"])
 def ccq_state_fwd_kernel(
     k,
@@ -107,13 +125,10 @@ def ccq_state_fwd_kernel(
     o_h = o_k[:, None] * K + o_v[None, :]
 
     # [BK, BV], [BV], [1] float32
-    b_C = tl.zeros([BK, BV], dtype=tl.float32)
-    b_m = tl.zeros([BV], dtype=tl.float32)
-    b_Z = tl.zeros([1], dtype=tl.float32)
     if USE_H0:
-        b_C += tl.load(C0 + i_nh.to(tl.int64) * K * K + o_h, mask=m_h, other=0).to(tl.float32)
-        b_m += tl.load(m0 + i_nh.to(tl.int64) * K + o_v, mask=m_v, other=0).to(tl.float32)
-        b_Z += tl.load(Z0 + i_nh + o_1).to(tl.float32)
+        b_C, b_m, b_Z = load_triple(C0, m0, Z0, i_nh, o_h, m_h, o_v, m_v, o_1, K)
+    else:
+        b_C, b_m, b_Z = tl.zeros([BK, BV], tl.float32), tl.zeros([BV], tl.float32), tl.zeros([1], tl.float32)
 
     for i_t in range(0, NT):
         i_row = (boh + i_t) * H + i_h
@@ -139,10 +154,7 @@ def ccq_state_fwd_kernel(
         b_Z = b_Z * b_gamma_last + tl.sum(b_to_end)
 
     if STORE_HT:
-        tl.store(Ct + i_nh.to(tl.int64) * K * K + o_h, b_C, mask=m_h)
-        tl.store(mt + i_nh.to(tl.int64) * K + o_v, b_m, mask=m_v)
-        if i_v == 0:
-            tl.store(Zt + i_nh + o_1, b_Z)
+        store_triple(Ct, mt, Zt, b_C, b_m, b_Z, i_nh, i_v, o_h, m_h, o_v, m_v, o_1, K)
 
 
 @triton.jit(do_not_specialize=["T", "R"])
@@ -190,13 +202,10 @@ def ccq_state_bwd_kernel(
     o_h = o_k[:, None] * K + o_v[None, :]
 
     # [BK, BV], [BV], [1] gradients of the state at the end of the current chunk, float32
-    b_dC = tl.zeros([BK, BV], dtype=tl.float32)
-    b_dm = tl.zeros([BV], dtype=tl.float32)
-    b_dZ = tl.zeros([1], dtype=tl.float32)
     if USE_DHT:
-        b_dC += tl.load(dCt + i_nh.to(tl.int64) * K * K + o_h, mask=m_h, other=0).to(tl.float32)
-        b_dm += tl.load(dmt + i_nh.to(tl.int64) * K + o_v, mask=m_v, other=0).to(tl.float32)
-        b_dZ += tl.load(dZt + i_nh + o_1).to(tl.float32)
+        b_dC, b_dm, b_dZ = load_triple(dCt, dmt, dZt, i_nh, o_h, m_h, o_v, m_v, o_1, K)
+    else:
+        b_dC, b_dm, b_dZ = tl.zeros([BK, BV], tl.float32), tl.zeros([BV], tl.float32), tl.zeros([1], tl.float32)
 
     for i_t in range(NT - 1, -1, -1):
         i_row = (boh + i_t) * H + i_h
@@ -229,10 +238,7 @@ def ccq_state_bwd_kernel(
         b_dZ = b_dZ * b_gamma_last + tl.sum(b_gamma * b_dz)
 
     if STORE_DH0:
-        tl.store(dC0 + i_nh.to(tl.int64) * K * K + o_h, b_dC, mask=m_h)
-        tl.store(dm0 + i_nh.to(tl.int64) * K + o_v, b_dm, mask=m_v)
-        if i_v == 0:
-            tl.store(dZ0 + i_nh + o_1, b_dZ)
+        store_triple(dC0, dm0, dZ0, b_dC, b_dm, b_dZ, i_nh, i_v, o_h, m_h, o_v, m_v, o_1, K)
 
 
 State = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
