@@ -156,3 +156,14 @@ def test_linear_attention_state_grows_linearly_for_a_constant_positive_stream():
         linear_attention(k[:, :t], k[:, :t], v[:, :t], output_final_state=True)[1].norm().item() for t in (10, 100, 500)
     ]
     assert norms == [pytest.approx(t * 1.0 * 3**0.5) for t in (10, 100, 500)]  # ‖t k vᵀ‖ = t ‖k‖ ‖v‖
+
+
+def test_profile_lists_a_contenders_operators_on_cpu(tmp_path, capsys):
+    path = tmp_path / "profile.json"
+    args = ["profile", "--contenders", "GDN (delta_rule)", "--lengths", "40", "--K", "8", "--passes", "fwdbwd"]
+    assert bench_main([*args, "--device", "cpu", "--json", str(path)]) == 0
+    (row,) = json.loads(path.read_text())["rows"]
+    assert row["time"]["rows"] and row["time"]["busy_ms"] > 0 and "memory" not in row
+    assert "| kernel / operator |" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="contender"):
+        bench_main(["profile", "--contenders", "GDM", "--device", "cpu"])

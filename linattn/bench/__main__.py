@@ -8,6 +8,7 @@
 - `decode`: on a CUDA GPU, one token's step at context 4K / 32K / 64K (B=8): our fused recurrent step vs SDPA
   reading a KV cache.
 - `stages`: on a CUDA GPU, each kernel of the Triton delta rule's forward and backward timed on its own.
+- `profile`: one `vla-speed` contender's kernels by time and (CUDA) its tensors alive at the memory peak.
 """
 
 from __future__ import annotations
@@ -52,14 +53,23 @@ def main(argv: list[str] | None = None) -> int:
     p_stages.add_argument("--op", choices=("delta_rule", "vla-gate"), default="delta_rule", help="what to profile")
     p_stages.add_argument("--K", type=int, default=128, help="head dim of the vla-gate profile (default 128)")
     p_stages.add_argument("--device", default="cuda", help="'cuda' (default), or 'cpu' for --op vla-gate")
-    for p, lengths in ((p_ops, [2048, 4096, 8192, 16384, 32768, 65536]), (p_stages, [8192, 65536])):
+    p_prof = sub.add_parser("profile", help="a vla-speed contender's kernels by time, and its memory at the peak")
+    p_prof.add_argument("--contenders", default="VLA triton", help="comma-separated vla-speed contenders")
+    p_prof.add_argument("--K", type=lambda s: [int(x) for x in s.split(",")], default=[128], help="head dims")
+    p_prof.add_argument("--passes", default="fwd,fwdbwd", help="comma-separated: fwd, fwdbwd (default both)")
+    p_prof.add_argument("--device", default="cuda", help="'cuda' (default) or 'cpu'")
+    for p, lengths in (
+        (p_prof, [4096, 65536]),
+        (p_ops, [2048, 4096, 8192, 16384, 32768, 65536]),
+        (p_stages, [8192, 65536]),
+    ):
         p.add_argument(
             "--lengths",
             type=lambda s: [int(x) for x in s.split(",")],
             default=lengths,
             help=f"comma-separated sequence lengths at B=1 (default {','.join(map(str, lengths))})",
         )
-    for p in (p_cpu, p_gate, p_ops, p_verify, p_decode, p_stages):
+    for p in (p_cpu, p_gate, p_ops, p_verify, p_decode, p_stages, p_prof):
         p.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
     args = parser.parse_args(argv)
 
@@ -77,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         device = getattr(args, "device", "cuda")
-        allowed = ("cpu", "cuda") if args.command == "gate" or getattr(args, "op", None) == "vla-gate" else ("cuda",)
+        allowed = (
+            ("cpu", "cuda")
+            if args.command in ("gate", "profile") or getattr(args, "op", None) == "vla-gate"
+            else ("cuda",)
+        )
         if device not in allowed:
             print(f"python -m linattn.bench {args.command}: error: --device: expected one of {allowed}, got {device!r}",
                   file=sys.stderr)  # fmt: skip
@@ -139,6 +153,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# linattn stage profile: {what}; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
         rows = stages.run(args.lengths, op=args.op, K=args.K, device=device)
         print(stages.table(rows))
+        extra = {}
+    elif args.command == "profile":
+        from linattn.bench import profile
+
+        print("# linattn profile; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
+        rows = []
+        for name in args.contenders.split(","):
+            for K in args.K:
+                for T in args.lengths:
+                    for pass_ in args.passes.split(","):
+                        rows.append(profile.run(name, T, K, pass_, device))
+                        print(profile.table(rows[-1]) + "\n", flush=True)
         extra = {}
     if args.json:
         write_atomic(args.json, json.dumps({"environment": env, **extra, "rows": rows}, indent=2))

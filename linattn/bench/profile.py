@@ -1,0 +1,139 @@
+"""Where one contender's time and memory go: its kernels by device time, and what is alive at its memory peak.
+
+The contenders and inputs are `vla-speed`'s (bf16 on CUDA, float32 on CPU; `B = 1`, `H = 16`, `K = V`), so a row
+here explains a cell there. Time: `torch.profiler` over `repeat` calls after a warm-up, every kernel (CUDA) or
+operator (CPU) with its calls and self time per call of the contender, beside the wall time per call; wall time
+well above the device's busy time means the host (launches, Python, synchronisations) bounds the call. Memory
+(CUDA): the allocator's history over one call, replayed to the peak; the tensors alive there, grouped by the line
+of `linattn` that allocated them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+import torch
+from torch.profiler import ProfilerActivity
+from torch.profiler import profile as torch_profile
+
+from linattn.bench.timing import forward_backward
+from linattn.experiments.vla_speed import CONTENDERS, DTYPES, SpeedConfig, inputs
+
+PASSES = ("fwd", "fwdbwd")
+
+
+def _call(contender: str, T: int, K: int, pass_: str, device: str) -> Callable[[], object]:
+    by_name = {c.name: c for c in CONTENDERS}
+    if contender not in by_name:
+        raise ValueError(f"contender: expected one of {sorted(by_name)}, got {contender!r}")
+    if pass_ not in PASSES:
+        raise ValueError(f"pass_: expected one of {PASSES}, got {pass_!r}")
+    dtype = "bfloat16" if device == "cuda" else "float32"
+    x = inputs(SpeedConfig(Ts=(T,), head_dims=(K,), H=16, dtype=dtype), T, K, device)
+    fn = lambda: by_name[contender].run(x)  # noqa: E731
+    return torch.no_grad()(fn) if pass_ == "fwd" else forward_backward(fn, list(x.values()))
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def kernels(contender: str, T: int, K: int, pass_: str, device: str, repeat: int = 5) -> dict:
+    """`{wall_ms, busy_ms, rows}`: per call of the contender, the wall time, the device's summed self time, and
+    `rows` = `{name, calls, ms}` per kernel (operator on CPU), largest first."""
+    fn = _call(contender, T, K, pass_, device)
+    fn()
+    _sync(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with torch_profile(activities=activities) as prof:
+        start = time.perf_counter()
+        for _ in range(repeat):
+            fn()
+        _sync(device)
+        wall = time.perf_counter() - start
+    on_device = torch.autograd.DeviceType.CUDA if device == "cuda" else torch.autograd.DeviceType.CPU
+    totals, calls = defaultdict(float), defaultdict(int)
+    for e in prof.events():
+        if e.device_type == on_device:
+            totals[e.name] += e.self_device_time_total if device == "cuda" else e.self_cpu_time_total
+            calls[e.name] += 1
+    rows = [{"name": n, "calls": calls[n] / repeat, "ms": us / repeat / 1e3} for n, us in totals.items()]
+    rows.sort(key=lambda r: -r["ms"])
+    return {"wall_ms": 1e3 * wall / repeat, "busy_ms": sum(r["ms"] for r in rows), "rows": rows}
+
+
+def _site(frames: list[dict]) -> str:
+    """The innermost `linattn` line of an allocation's Python stack, or its innermost frame."""
+    for f in frames:
+        if "/linattn/" in f["filename"] and "/bench/" not in f["filename"]:
+            return f"{f['filename'].split('/linattn/')[-1]}:{f['line']} ({f['name']})"
+    return f"{frames[0]['filename'].split('/')[-1]}:{frames[0]['line']}" if frames else "?"
+
+
+def memory(contender: str, T: int, K: int, pass_: str) -> dict:
+    """CUDA: `{before_gib, peak_gib, rows}`: memory allocated before one call, the call's peak, and `rows` =
+    `{site, gib, tensors}` alive at the peak per allocating line (allocations before the call are not listed)."""
+    fn = _call(contender, T, K, pass_, "cuda")
+    fn()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
+    fn()
+    torch.cuda.synchronize()
+    trace = torch.cuda.memory._snapshot()["device_traces"][torch.cuda.current_device()]
+    torch.cuda.memory._record_memory_history(enabled=None)
+    live, at_peak, now, peak = {}, {}, 0, 0
+    for ev in trace:
+        if ev["action"] == "alloc":
+            live[ev["addr"]] = ev
+            now += ev["size"]
+            if now > peak:
+                peak, at_peak = now, dict(live)
+        elif ev["action"] == "free_completed" and ev["addr"] in live:
+            now -= live.pop(ev["addr"])["size"]
+    sites, counts = defaultdict(int), defaultdict(int)
+    for ev in at_peak.values():
+        sites[_site(ev.get("frames", []))] += ev["size"]
+        counts[_site(ev.get("frames", []))] += 1
+    rows = [{"site": s, "gib": b / 2**30, "tensors": counts[s]} for s, b in sites.items()]
+    rows.sort(key=lambda r: -r["gib"])
+    return {"before_gib": before / 2**30, "peak_gib": torch.cuda.max_memory_allocated() / 2**30, "rows": rows}
+
+
+def run(contender: str, T: int, K: int, pass_: str, device: str, top: int = 15) -> dict:
+    """The kernel table, and on CUDA the memory table, of one contender at one shape."""
+    result = {"contender": contender, "T": T, "K": K, "pass": pass_, "dtype": str(DTYPES["bfloat16" if device ==
+              "cuda" else "float32"]), "time": kernels(contender, T, K, pass_, device)}  # fmt: skip
+    result["time"]["rows"] = result["time"]["rows"][:top]
+    if device == "cuda":
+        result["memory"] = memory(contender, T, K, pass_)
+        result["memory"]["rows"] = result["memory"]["rows"][:top]
+    return result
+
+
+def table(result: dict) -> str:
+    """Markdown: the kernels, then (CUDA) the live tensors at the peak."""
+    t = result["time"]
+    head = f"{result['contender']}, {result['pass']}, T = {result['T']:,}, K = V = {result['K']}, {result['dtype']}"
+    lines = [
+        f"## {head}",
+        f"\nPer call: wall {t['wall_ms']:.3f} ms; busy {t['busy_ms']:.3f} ms, the self time of every kernel (operator"
+        " on CPU), the rows below and the rest.\n",
+        "| kernel / operator | calls | ms | share of busy |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in t["rows"]:
+        lines.append(f"| `{r['name'][:90]}` | {r['calls']:g} | {r['ms']:.3f} | {r['ms'] / t['busy_ms']:.0%} |")
+    if "memory" in result:
+        m = result["memory"]
+        lines += [
+            f"\nMemory: {m['before_gib']:.2f} GiB before the call, peak {m['peak_gib']:.2f} GiB. Alive at the peak:\n",
+            "| allocated at | GiB | tensors |",
+            "|---|---:|---:|",
+        ]
+        lines += [f"| `{r['site']}` | {r['gib']:.3f} | {r['tensors']} |" for r in m["rows"]]
+    return "\n".join(lines)
