@@ -6,7 +6,6 @@ import torch
 import torch.nn.functional as F
 
 from linattn.ops.checks import check_backend, check_cu_seqlens, check_qk, check_qkv, check_state
-from linattn.ops.delta_rule.api import delta_rule
 from linattn.ops.delta_rule.chunk import chunk_delta_rule
 from linattn.ops.delta_rule.naive import naive_delta_rule
 from linattn.ops.varlen import per_sequence
@@ -137,14 +136,13 @@ def vla(
 def _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_seqlens):
     """`vla`'s triton backend on validated inputs: the gate's kernel per sequence, then the two-key delta rule
     (`w = α̂`) of all sequences on the Triton engine. `k̂` and `α̂` come out of the gate in float32 and enter the
-    engine so (its inputs share one dtype, so `q` and `v` join them): rounding them to a bfloat16 model's dtype
-    would put an error of that dtype's rounding into the float32 state, which the reference keeps exact."""
+    engine so, beside `q` and `v` in their own dtype: rounding them to a bfloat16 model's dtype would put that
+    dtype's rounding into the float32 state, which the reference keeps exact."""
+    # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
+    from linattn.ops.delta_rule.triton.function import delta_rule_triton
+
     S0, A0 = (None, None) if initial_state is None else initial_state
     alpha_hat, A = per_sequence(lambda k, u, a: triton_vla_gate(k, u, a, lam0=lam0), cu_seqlens, (k, u), A0)
-    dt = alpha_hat.dtype
-    k_hat = F.normalize(k.to(dt), dim=-1)
-    o, S = delta_rule(
-        q.to(dt), k_hat, v.to(dt), w=alpha_hat, scale=scale, initial_state=S0,
-        output_final_state=output_final_state, cu_seqlens=cu_seqlens, backend="triton",
-    )  # fmt: skip
+    k_hat = F.normalize(k.to(alpha_hat.dtype), dim=-1)
+    o, S = delta_rule_triton(q, k_hat, v, alpha_hat, None, None, scale, S0, output_final_state, cu_seqlens)
     return o.to(v.dtype), ((S, A) if output_final_state else None)

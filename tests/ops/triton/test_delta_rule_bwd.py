@@ -270,3 +270,28 @@ def test_float64_is_refused():
     # auto never picks the float32 kernels for float64 inputs (on CPU it is the chunk backend anyway)
     o, _ = delta_rule(x["q"], x["k"], x["v"], backend="auto")
     assert o.dtype == torch.float64
+
+
+def test_mixed_input_dtypes():
+    """VLA's backend passes float32 `k̂`, `α̂` beside bfloat16 `q`, `v`: the final state and the float32 keys'
+    gradients keep float32 accuracy against float64 on the same rounded inputs, and every gradient comes back in
+    its input's dtype."""
+    from linattn.ops.delta_rule.triton.function import delta_rule_triton
+
+    x = make_inputs(Config(T=130, two_key=True))
+    low = {n: x[n].to(torch.bfloat16) if n in ("q", "v") else x[n] for n in ("q", "k", "v", "w", "initial_state")}
+    leaves = {n: t.detach().clone().requires_grad_() for n, t in low.items()}
+    exact = {n: t.detach().double().requires_grad_() for n, t in low.items()}
+    do, dS = draw_cotangents(x, torch.float32)
+    do = do.bfloat16().float()  # o is bfloat16, so its gradient arrives rounded so
+    o, S = delta_rule_triton(leaves["q"], leaves["k"], leaves["v"], leaves["w"], None, None, 0.3,
+                             leaves["initial_state"], True, None)  # fmt: skip
+    o64, S64 = delta_rule(exact["q"], exact["k"], exact["v"], w=exact["w"], scale=0.3,
+                          initial_state=exact["initial_state"], output_final_state=True, backend="naive")  # fmt: skip
+    assert o.dtype == torch.bfloat16 and S.dtype == torch.float32
+    check(S, S64, F32_TOL, "mixed dtypes: final state")
+    got = torch.autograd.grad((o.float() * do).sum() + (S * dS).sum(), list(leaves.values()))
+    want = torch.autograd.grad((o64 * do.double()).sum() + (S64 * dS.double()).sum(), list(exact.values()))
+    for n, a, b in zip(leaves, got, want):
+        assert a.dtype == leaves[n].dtype, f"d{n}: dtype {a.dtype} != {leaves[n].dtype}"
+        check(a, b, F32_TOL if a.dtype == torch.float32 else 2e-2, f"mixed dtypes: d{n}")

@@ -81,7 +81,6 @@ def _check(
     for name, x in tokens.items():
         if x is not None:
             _require(x.dtype in INPUT_DTYPES, f"{name} must be float32, bfloat16 or float16, got {x.dtype}")
-            _require(x.dtype == q.dtype, f"{name} has dtype {x.dtype}, expected {q.dtype} (as q)")
     K, V = k.shape[-1], v.shape[-1]
     _require(K <= MAX_HEAD_DIM, f"head dims up to {MAX_HEAD_DIM} only, got K={K}")
     _require(V <= MAX_VALUE_DIM, f"value dim up to {MAX_VALUE_DIM} only (256 + a normaliser column), got V={V}")
@@ -108,8 +107,10 @@ def delta_rule_fwd(
     """The chunked forward: `(o, final_state, saved)`.
 
     Args (validated by `delta_rule`; here only contiguity, dtypes, device and head dims are asserted):
-        q, k: `[B, T, H, K]`; v: `[B, T, H, V]`; w: `[B, T, H, K]` or None (w = k); all one dtype among
-            float32, bfloat16, float16, contiguous, `K, V ≤ 256` (any size: blocks are padded inside the kernels).
+        q, k: `[B, T, H, K]`; v: `[B, T, H, V]`; w: `[B, T, H, K]` or None (w = k); each float32, bfloat16 or
+            float16 (they may differ: VLA passes float32 `k̂`, `α̂` beside a bfloat16 model's `q`, `v`; products of
+            raw inputs then take the float32 precision), contiguous, `K, V ≤ 256` (any size: blocks are padded
+            inside the kernels).
         beta: `[B, T, H]` or None (1).  g: log-decay `[B, T, H]` or None (0).  Any float dtype.
         scale: output scale.
         initial_state: `[N, H, K, V]` any float dtype, or None (zeros).

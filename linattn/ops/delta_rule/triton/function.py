@@ -70,10 +70,14 @@ def delta_rule_triton(
     `o` in v's dtype, `final_state` float32 (None unless requested); differentiable in every tensor input.
     `kaczmarz_eps` a number: KLA's step `β = beta / (‖k‖² + kaczmarz_eps)`, formed inside the kernels.
 
-    The kernels compute in float32 and take float32, bfloat16 or float16 `q, k, v, w`; float64 is refused with a
-    TypeError rather than silently computed in float32 (the `chunk` and `naive` backends keep float64).
+    The kernels compute in float32 and take float32, bfloat16 or float16 `q, k, v, w`, each its own (the public
+    `delta_rule` asks one dtype; VLA's backend passes float32 `k̂`, `α̂` beside bfloat16 `q`, `v`); float64 is
+    refused with a TypeError rather than silently computed in float32 (the `chunk` and `naive` backends keep
+    float64).
     """
-    _check_dtype("delta_rule", "q, k, v, w", q.dtype)
+    for x in (q, k, v, w):
+        if x is not None:
+            _check_dtype("delta_rule", "q, k, v, w", x.dtype)
     q, k, v, w, beta, g, initial_state = (
         None if x is None else x.contiguous() for x in (q, k, v, w, beta, g, initial_state)
     )

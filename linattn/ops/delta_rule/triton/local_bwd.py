@@ -371,7 +371,7 @@ def local_bwd(
         ERASE=erase, USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=inv_sq_norm is not None,
         W_IS_K=w is None,
         IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(q.dtype),
+        RAW=raw_precision(q.dtype, k.dtype, (k if w is None else w).dtype),
         num_warps=8, num_stages=1,  # sm_90, K = V = 128: 8 warps quarter the spills of 4 (≈ 3 KB a thread)
     )  # fmt: skip
     return dq, dk, dv, dw, dbeta, dG

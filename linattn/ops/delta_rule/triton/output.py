@@ -149,6 +149,6 @@ def output_fwd(
         q, w, G, h, U, o, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(q.dtype),
+        RAW=raw_precision(q.dtype, w.dtype),
     )  # fmt: skip
     return o

@@ -1,4 +1,4 @@
-"""The precision of the products of two raw inputs (`K Wᵀ`, `Q Wᵀ`), chosen by the inputs' dtype.
+"""The precision of the products of two raw inputs (`K Wᵀ`, `Q Wᵀ`), chosen by the inputs' dtypes.
 
 Every `tl.dot` in the kernels multiplies float32 registers (inputs upcast on load, intermediates float32) and
 accumulates in float32. Products that involve an intermediate (the WY inverse, pseudo-values, chunk states,
@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 
-def raw_precision(dtype: torch.dtype) -> str:
-    """`input_precision` of a product of two raw inputs of `dtype`: one tf32 pass when it is exact."""
-    return "tf32x3" if dtype == torch.float32 else "tf32"
+def raw_precision(*dtypes: torch.dtype) -> str:
+    """`input_precision` of the products of raw inputs of these dtypes: one tf32 pass when it is exact (no operand
+    is float32; a float32 key beside bfloat16 queries, as VLA's `α̂` is, needs three)."""
+    return "tf32x3" if torch.float32 in dtypes else "tf32"

@@ -306,7 +306,7 @@ def state_bwd(
     state_bwd_local_kernel[grid](
         q, w, G, do, du, dh, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(q.dtype),
+        RAW=raw_precision(q.dtype, w.dtype),
     )  # fmt: skip
 
     # as in state_fwd: the whole key dim in one tile; value blocks of 16: 128 programs at B = 1, H = 16, K = V = 128

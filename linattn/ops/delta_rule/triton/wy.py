@@ -372,6 +372,6 @@ def wy_fwd(
         float(kaczmarz_eps) if kaczmarz else 0.0, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=kaczmarz, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(k.dtype),
+        RAW=raw_precision(k.dtype, w.dtype),
     )  # fmt: skip
     return T_inv, u_tilde, k_tilde, inv_sq_norm
