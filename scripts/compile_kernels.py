@@ -36,7 +36,7 @@ def _calls() -> None:
     """The representative calls whose launches are recorded (small T: the interpreter is slow)."""
     import torch
 
-    from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention, vla_gate
+    from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention, vla
 
     torch.manual_seed(0)
     for dtype, K, V in ((torch.bfloat16, 128, 128), (torch.bfloat16, 256, 256), (torch.bfloat16, 96, 96),
@@ -68,8 +68,9 @@ def _calls() -> None:
         y.float().sum().backward()
         o, _ = delta_rule(q, k, v, beta=beta, g=g, cu_seqlens=torch.tensor([0, 30, 70]), backend="triton")
         o.float().sum().backward()
-        if K <= 128:
-            vla_gate(k.float(), w.float() / K, backend="triton")
+        if K == V <= 128:  # the gate (u in the inputs' dtype), then the engine with float32 k̂, α̂ beside q, v
+            o, _ = vla(q, k, v, w / K, backend="triton")
+            o.float().sum().backward()
         with torch.no_grad():
             delta_rule(q[:, :3], k[:, :3], v[:, :3], w=w[:, :3], beta=beta[:, :3], g=g[:, :3], initial_state=h0,
                        output_final_state=True, backend="fused_recurrent")  # fmt: skip

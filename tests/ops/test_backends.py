@@ -127,3 +127,21 @@ def test_vla_gate_carried_between_factorisations_equals_the_token_loop(carry):
         return chunk_vla_gate(k, u, A0, lam0=0.3, carry=carry)
 
     _assert_gate_matches_the_token_loop(gate, B=2, T=300, H=2, d=12)
+
+
+def test_vla_gate_keeps_no_float32_copy_of_bfloat16_inputs():
+    """Memory: for bfloat16 `k`, `u` the gate keeps `k` and `u` themselves for its backward, and one float32
+    `[B, T, H, d]` tensor (the unnormalised `α`), not float32 copies of its inputs."""
+    from linattn.ops.vla.chunk import chunk_vla_gate
+
+    k, u = (torch.randn(1, 200, 2, 16, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    saved = {}
+
+    def keep(t):
+        saved[t.data_ptr()] = t
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        chunk_vla_gate(k, u, None, lam0=0.3)
+    rows = [t for t in saved.values() if t.shape == k.shape]
+    assert sorted(str(t.dtype) for t in rows) == ["torch.bfloat16", "torch.bfloat16", "torch.float32"]

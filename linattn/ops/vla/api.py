@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from linattn.ops.checks import check_backend, check_cu_seqlens, check_qk, check_qkv, check_state
 from linattn.ops.delta_rule.chunk import chunk_delta_rule
 from linattn.ops.delta_rule.naive import naive_delta_rule
+from linattn.ops.unit_rows import unit_rows
 from linattn.ops.varlen import per_sequence
 from linattn.ops.vla.chunk import chunk_vla_gate
 from linattn.ops.vla.naive import naive_vla_gate
@@ -125,7 +125,7 @@ def vla(
     def one_sequence(q, k, v, u, s):
         S0, A0 = (None, None) if s is None else s
         alpha_hat, A = gate(k, u, A0, lam0=lam0)
-        k_hat = F.normalize(k.to(alpha_hat.dtype), dim=-1)
+        k_hat = unit_rows(k)
         o, S = state(q, k_hat, v, alpha_hat, None, None, S0, scale=scale)
         return o, (S, A)
 
@@ -143,6 +143,6 @@ def _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_s
 
     S0, A0 = (None, None) if initial_state is None else initial_state
     alpha_hat, A = per_sequence(lambda k, u, a: triton_vla_gate(k, u, a, lam0=lam0), cu_seqlens, (k, u), A0)
-    k_hat = F.normalize(k.to(alpha_hat.dtype), dim=-1)
+    k_hat = unit_rows(k)
     o, S = delta_rule_triton(q, k_hat, v, alpha_hat, None, None, scale, S0, output_final_state, cu_seqlens)
     return o.to(v.dtype), ((S, A) if output_final_state else None)

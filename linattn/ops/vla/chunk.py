@@ -30,7 +30,8 @@ Backward (`_ChunkGate`), without differentiating any factorisation. `α_t = M_t�
 `∂L/∂u` is a reverse-causal linear attention (queries `u`, key/value pairs `(α, a)` and `(a, α)`): within a
 block of tokens through `triu(U Αᵀ)` and `triu(U Aᵀ)`, across blocks through the reverse prefix sum of the `d × d`
 matrices `Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)`. The backward saves only the groups' first `A_c` and recomputes the
-rest by the same `apply` (no `W` kept); `α̂`'s and `k̂`'s normalisations stay outside, in autograd.
+rest by the same `apply` (no `W` kept); `α̂`'s and `k̂`'s normalisations stay outside (`unit_rows`, which keeps
+only its input).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import torch.nn.functional as F
 
 from linattn.ops.checks import compute_dtype
 from linattn.ops.chunking import chunk_size, from_chunks, to_chunks
+from linattn.ops.unit_rows import unit_rows
 
 
 def gate_chunk(T: int, d: int) -> int:
@@ -92,7 +94,7 @@ def penalties(M0: torch.Tensor, Ug: torch.Tensor) -> tuple[torch.Tensor, torch.T
 def group_inverses(u: torch.Tensor, M0: torch.Tensor, L: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`A` at the start of every group of `L` tokens, `[B, H, ⌈T/L⌉, d, d]`, and after the last token, `[B, H, d, d]`.
     `u: [B, T, H, d]`, `M0: [B, H, d, d]`."""
-    M_starts, M_final = penalties(M0, to_chunks(u, L))  # padded rows are 0 and add nothing
+    M_starts, M_final = penalties(M0, to_chunks(u.to(M0.dtype), L))  # padded rows are 0 and add nothing
     return spd_inverse(M_starts), spd_inverse(M_final)
 
 
@@ -104,10 +106,11 @@ def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.
 
 def torch_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping) -> torch.Tensor:
     """Rows `A_t x_t` of `X: [B, T, H, d]`, `A_t` the inverse penalty after token t's update: per chunk a `C × C`
-    Cholesky gives `W_c`, and `A_{c+1} = A_c − W_cᵀ W_c` inside each group (all groups at once, from `A_starts`)."""
+    Cholesky gives `W_c`, and `A_{c+1} = A_c − W_cᵀ W_c` inside each group (all groups at once, from `A_starts`).
+    `U` may be in a lower precision than `X`; it is used in `X`'s."""
     T = X.shape[1]
     C, R = grouping.C, grouping.R
-    Xc, Uc = to_chunks(X, C), to_chunks(U, C)  # [B, H, N, C, d]
+    Xc, Uc = to_chunks(X, C), to_chunks(U.to(X.dtype), C)  # [B, H, N, C, d]
     X6, U6 = _groups(Xc, R), _groups(Uc, R)  # [B, H, NG, R, C, d]
     eye = torch.eye(C, dtype=X.dtype, device=X.device)
     A, rows = A_starts, []
@@ -145,16 +148,17 @@ def _ungroup(rows: list[torch.Tensor], N: int) -> torch.Tensor:
 
 
 class _ChunkGate(torch.autograd.Function):
-    """`(k̂, u, M_0) -> (α, A_T)` with `α_t = M_t⁻¹ k̂_t` unnormalised; inputs `[B, T, H, d]` and `[B, H, d, d]` in
-    the compute dtype; `apply` maps rows by `A_t` inside groups of `grouping`. Saved for the backward: `A` at each
-    group's start, `u`, `α`, `A_T`."""
+    """`(k̂, u, M_0) -> (α, A_T)` with `α_t = M_t⁻¹ k̂_t` unnormalised; `k̂: [B, T, H, d]` and `M_0: [B, H, d, d]` in
+    the compute dtype, `u: [B, T, H, d]` in its own (kept so: a float32 copy of a bfloat16 `u` would double its
+    bytes until the backward); `apply` maps rows by `A_t` inside groups of `grouping`. Saved for the backward: `A`
+    at each group's start, `u`, `α`, `A_T`."""
 
     @staticmethod
     def forward(ctx, k_hat, u, M0, grouping: Grouping, apply: Apply):
         A_starts, A_final = group_inverses(u, M0, grouping.L)
         alpha = apply(k_hat, u, A_starts, grouping)
         ctx.save_for_backward(u, A_starts, alpha, A_final)
-        ctx.grouping, ctx.apply_rows = grouping, apply
+        ctx.grouping, ctx.apply_rows, ctx.u_dtype = grouping, apply, u.dtype
         return alpha, A_final
 
     @staticmethod
@@ -162,6 +166,7 @@ class _ChunkGate(torch.autograd.Function):
         u, A_starts, alpha, A_final = ctx.saved_tensors
         T, d = u.shape[1], u.shape[-1]
         a = ctx.apply_rows(d_alpha.contiguous(), u, A_starts, ctx.grouping)  # a_t = A_t g_t, [B, T, H, d]
+        u = u.to(alpha.dtype)
         F_T = torch.zeros_like(A_final) if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
         C = gate_chunk(T, d)  # blocks of the reverse-causal sums
         Uc, Ac, Alc = to_chunks(u, C), to_chunks(a, C), to_chunks(alpha, C)  # [B, H, N, C, d]
@@ -169,7 +174,7 @@ class _ChunkGate(torch.autograd.Function):
         du = (Uc @ Alc.mT).triu() @ Ac + (Uc @ Ac.mT).triu() @ Alc
         du = -du - Uc @ later + 2 * Uc @ F_T[:, :, None]
         dM0 = -S.sum(2) / 2 + F_T
-        return a, from_chunks(du, T), dM0, None, None
+        return a, from_chunks(du, T).to(ctx.u_dtype), dM0, None, None
 
 
 def initial_penalty(k: torch.Tensor, initial_state: torch.Tensor | None, lam0: float) -> torch.Tensor:
@@ -189,11 +194,9 @@ def gate(
     k: torch.Tensor, u: torch.Tensor, initial_state: torch.Tensor | None, lam0: float, grouping: Grouping, apply: Apply
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`naive_vla_gate`'s contract with the rows mapped by `apply` in groups of `grouping`."""
-    dt = compute_dtype(k)
     M0 = initial_penalty(k, initial_state, lam0)
-    k_hat = F.normalize(k.to(dt), dim=-1).contiguous()
-    alpha, A_final = _ChunkGate.apply(k_hat, u.to(dt).contiguous(), M0, grouping, apply)
-    return F.normalize(alpha, dim=-1), A_final
+    alpha, A_final = _ChunkGate.apply(unit_rows(k).contiguous(), u.contiguous(), M0, grouping, apply)
+    return unit_rows(alpha), A_final
 
 
 def chunk_vla_gate(

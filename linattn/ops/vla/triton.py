@@ -71,7 +71,8 @@ def gate_apply_kernel(
     C: tl.constexpr,
     R: tl.constexpr,
 ):
-    """One program per (group, batch · head). `X, U, Y: [B, T, H, D]` float32, `A0: [B, H, NG, D, D]` float32."""
+    """One program per (group, batch · head). `X, Y: [B, T, H, D]` float32, `U: [B, T, H, D]` any float dtype,
+    `A0: [B, H, NG, D, D]` float32."""
     i_g, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     NG = tl.cdiv(T, C * R)
@@ -89,7 +90,7 @@ def gate_apply_kernel(
         m_td = ((t0 + o_c) < T)[:, None] & m_d[None, :]
         o_td = ((i_b.to(tl.int64) * T + t0 + o_c[:, None]) * H + i_h) * D + o_d[None, :]
         # [C, BD]
-        b_u = tl.load(U + o_td, mask=m_td, other=0)
+        b_u = tl.load(U + o_td, mask=m_td, other=0).to(tl.float32)
         b_x = tl.load(X + o_td, mask=m_td, other=0)
         # [C, BD] @ [BD, BD] -> [C, BD]: rows A_c u_t
         b_z = tl.dot(b_u, b_A, input_precision="tf32x3")
@@ -107,11 +108,13 @@ def gate_apply_kernel(
 
 
 def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping) -> torch.Tensor:
-    """`chunk.torch_apply`'s contract on the kernel: `X, U: [B, T, H, d]` float32 contiguous,
-    `A_starts: [B, H, ⌈T / L⌉, d, d]` float32; returns rows `A_t x_t`, `[B, T, H, d]` float32."""
+    """`chunk.torch_apply`'s contract on the kernel: `X: [B, T, H, d]` float32 and `U: [B, T, H, d]` float32,
+    bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32; returns rows `A_t x_t`,
+    `[B, T, H, d]` float32."""
     B, T, H, D = X.shape
-    if X.dtype != torch.float32 or U.dtype != torch.float32 or A_starts.dtype != torch.float32:
-        raise TypeError(f"vla gate kernel: float32 inputs expected, got {X.dtype}, {U.dtype}, {A_starts.dtype}")
+    if X.dtype != torch.float32 or A_starts.dtype != torch.float32 or U.dtype == torch.float64:
+        raise TypeError(f"vla gate kernel: float32 X, A_starts and a float32/16 U expected, got {X.dtype}, "
+                        f"{A_starts.dtype}, {U.dtype}")  # fmt: skip
     if D > MAX_HEAD_DIM:
         raise ValueError(f"vla gate kernel: head dims up to {MAX_HEAD_DIM}, got {D}")
     Y = torch.empty_like(X)

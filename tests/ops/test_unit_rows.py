@@ -1,0 +1,35 @@
+"""`unit_rows` is `F.normalize` in value and gradient, computed in float32, keeping only its input."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from linattn.ops.unit_rows import unit_rows
+
+
+def test_value_and_gradient_equal_f_normalize_in_float64_with_a_zero_row():
+    x = torch.randn(2, 5, 3, 7, dtype=torch.float64)
+    x[0, 1, 2] = 0
+    x.requires_grad_()
+    g = torch.randn_like(x)
+    y = unit_rows(x)
+    (dx,) = torch.autograd.grad(y, x, g)
+    ref = F.normalize(x, dim=-1)
+    (dref,) = torch.autograd.grad(ref, x, g)
+    torch.testing.assert_close(y, ref, rtol=0, atol=1e-15)
+    torch.testing.assert_close(dx, dref, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(unit_rows, (x.detach()[1:].clone().requires_grad_(),))
+
+
+def test_low_precision_input_gives_float32_rows_and_a_gradient_in_its_dtype():
+    x = torch.randn(3, 8, dtype=torch.bfloat16, requires_grad=True)
+    y = unit_rows(x)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, F.normalize(x.detach().float(), dim=-1), rtol=0, atol=1e-7)
+    g = torch.randn(3, 8)
+    (dx,) = torch.autograd.grad(y, x, g)
+    xf = x.detach().float().requires_grad_()
+    (dref,) = torch.autograd.grad(F.normalize(xf, dim=-1), xf, g)
+    assert dx.dtype == torch.bfloat16
+    torch.testing.assert_close(dx, dref.bfloat16())
