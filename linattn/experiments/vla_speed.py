@@ -15,7 +15,8 @@ Contenders, each one op call on prepared inputs (no projections, feature maps or
 - `KLA (delta_rule)`: the same with raw keys `k` and the Kaczmarz step `β = η / (‖k‖² + ε)`, `ε = 1e-6`, formed
   inside the op (`delta_rule(..., beta=η, kaczmarz_eps=ε)`; the Triton kernels take `‖k‖²` from the key rows they
   load), `η` = GDN's `β`;
-- `CCQ-GDN`: `ccq_query(q, k_unit, λ, g)` (the covariance read, `λ` = GDN's `β`), then GDN reading with `q'`.
+- `CCQ-GDN`: `ccq_query(q, k_unit, λ, g, normalize_keys=False)` (the covariance read over GDN's unit keys, which
+  need no second normalisation; `λ` = GDN's `β`), then GDN reading with `q'`.
 
 Inputs, drawn once per (K, T) from a generator seeded with `seed` on the device: `q, k = ELU(x)+1` of standard
 normal `x`, `v` standard normal, `u` unit rows / √K (the paper's penalty directions), `k_unit = k / ‖k‖` (GDN),
@@ -124,7 +125,7 @@ def _kla(x: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def _ccq_gdn(x: dict[str, torch.Tensor]) -> torch.Tensor:
-    return _gdn(x, q=ccq_query(x["q"], x["k_unit"], x["beta"], g=x["g"])[0])
+    return _gdn(x, q=ccq_query(x["q"], x["k_unit"], x["beta"], g=x["g"], normalize_keys=False)[0])
 
 
 @dataclass(frozen=True)
