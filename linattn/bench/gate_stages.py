@@ -21,7 +21,7 @@ from linattn.ops.chunking import to_chunks
 from linattn.ops.vla.chunk import (
     CARRY,
     _apply_inverses,
-    _later_pairs,
+    _later_sums,
     chunk_vla_gate,
     gate_chunk,
     penalties,
@@ -36,7 +36,7 @@ def stage_calls(k: torch.Tensor, u: torch.Tensor, lam0: float = 0.1) -> list[tup
     eye_d, eye_C = (torch.eye(n, device=k.device) for n in (d, C))
     M0 = (lam0 * eye_d).expand(B, H, d, d)
     Kc, Uc = to_chunks(F.normalize(k, dim=-1), C), to_chunks(u, C)
-    M, _ = penalties(M0, Uc)
+    M = penalties(M0, Uc)[:, :, :-1]
     L_M = torch.linalg.cholesky(M)
     A = torch.cholesky_inverse(L_M)
     UA = Uc @ A
@@ -46,7 +46,8 @@ def stage_calls(k: torch.Tensor, u: torch.Tensor, lam0: float = 0.1) -> list[tup
     alpha = _apply_inverses(Kc, A, W)
     g = torch.randn_like(alpha)
     a = _apply_inverses(g, A, W)
-    S, _ = _later_pairs(a.mT @ alpha)
+    pair = a.mT @ alpha
+    S = pair + pair.mT
     return [
         ("Gram matrices, prefix sum → M_c", "forward", lambda: penalties(M0, Uc)),
         ("A_c = M_c⁻¹ [N, d, d] (spd_inverse)", "forward", lambda: spd_inverse(M)),
@@ -55,7 +56,7 @@ def stage_calls(k: torch.Tensor, u: torch.Tensor, lam0: float = 0.1) -> list[tup
         ("solve_triangular → W", "forward", lambda: torch.linalg.solve_triangular(L, UA, upper=False)),
         ("α = K̂ A_c − tril(K̂ Wᵀ) W", "forward", lambda: _apply_inverses(Kc, A, W)),
         ("a = A_t g_t", "backward", lambda: _apply_inverses(g, A, W)),
-        ("d × d pairs, reverse prefix sum", "backward", lambda: _later_pairs(a.mT @ alpha)),
+        ("d × d pairs, reverse prefix sum", "backward", lambda: _later_sums(pair + pair.mT)),
         ("∂u within chunks", "backward", lambda: (Uc @ alpha.mT).triu() @ a + (Uc @ a.mT).triu() @ alpha),
         ("∂u across chunks", "backward", lambda: Uc @ S),
         ("A_c = inv(M_c)", "alternative", lambda: torch.linalg.inv(M)),

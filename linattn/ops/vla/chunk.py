@@ -84,18 +84,18 @@ def spd_inverse(M: torch.Tensor) -> torch.Tensor:
     return L_inv.mT @ L_inv
 
 
-def penalties(M0: torch.Tensor, Ug: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`M` at the start of every block of rows `Ug: [B, H, N, L, d]`, `M_0 + Σ_{c' < c} U_{c'}ᵀ U_{c'}`
-    (`[B, H, N, d, d]`), and after the last block (`[B, H, d, d]`); `M0: [B, H, d, d]`."""
+def penalties(M0: torch.Tensor, Ug: torch.Tensor) -> torch.Tensor:
+    """`M` at the start of every block of rows `Ug: [B, H, N, L, d]`, `M_0 + Σ_{c' < c} U_{c'}ᵀ U_{c'}`, and after
+    the last block: `[B, H, N + 1, d, d]`; `M0: [B, H, d, d]`."""
     gram = Ug.mT @ Ug  # [B, H, N, d, d]
-    return M0[:, :, None] + gram.cumsum(2) - gram, M0 + gram.sum(2)
+    return M0[:, :, None] + F.pad(gram.cumsum(2), (0, 0, 0, 0, 1, 0))
 
 
 def group_inverses(u: torch.Tensor, M0: torch.Tensor, L: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`A` at the start of every group of `L` tokens, `[B, H, ⌈T/L⌉, d, d]`, and after the last token, `[B, H, d, d]`.
-    `u: [B, T, H, d]`, `M0: [B, H, d, d]`."""
-    M_starts, M_final = penalties(M0, to_chunks(u.to(M0.dtype), L))  # padded rows are 0 and add nothing
-    return spd_inverse(M_starts), spd_inverse(M_final)
+    """`A` at the start of every group of `L` tokens, `[B, H, ⌈T/L⌉, d, d]`, and after the last token, `[B, H, d, d]`
+    (one batch of factorisations). `u: [B, T, H, d]`, `M0: [B, H, d, d]`."""
+    A = spd_inverse(penalties(M0, to_chunks(u.to(M0.dtype), L)))  # padded rows are 0 and add nothing
+    return A[:, :, :-1].contiguous(), A[:, :, -1].clone()
 
 
 def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
@@ -129,10 +129,10 @@ def _sym(x: torch.Tensor) -> torch.Tensor:
     return (x + x.transpose(-1, -2)) / 2
 
 
-def _later_pairs(pair: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`S_c = pair_c + pair_cᵀ` and `Σ_{c' > c} S_{c'}`, both `[B, H, N, d, d]`."""
-    S = pair + pair.transpose(-1, -2)
-    return S, S.flip(2).cumsum(2).flip(2) - S
+def _later_sums(S: torch.Tensor) -> torch.Tensor:
+    """`Σ_{c' > c} S_{c'}` over dim 2 of `S: [B, H, N, d, d]`, by a reverse prefix sum (no difference of two large
+    sums, whose rounding would swamp the late chunks' small ones)."""
+    return S.flip(2).cumsum_(2).flip(2).sub_(S)
 
 
 def _groups(x: torch.Tensor, R: int) -> torch.Tensor:
@@ -166,14 +166,26 @@ class _ChunkGate(torch.autograd.Function):
         u, A_starts, alpha, A_final = ctx.saved_tensors
         T, d = u.shape[1], u.shape[-1]
         a = ctx.apply_rows(d_alpha.contiguous(), u, A_starts, ctx.grouping)  # a_t = A_t g_t, [B, T, H, d]
-        u = u.to(alpha.dtype)
-        F_T = torch.zeros_like(A_final) if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
         C = gate_chunk(T, d)  # blocks of the reverse-causal sums
-        Uc, Ac, Alc = to_chunks(u, C), to_chunks(a, C), to_chunks(alpha, C)  # [B, H, N, C, d]
-        S, later = _later_pairs(Ac.mT @ Alc)  # from Σ_{t∈c} a_t α_tᵀ: [B, H, N, d, d]
-        du = (Uc @ Alc.mT).triu() @ Ac + (Uc @ Ac.mT).triu() @ Alc
-        du = -du - Uc @ later + 2 * Uc @ F_T[:, :, None]
-        dM0 = -S.sum(2) / 2 + F_T
+        # [B, H, N, C, d] each, and their [B·H·N, C, d] views for the batched products (in place where they can be)
+        Uc, Ac, Alc = (to_chunks(x, C).to(alpha.dtype) for x in (u, a, alpha))
+        U3, A3, Al3 = (x.flatten(0, 2) for x in (Uc, Ac, Alc))
+        pair = A3.mT @ Al3  # Σ_{t∈c} a_t α_tᵀ, [B·H·N, d, d]
+        S = (pair + pair.mT).view(*Uc.shape[:3], d, d)
+        del pair
+        dM0 = -S.sum(2) / 2
+        later = _later_sums(S).flatten(0, 2)
+        del S
+        P = torch.bmm(U3, Al3.mT).triu_()  # [B·H·N, C, C]
+        du = torch.bmm(P, A3)
+        torch.bmm(U3, A3.mT, out=P).triu_()
+        du.baddbmm_(P, Al3).baddbmm_(U3, later, beta=-1, alpha=-1)  # −(within-chunk pairs) − U Σ_{later chunks}
+        del P, later
+        du = du.view_as(Uc)
+        if d_A_final is not None:
+            F_T = -A_final @ _sym(d_A_final) @ A_final
+            du += 2 * Uc @ F_T[:, :, None]
+            dM0 += F_T
         return a, from_chunks(du, T).to(ctx.u_dtype), dM0, None, None
 
 
