@@ -159,16 +159,18 @@ class _ChunkGate(torch.autograd.Function):
         alpha = apply(k_hat, u, A_starts, grouping)
         ctx.save_for_backward(u, A_starts, alpha, A_final)
         ctx.grouping, ctx.apply_rows, ctx.u_dtype = grouping, apply, u.dtype
+        ctx.set_materialize_grads(False)  # an unused A_T gets None, not a zero matrix to multiply through
         return alpha, A_final
 
     @staticmethod
     def backward(ctx, d_alpha, d_A_final):
         u, A_starts, alpha, A_final = ctx.saved_tensors
-        T, d = u.shape[1], u.shape[-1]
-        a = ctx.apply_rows(d_alpha.contiguous(), u, A_starts, ctx.grouping)  # a_t = A_t g_t, [B, T, H, d]
+        B, T, H, d = u.shape
+        d_alpha = torch.zeros_like(alpha) if d_alpha is None else d_alpha.contiguous()
+        a = ctx.apply_rows(d_alpha, u, A_starts, ctx.grouping)  # a_t = A_t g_t, [B, T, H, d]
         C = gate_chunk(T, d)  # blocks of the reverse-causal sums
         # [B, H, N, C, d] each, and their [B·H·N, C, d] views for the batched products (in place where they can be)
-        Uc, Ac, Alc = (to_chunks(x, C).to(alpha.dtype) for x in (u, a, alpha))
+        Uc, Ac, Alc = (to_chunks(x, C).to(alpha.dtype).contiguous() for x in (u, a, alpha))
         U3, A3, Al3 = (x.flatten(0, 2) for x in (Uc, Ac, Alc))
         pair = A3.mT @ Al3  # Σ_{t∈c} a_t α_tᵀ, [B·H·N, d, d]
         S = (pair + pair.mT).view(*Uc.shape[:3], d, d)
@@ -181,11 +183,11 @@ class _ChunkGate(torch.autograd.Function):
         torch.bmm(U3, A3.mT, out=P).triu_()
         du.baddbmm_(P, Al3).baddbmm_(U3, later, beta=-1, alpha=-1)  # −(within-chunk pairs) − U Σ_{later chunks}
         del P, later
-        du = du.view_as(Uc)
-        if d_A_final is not None:
+        if d_A_final is not None:  # + 2 U F, F = −A_T sym(∂L/∂A_T) A_T, per (batch, head) over all its rows
             F_T = -A_final @ _sym(d_A_final) @ A_final
-            du += 2 * Uc @ F_T[:, :, None]
+            du.view(B * H, -1, d).baddbmm_(Uc.view(B * H, -1, d), F_T.view(B * H, d, d), alpha=2)
             dM0 += F_T
+        du = du.view_as(Uc)
         return a, from_chunks(du, T).to(ctx.u_dtype), dM0, None, None
 
 
