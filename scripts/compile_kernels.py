@@ -37,6 +37,7 @@ def _calls() -> None:
     import torch
 
     from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention, vla
+    from linattn.ops.unit_rows.triton import UnitRowsTriton
 
     torch.manual_seed(0)
     for dtype, K, V in ((torch.bfloat16, 128, 128), (torch.bfloat16, 256, 256), (torch.bfloat16, 96, 96),
@@ -68,6 +69,7 @@ def _calls() -> None:
         y.float().sum().backward()
         o, _ = delta_rule(q, k, v, beta=beta, g=g, cu_seqlens=torch.tensor([0, 30, 70]), backend="triton")
         o.float().sum().backward()
+        UnitRowsTriton.apply(k).sum().backward()  # `unit_rows` takes its kernels on CUDA only
         if K == V <= 128:  # the gate (u in the inputs' dtype), then the engine with float32 k̂, α̂ beside q, v
             o, _ = vla(q, k, v, w / K, backend="triton")
             o.float().sum().backward()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -33,3 +34,25 @@ def test_low_precision_input_gives_float32_rows_and_a_gradient_in_its_dtype():
     (dref,) = torch.autograd.grad(F.normalize(xf, dim=-1), xf, g)
     assert dx.dtype == torch.bfloat16
     torch.testing.assert_close(dx, dref.bfloat16())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_triton_kernels_equal_the_pytorch_path(dtype):
+    """The kernels (here in Triton's interpreter) on rows of an awkward width, more rows than a program's tile, and
+    a zero row: the same rows and gradient as the PyTorch path, in the input's dtype."""
+    from linattn.ops.unit_rows.api import _UnitRows
+    from linattn.ops.unit_rows.triton import UnitRowsTriton
+
+    x = torch.randn(3, 70, 24).to(dtype)
+    x[1, 5] = 0
+    g = torch.randn(3, 70, 24)
+    outs = []
+    for fn in (UnitRowsTriton.apply, _UnitRows.apply):
+        leaf = x.clone().requires_grad_()
+        y = fn(leaf)
+        y.backward(g)
+        outs.append((y, leaf.grad))
+    (y, dx), (y_ref, dx_ref) = outs
+    assert y.dtype == torch.float32 and dx.dtype == dtype
+    torch.testing.assert_close(y, y_ref, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(dx, dx_ref, rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5)

@@ -7,7 +7,8 @@ the input for the backward.
 
 `F.normalize(x.float())` keeps the float32 copy of `x` and the norms for its backward: for a bfloat16 `[B, T, H, d]`
 input, twice the input's own bytes, alive until the backward. Here only `x` is kept, which the caller holds anyway,
-and the norms are recomputed in the backward: one extra pass over `x`.
+and the norms are recomputed in the backward: one extra pass over `x`. On CUDA (float32, bfloat16, float16) the
+forward and the backward are one Triton kernel each (`triton.py`).
 """
 
 from __future__ import annotations
@@ -38,5 +39,10 @@ class _UnitRows(torch.autograd.Function):
 
 def unit_rows(x: torch.Tensor) -> torch.Tensor:
     """`x / max(‖x‖₂, 1e-12)` over the last dim, `F.normalize`'s value and gradient, in float32 (float64 for float64
-    inputs), keeping only `x` for the backward."""
+    inputs), keeping only `x` for the backward. Triton kernels on CUDA, PyTorch otherwise."""
+    if x.is_cuda and x.dtype != torch.float64:
+        # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
+        from linattn.ops.unit_rows.triton import UnitRowsTriton
+
+        return UnitRowsTriton.apply(x)
     return _UnitRows.apply(x)

@@ -1,0 +1,77 @@
+"""`unit_rows` on the GPU: the forward and the backward each one pass over the rows (PyTorch takes about four and
+eight elementwise or reduction kernels). `api.py` holds the math.
+
+Rows `[R, D]` (every leading dim flattened), `BR` rows a program, each row whole in one `[BR, BD]` tile
+(`BD = next_pow2(D)`); norms and products in float32.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from linattn.ops.unit_rows.api import EPS
+
+
+@triton.jit
+def _tile(R, D: tl.constexpr, BD: tl.constexpr, BR: tl.constexpr):
+    """Offsets and mask of this program's `[BR, BD]` tile of a row-major `[R, D]` tensor."""
+    o_r = tl.program_id(0) * BR + tl.arange(0, BR)
+    o_d = tl.arange(0, BD)
+    return o_r.to(tl.int64)[:, None] * D + o_d[None, :], (o_r < R)[:, None] & (o_d < D)[None, :]
+
+
+@triton.jit
+def unit_rows_fwd_kernel(x, y, R, D: tl.constexpr, BD: tl.constexpr, BR: tl.constexpr, EPS_: tl.constexpr):
+    """`y = x / max(‖x‖, ε)`, `x: [R, D]` any float dtype, `y: [R, D]` float32."""
+    o, m = _tile(R, D, BD, BR)
+    # [BR, BD]
+    b_x = tl.load(x + o, mask=m, other=0).to(tl.float32)
+    # [BR]
+    b_n = tl.maximum(tl.sqrt(tl.sum(b_x * b_x, 1)), EPS_)
+    tl.store(y + o, b_x / b_n[:, None], mask=m)
+
+
+@triton.jit
+def unit_rows_bwd_kernel(x, g, dx, R, D: tl.constexpr, BD: tl.constexpr, BR: tl.constexpr, EPS_: tl.constexpr):
+    """`dx = (g − y (yᵀg)) / ‖x‖`, or `g / ε` where `‖x‖ < ε`; `x, dx: [R, D]` in x's dtype, `g: [R, D]` float32."""
+    o, m = _tile(R, D, BD, BR)
+    # [BR, BD]
+    b_x = tl.load(x + o, mask=m, other=0).to(tl.float32)
+    b_g = tl.load(g + o, mask=m, other=0).to(tl.float32)
+    # [BR]
+    b_n = tl.sqrt(tl.sum(b_x * b_x, 1))
+    b_nc = tl.maximum(b_n, EPS_)
+    b_y = b_x / b_nc[:, None]
+    b_yg = tl.sum(b_y * b_g, 1)
+    b_dx = tl.where((b_n >= EPS_)[:, None], b_g - b_y * b_yg[:, None], b_g) / b_nc[:, None]
+    tl.store(dx + o, b_dx.to(dx.dtype.element_ty), mask=m)
+
+
+def _launch(kernel, *tensors: torch.Tensor) -> None:
+    x = tensors[0]
+    D = x.shape[-1]
+    R = x.numel() // D
+    BD = triton.next_power_of_2(D)
+    BR = max(1, 1024 // BD)  # 1024 floats a tile: 8 a thread, few registers, many programs in flight
+    kernel[(triton.cdiv(R, BR),)](*tensors, R, D=D, BD=BD, BR=BR, EPS_=EPS, num_warps=4)
+
+
+class UnitRowsTriton(torch.autograd.Function):
+    """`unit_rows` for float32, bfloat16 or float16 inputs; keeps only `x` for the backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+        _launch(unit_rows_fwd_kernel, x, y)
+        ctx.save_for_backward(x)
+        return y
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        dx = torch.empty_like(x)
+        _launch(unit_rows_bwd_kernel, x, g.contiguous(), dx)
+        return dx
