@@ -211,8 +211,12 @@ def _chunk_speedup(results: dict) -> Verdict:
         return Verdict("the token loop and chunked VLA share no timed T", FAILS)
     forward = ", ".join(f"{s['fwd']['ratio']:.1f}× (K = {K})" for K, s in measured.items())
     both = ", ".join(f"{s['fwdbwd']['ratio']:.1f}×" if s["fwdbwd"] else "—" for s in measured.values())
-    Ts = "/".join(f"{T:,}" for T in sorted({s["fwd"]["T"] for s in measured.values()}))
-    ours = f"forward {forward}; forward + backward {both}; T = {Ts}, {results['device'].upper()}"
+
+    def lengths(p: str) -> str:
+        return "/".join(f"{T:,}" for T in sorted({s[p]["T"] for s in measured.values() if s[p]}))
+
+    ours = (f"forward {forward} at T = {lengths('fwd')}; forward + backward {both} at T = {lengths('fwdbwd')}; "
+            f"{results['device'].upper()}")  # fmt: skip
     fast = [s["fwd"]["ratio"] >= target for s in measured.values()]
     fast_both = [s["fwdbwd"] is not None and s["fwdbwd"]["ratio"] >= target for s in measured.values()]
     return Verdict(ours, HOLDS if all(fast) else PARTLY if any(fast) or any(fast_both) else FAILS)
