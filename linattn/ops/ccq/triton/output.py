@@ -12,10 +12,10 @@ and the contraction `q' = q − λ/z (a − ρ b)`, `ρ = r/z` (centred; 0 other
 
     u = diag(Γ) (Q C_0 − ρ m_0ᵀ) + W K,        W = A − diag(ρ) D̃
 
-so the mean costs no second product: `b` enters only through `W`. One program per (chunk, batch row · head) builds
-`A`, `r`, `z` and `W` in a pass over key blocks, then writes one column block of `q'` (with a pass over key
-blocks for `Q C_0`): the column blocks are programs of their own, each rebuilding the chunk's `[BT, BT]` scores. `Q Kᵀ` is a product of two raw inputs (`precision.raw_precision`); the others carry
-float32 intermediates and ask for `tf32x3`.
+so the mean costs no second product: `b` enters only through `W`. One program per (column block, chunk, batch row
+· head) builds `A`, `r`, `z` and `W` in a pass over key blocks (every column block of a chunk rebuilds them), then
+writes its column block of `q'`, with a pass over key blocks for `Q C_0`. `Q Kᵀ` is a product of two raw inputs
+(`precision.raw_precision`); the others carry float32 intermediates and ask for `tf32x3`.
 """
 
 from __future__ import annotations
@@ -74,10 +74,6 @@ def read_state(x, hC, o_i, m_t, o_v, m_v, K: tl.constexpr, H: tl.constexpr, BT: 
         # [BT, BK] @ [BK, BV] -> [BT, BV]
         b_xc += tl.dot(b_x.to(tl.float32), b_C0, input_precision="tf32x3")
     return b_xc
-
-
-OUT_WARPS = 8  # A/B knobs
-OUT_BV = 0
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -165,12 +161,13 @@ def output_fwd(
     B, T, H, K = q.shape
     BK = block_size(K)
     y = torch.empty_like(q)
-    BV = OUT_BV or BK
-    grid = (triton.cdiv(K, BV), layout.NT, B * H)
+    grid = (triton.cdiv(K, BK), layout.NT, B * H)
     ccq_output_fwd_kernel[grid](
         q, k, lam, g, *h, y, layout.cu_seqlens, layout.chunk_indices, T,
-        H=H, K=K, BT=layout.BT, BK=BK, BV=BV,
+        H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
-        num_warps=OUT_WARPS,
+        # H200, bf16, B = 1, H = 16, K = 128, T = 64K (2026-11-29): 6.70 ms with 4 warps, 9.54 with 8; a loop over
+        # the column blocks inside one program of 8 warps took 7.33 (benchmarks/h200-2026-11-29/memory/ab-ccq-*.json)
+        num_warps=4,
     )  # fmt: skip
     return y
