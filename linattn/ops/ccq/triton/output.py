@@ -12,10 +12,10 @@ and the contraction `q' = q − λ/z (a − ρ b)`, `ρ = r/z` (centred; 0 other
 
     u = diag(Γ) (Q C_0 − ρ m_0ᵀ) + W K,        W = A − diag(ρ) D̃
 
-so the mean costs no second product: `b` enters only through `W`. One program per (chunk, batch row · head) builds
-`A`, `r`, `z` and `W` in a pass over key blocks, then writes `q'` column block by column block (each with a pass
-over key blocks for `Q C_0`). `Q Kᵀ` is a product of two raw inputs (`precision.raw_precision`); the others carry
-float32 intermediates and ask for `tf32x3`.
+so the mean costs no second product: `b` enters only through `W`. One program per (column block, chunk, batch row
+· head) builds `A`, `r`, `z` and `W` in a pass over key blocks (every column block of a chunk rebuilds them), then
+writes its column block of `q'`, with a pass over key blocks for `Q C_0`. `Q Kᵀ` is a product of two raw inputs
+(`precision.raw_precision`); the others carry float32 intermediates and ask for `tf32x3`.
 """
 
 from __future__ import annotations
@@ -99,8 +99,8 @@ def ccq_output_fwd_kernel(
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
 ):
-    """One program per (chunk, batch row · head)."""
-    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    """One program per (column block, chunk, batch row · head)."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
 
@@ -130,22 +130,21 @@ def ccq_output_fwd_kernel(
     b_W = b_A - b_rho[:, None] * b_D
     b_lz = tl.load(lam + t0 * H + i_h + o_i * H, mask=m_t, other=0).to(tl.float32) / b_z
 
-    for i_v in range(tl.cdiv(K, BV)):
-        o_v = i_v * BV + tl.arange(0, BV)
-        m_v = o_v < K
-        m_tv = m_t[:, None] & m_v[None, :]
-        # [BT, BV] Q C_0 on this column block
-        b_u = read_state(q, hC, o_i, m_t, o_v, m_v, K, H, BT, BK, BV)
-        # [BV]
-        b_m0 = tl.load(hm + o_v, mask=m_v, other=0)
-        b_u = b_gamma[:, None] * (b_u - b_rho[:, None] * b_m0[None, :])
-        # [BT, BV] keys and queries of the column block
-        b_kv = tl.load(k + o_i[:, None] * (H * K) + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
-        b_qv = tl.load(q + o_i[:, None] * (H * K) + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
-        # [BT, BT] @ [BT, BV] -> [BT, BV]
-        b_u += tl.dot(b_W, b_kv, input_precision="tf32x3")
-        b_y = b_qv - b_lz[:, None] * b_u
-        tl.store(y + o_i[:, None] * (H * K) + o_v[None, :], b_y.to(y.dtype.element_ty), mask=m_tv)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_v = o_v < K
+    m_tv = m_t[:, None] & m_v[None, :]
+    # [BT, BV] Q C_0 on this column block
+    b_u = read_state(q, hC, o_i, m_t, o_v, m_v, K, H, BT, BK, BV)
+    # [BV]
+    b_m0 = tl.load(hm + o_v, mask=m_v, other=0)
+    b_u = b_gamma[:, None] * (b_u - b_rho[:, None] * b_m0[None, :])
+    # [BT, BV] keys and queries of the column block
+    b_kv = tl.load(k + o_i[:, None] * (H * K) + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
+    b_qv = tl.load(q + o_i[:, None] * (H * K) + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
+    # [BT, BT] @ [BT, BV] -> [BT, BV]
+    b_u += tl.dot(b_W, b_kv, input_precision="tf32x3")
+    b_y = b_qv - b_lz[:, None] * b_u
+    tl.store(y + o_i[:, None] * (H * K) + o_v[None, :], b_y.to(y.dtype.element_ty), mask=m_tv)
 
 
 def output_fwd(
@@ -162,11 +161,13 @@ def output_fwd(
     B, T, H, K = q.shape
     BK = block_size(K)
     y = torch.empty_like(q)
-    grid = (layout.NT, B * H)
+    grid = (triton.cdiv(K, BK), layout.NT, B * H)
     ccq_output_fwd_kernel[grid](
         q, k, lam, g, *h, y, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
-        num_warps=8,
+        # H200, bf16, B = 1, H = 16, K = 128, T = 64K (2026-11-29): 6.70 ms with 4 warps, 9.54 with 8; a loop over
+        # the column blocks inside one program of 8 warps took 7.33 (benchmarks/h200-2026-11-29/memory/ab-ccq-*.json)
+        num_warps=4,
     )  # fmt: skip
     return y
