@@ -24,14 +24,18 @@ from linattn.experiments.vla_speed import CONTENDERS, DTYPES, SpeedConfig, input
 PASSES = ("fwd", "fwdbwd")
 
 
+def _dtype(device: str) -> str:
+    """`vla-speed`'s input dtype on this device."""
+    return "bfloat16" if device == "cuda" else "float32"
+
+
 def _call(contender: str, T: int, K: int, pass_: str, device: str) -> Callable[[], object]:
     by_name = {c.name: c for c in CONTENDERS}
     if contender not in by_name:
         raise ValueError(f"contender: expected one of {sorted(by_name)}, got {contender!r}")
     if pass_ not in PASSES:
         raise ValueError(f"pass_: expected one of {PASSES}, got {pass_!r}")
-    dtype = "bfloat16" if device == "cuda" else "float32"
-    x = inputs(SpeedConfig(Ts=(T,), head_dims=(K,), H=16, dtype=dtype), T, K, device)
+    x = inputs(SpeedConfig(Ts=(T,), head_dims=(K,), H=16, dtype=_dtype(device)), T, K, device)
     fn = lambda: by_name[contender].run(x)  # noqa: E731
     return torch.no_grad()(fn) if pass_ == "fwd" else forward_backward(fn, list(x.values()))
 
@@ -97,8 +101,9 @@ def memory(contender: str, T: int, K: int, pass_: str) -> dict:
             now -= live.pop(ev["addr"])["size"]
     sites, counts = defaultdict(int), defaultdict(int)
     for ev in at_peak.values():
-        sites[_site(ev.get("frames", []))] += ev["size"]
-        counts[_site(ev.get("frames", []))] += 1
+        site = _site(ev.get("frames", []))
+        sites[site] += ev["size"]
+        counts[site] += 1
     rows = [{"site": s, "gib": b / 2**30, "tensors": counts[s]} for s, b in sites.items()]
     rows.sort(key=lambda r: -r["gib"])
     return {"before_gib": before / 2**30, "peak_gib": torch.cuda.max_memory_allocated() / 2**30, "rows": rows}
@@ -106,8 +111,8 @@ def memory(contender: str, T: int, K: int, pass_: str) -> dict:
 
 def run(contender: str, T: int, K: int, pass_: str, device: str, top: int = 15) -> dict:
     """The kernel table, and on CUDA the memory table, of one contender at one shape."""
-    result = {"contender": contender, "T": T, "K": K, "pass": pass_, "dtype": str(DTYPES["bfloat16" if device ==
-              "cuda" else "float32"]), "time": kernels(contender, T, K, pass_, device)}  # fmt: skip
+    result = {"contender": contender, "T": T, "K": K, "pass": pass_, "dtype": str(DTYPES[_dtype(device)]),
+              "time": kernels(contender, T, K, pass_, device)}  # fmt: skip
     result["time"]["rows"] = result["time"]["rows"][:top]
     if device == "cuda":
         result["memory"] = memory(contender, T, K, pass_)

@@ -113,8 +113,8 @@ def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, group
     `[B, T, H, d]` float32."""
     B, T, H, D = X.shape
     if X.dtype != torch.float32 or A_starts.dtype != torch.float32 or U.dtype == torch.float64:
-        raise TypeError(f"vla gate kernel: float32 X, A_starts and a float32/16 U expected, got {X.dtype}, "
-                        f"{A_starts.dtype}, {U.dtype}")  # fmt: skip
+        raise TypeError(f"vla gate kernel: float32 X and A_starts, a float32, bfloat16 or float16 U expected, got "
+                        f"{X.dtype}, {A_starts.dtype}, {U.dtype}")  # fmt: skip
     if D > MAX_HEAD_DIM:
         raise ValueError(f"vla gate kernel: head dims up to {MAX_HEAD_DIM}, got {D}")
     Y = torch.empty_like(X)
