@@ -161,9 +161,11 @@ def test_linear_attention_state_grows_linearly_for_a_constant_positive_stream():
 def test_profile_lists_a_contenders_operators_on_cpu(tmp_path, capsys):
     path = tmp_path / "profile.json"
     args = ["profile", "--contenders", "GDN (delta_rule)", "--lengths", "40", "--K", "8", "--passes", "fwdbwd"]
-    assert bench_main([*args, "--device", "cpu", "--json", str(path)]) == 0
+    assert bench_main([*args, "--device", "cpu", "--host", "--json", str(path)]) == 0
     (row,) = json.loads(path.read_text())["rows"]
     assert row["time"]["rows"] and row["time"]["busy_ms"] > 0 and "memory" not in row
-    assert "| kernel / operator |" in capsys.readouterr().out
+    assert any("chunk_delta_rule" in r["function"] for r in row["host"]["rows"]) and row["host"]["sync"] is None
+    out = capsys.readouterr().out
+    assert "| kernel / operator |" in out and "| function | calls | ms |" in out
     with pytest.raises(ValueError, match="contender"):
         bench_main(["profile", "--contenders", "GDM", "--device", "cpu"])

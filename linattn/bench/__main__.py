@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     p_prof.add_argument("--K", type=lambda s: [int(x) for x in s.split(",")], default=[128], help="head dims")
     p_prof.add_argument("--passes", default="fwd,fwdbwd", help="comma-separated: fwd, fwdbwd (default both)")
     p_prof.add_argument("--device", default="cuda", help="'cuda' (default) or 'cpu'")
+    p_prof.add_argument("--host", action="store_true", help="also the host's Python functions, and GPU waits (CUDA)")
     for p, lengths in (
         (p_prof, [4096, 65536]),
         (p_ops, [2048, 4096, 8192, 16384, 32768, 65536]),
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             for K in args.K:
                 for T in args.lengths:
                     for pass_ in args.passes.split(","):
-                        rows.append(profile.run(name, T, K, pass_, device))
+                        rows.append(profile.run(name, T, K, pass_, device, with_host=args.host))
                         print(profile.table(rows[-1]) + "\n", flush=True)
         extra = {}
     if args.json:

@@ -5,12 +5,17 @@ here explains a cell there. Time: `torch.profiler` over `repeat` calls after a w
 operator (CPU) with its calls and self time per call of the contender, beside the wall time per call; wall time
 well above the device's busy time means the host (launches, Python, synchronisations) bounds the call. Memory
 (CUDA): the allocator's history over one call, replayed to the peak; the tensors alive there, grouped by the line
-of `linattn` that allocated them.
+of `linattn` that allocated them. Host (`host=True`): `cProfile` over `repeat` calls, the Python functions by their
+own time per call (a Triton launch shows as `jit.py:run`; cProfile slows Python, so these times are upper bounds),
+and on CUDA whether any call waits for the GPU (`torch.cuda.set_sync_debug_mode("error")` raises where one does).
 """
 
 from __future__ import annotations
 
+import cProfile
+import pstats
 import time
+import traceback
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -109,14 +114,46 @@ def memory(contender: str, T: int, K: int, pass_: str) -> dict:
     return {"before_gib": before / 2**30, "peak_gib": torch.cuda.max_memory_allocated() / 2**30, "rows": rows}
 
 
-def run(contender: str, T: int, K: int, pass_: str, device: str, top: int = 15) -> dict:
-    """The kernel table, and on CUDA the memory table, of one contender at one shape."""
+def host(contender: str, T: int, K: int, pass_: str, device: str, repeat: int = 20) -> dict:
+    """`{rows, sync}`: `rows` = `{function, calls, ms}` by own host time per call of the contender, largest first;
+    `sync` (CUDA) None when no call waits for the GPU, else the innermost lines of the call that does."""
+    fn = _call(contender, T, K, pass_, device)
+    fn()
+    _sync(device)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(repeat):
+        fn()
+    prof.disable()
+    _sync(device)
+    stats = pstats.Stats(prof).stats  # {(file, line, name): (calls, primitive calls, own s, cumulative s, callers)}
+    rows = [{"function": f"{f.split('/')[-1]}:{line}({name})", "calls": c / repeat, "ms": 1e3 * own / repeat}
+            for (f, line, name), (_, c, own, _, _) in stats.items()]  # fmt: skip
+    rows.sort(key=lambda r: -r["ms"])
+    sync = None
+    if device == "cuda":
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            fn()
+        except RuntimeError:
+            sync = traceback.format_exc(limit=-4)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return {"rows": rows, "sync": sync}
+
+
+def run(contender: str, T: int, K: int, pass_: str, device: str, top: int = 15, with_host: bool = False) -> dict:
+    """The kernel table, on CUDA the memory table, and with `with_host` the host table, of one contender at one
+    shape."""
     result = {"contender": contender, "T": T, "K": K, "pass": pass_, "dtype": str(DTYPES[_dtype(device)]),
               "time": kernels(contender, T, K, pass_, device)}  # fmt: skip
     result["time"]["rows"] = result["time"]["rows"][:top]
     if device == "cuda":
         result["memory"] = memory(contender, T, K, pass_)
         result["memory"]["rows"] = result["memory"]["rows"][:top]
+    if with_host:
+        result["host"] = host(contender, T, K, pass_, device)
+        result["host"]["rows"] = result["host"]["rows"][:top]
     return result
 
 
@@ -141,4 +178,16 @@ def table(result: dict) -> str:
             "|---|---:|---:|",
         ]
         lines += [f"| `{r['site']}` | {r['gib']:.3f} | {r['tensors']} |" for r in m["rows"]]
+    if "host" in result:
+        h = result["host"]
+        lines += [
+            "\nHost, Python functions by own time per call (cProfile):\n",
+            "| function | calls | ms |",
+            "|---|---:|---:|",
+        ]
+        lines += [f"| `{r['function'][:90]}` | {r['calls']:g} | {r['ms']:.3f} |" for r in h["rows"]]
+        if "memory" in result:  # CUDA: the synchronisation check ran
+            lines.append(
+                "\nNo call waits for the GPU." if h["sync"] is None else f"\nWaits for the GPU:\n```\n{h['sync']}```"
+            )
     return "\n".join(lines)
