@@ -4,8 +4,9 @@
 #   there:   bash scripts/device_variants.sh run [verify]                (run with carry [".variants"])
 #            STAGES="--op vla-gate --K 128" bash scripts/device_variants.sh run    (other `stages` options)
 # `run` profiles every packed variant and the working tree (`current`) with `python -m linattn.bench stages`, and
-# with `verify` also screens each against float64 (`verify --quick`, about a fifth of the matrix; a variant to be
-# merged then gets the full `python -m linattn.bench verify`). The variants are dealt over the machine's GPUs.
+# with `verify` also screens each against float64 (`verify --quick`, about a fifth of the matrix, the delta rule
+# only; VERIFY="--ops ccq" (or vla, kla) screens an op's cases instead; a variant to be merged then gets the full
+# `python -m linattn.bench verify`). The variants are dealt over the machine's GPUs.
 # Outputs: $OUT/variants.tgz, holding <variant>-stages.{txt,json} and <variant>-verify.{txt,json}.
 set -u
 mode=${1:?pack or run}
@@ -34,7 +35,8 @@ profile() {  # variant folder: its stage profile, and with `verify` its quick sc
   # shellcheck disable=SC2086  # STAGES is a list of options
   python3 -m linattn.bench stages ${STAGES:-} --json "$work/$name-stages.json" > "$work/$name-stages.txt" 2>&1 || rc=1
   if [ "$screen" = verify ]; then
-    python3 -m linattn.bench verify --quick --jobs 6 --json "$work/$name-verify.json" \
+    # shellcheck disable=SC2086  # VERIFY is a list of options
+    python3 -m linattn.bench verify ${VERIFY:---quick} --jobs 6 --json "$work/$name-verify.json" \
       > "$work/$name-verify.txt" 2>&1 || rc=1
   fi
   return $rc

@@ -143,6 +143,8 @@ def test_verify_checks_a_backend_against_float64():
     quick = verify.quick_matrix()
     assert 30 < len(quick) < len(verify.matrix()) / 3 and {c.dtype for c in quick} == {torch.float32, torch.bfloat16}
     assert any(c.two_key for c in quick) and any(not c.erase for c in quick) and any(c.varlen for c in quick)
+    with pytest.raises(ValueError, match="ops"):
+        verify.run("chunk", device="cpu", ops=("gla",))
 
 
 def test_linear_attention_state_grows_linearly_for_a_constant_positive_stream():

@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     p_verify.add_argument("--backend", default="triton", help="backend under test (default triton)")
     p_verify.add_argument("--jobs", type=int, default=1, help="processes sharing the GPU (default 1)")
     p_verify.add_argument("--quick", action="store_true", help="a screening subset (about a fifth of the cases)")
+    p_verify.add_argument(
+        "--ops", default="delta_rule,vla,ccq,kla", help="comma-separated: only these ops' cases (default all)"
+    )
     p_decode = sub.add_parser("decode", help="GPU: per-token decode step, ours vs SDPA with a KV cache")
     p_stages = sub.add_parser("stages", help="GPU: each Triton delta-rule kernel (or VLA gate step) on its own")
     p_stages.add_argument("--op", choices=("delta_rule", "vla-gate"), default="delta_rule", help="what to profile")
@@ -115,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             f"# linattn verify: backend {args.backend} against float64; "
             + ", ".join(f"{k}: {v}" for k, v in env.items())
         )
-        rows = verify.run(args.backend, jobs=args.jobs, quick=args.quick)
+        rows = verify.run(args.backend, jobs=args.jobs, quick=args.quick, ops=tuple(args.ops.split(",")))
         print(verify.table(rows))
         extra = {"backend": args.backend}
     elif args.command == "ops":

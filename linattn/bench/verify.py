@@ -229,11 +229,19 @@ def quick_matrix() -> list[Case]:
     ]
 
 
-def run(backend: str = "triton", device: str = "cuda", jobs: int = 1, quick: bool = False) -> list[dict]:
-    """Every case of the matrix (`quick`: of `quick_matrix()`), in order. `jobs > 1` spreads the cases over that many
-    processes (one GPU): most of the time goes to compiling each head size's kernels, which runs on the CPU, one
-    kernel at a time per process."""
-    cases = [(case, backend, device) for case in (quick_matrix() if quick else matrix())]
+OPS = ("delta_rule", "vla", "ccq", "kla")
+
+
+def run(
+    backend: str = "triton", device: str = "cuda", jobs: int = 1, quick: bool = False, ops: tuple[str, ...] = OPS
+) -> list[dict]:
+    """Every case of the matrix (`quick`: of `quick_matrix()`) whose op is in `ops`, in order. `jobs > 1` spreads the
+    cases over that many processes (one GPU): most of the time goes to compiling each head size's kernels, which runs
+    on the CPU, one kernel at a time per process."""
+    unknown = set(ops) - set(OPS)
+    if unknown:
+        raise ValueError(f"ops: expected some of {OPS}, got {sorted(unknown)}")
+    cases = [(case, backend, device) for case in (quick_matrix() if quick else matrix()) if case.op in ops]
     if jobs <= 1:
         return [_check_case(c) for c in cases]
     import multiprocessing
