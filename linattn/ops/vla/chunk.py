@@ -75,6 +75,15 @@ class Grouping:
 Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping], torch.Tensor]
 
 
+def factor_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype of the `d × d` factorisations for inputs like `x`: float64 for float32 (and float64) inputs, whose
+    users ask float32 accuracy of every gradient, float32 for bfloat16 and float16. The factorisations are where the
+    float32 gate loses most: on the CPU (T = 63, K = 128, float32 inputs), `∂L/∂A_0` through the gate is 8.4e-7 from
+    float64 with float32 factorisations, 4.3e-7 with float64 ones, against the token loop's 2.8e-7; the whole `vla`
+    on the Triton path (interpreter), 1.15e-6 and 0.87 – 0.93e-6. They are `d × d` per group of tokens: few."""
+    return torch.float64 if x.dtype in (torch.float32, torch.float64) else compute_dtype(x)
+
+
 def spd_inverse(M: torch.Tensor) -> torch.Tensor:
     """`M⁻¹` of symmetric positive definite matrices `[..., d, d]`, as `L⁻ᵀ L⁻¹` from `M = L Lᵀ`. The matrices here
     are positive definite by construction, so no error check (which would wait for the GPU) is made."""
@@ -93,8 +102,9 @@ def penalties(M0: torch.Tensor, Ug: torch.Tensor) -> torch.Tensor:
 
 def group_inverses(u: torch.Tensor, M0: torch.Tensor, L: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`A` at the start of every group of `L` tokens, `[B, H, ⌈T/L⌉, d, d]`, and after the last token, `[B, H, d, d]`
-    (one batch of factorisations). `u: [B, T, H, d]`, `M0: [B, H, d, d]`."""
-    A = spd_inverse(penalties(M0, to_chunks(u.to(M0.dtype), L)))  # padded rows are 0 and add nothing
+    (one batch of factorisations, in `factor_dtype(u)`), in M0's dtype. `u: [B, T, H, d]`, `M0: [B, H, d, d]`."""
+    M = penalties(M0, to_chunks(u.to(M0.dtype), L))  # padded rows are 0 and add nothing
+    A = spd_inverse(M.to(factor_dtype(u))).to(M0.dtype)
     return A[:, :, :-1].contiguous(), A[:, :, -1].clone()
 
 
@@ -192,14 +202,14 @@ class _ChunkGate(torch.autograd.Function):
 
 
 def initial_penalty(k: torch.Tensor, initial_state: torch.Tensor | None, lam0: float) -> torch.Tensor:
-    """`M_0 = λ0 I`, or `A_0⁻¹`, `[B, H, d, d]`. `A_0` is checked positive definite (on CUDA that check waits for
-    the GPU, once per call with an initial state)."""
+    """`M_0 = λ0 I`, or `A_0⁻¹` (factorised in `factor_dtype(k)`), `[B, H, d, d]` in the compute dtype. `A_0` is
+    checked positive definite (on CUDA that check waits for the GPU, once per call with an initial state)."""
     dt = compute_dtype(k)
     B, _, H, K = k.shape
     if initial_state is None:
         return (lam0 * torch.eye(K, dtype=dt, device=k.device)).expand(B, H, K, K)
     try:
-        return torch.cholesky_inverse(torch.linalg.cholesky(initial_state.to(dt)))
+        return torch.cholesky_inverse(torch.linalg.cholesky(initial_state.to(factor_dtype(k)))).to(dt)
     except torch.linalg.LinAlgError as e:
         raise ValueError(f"initial_state: expected symmetric positive definite A_0 matrices, got: {e}") from None
 
