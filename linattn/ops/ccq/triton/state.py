@@ -73,8 +73,31 @@ def load_triple(C, m, Z, i_nh, o_h, m_h, o_v, m_v, o_1, K: tl.constexpr):
 
 
 @triton.jit
+def start_triple(C, m, Z, i_nh, o_h, m_h, o_v, m_v, o_1, K: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+                 GIVEN: tl.constexpr):  # fmt: skip
+    """A walk's starting triple: `load_triple` when `GIVEN`, else zeros."""
+    if GIVEN:
+        b_C, b_m, b_Z = load_triple(C, m, Z, i_nh, o_h, m_h, o_v, m_v, o_1, K)
+    else:
+        b_C, b_m, b_Z = tl.zeros([BK, BV], tl.float32), tl.zeros([BV], tl.float32), tl.zeros([1], tl.float32)
+    return b_C, b_m, b_Z
+
+
+@triton.jit
+def walk_tile(i_v, K: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr):
+    """Column block `i_v`'s share of a state: `(o_k [BK], o_v [BV], o_1 [1], m_k, m_v, m_h, o_h)`, `o_h` the offsets
+    of its `[BK, BV]` tile inside one `[K, K]` matrix and `m_h` their mask."""
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < K
+    return o_k, o_v, tl.arange(0, 1), m_k, m_v, m_k[:, None] & m_v[None, :], o_k[:, None] * K + o_v[None, :]
+
+
+@triton.jit
 def store_triple(C, m, Z, b_C, b_m, b_Z, i_nh, i_v, o_h, m_h, o_v, m_v, o_1, K: tl.constexpr):
-    """`load_triple`'s inverse; the scalar is stored by the first column block's program only."""
+    """`load_triple`'s inverse (`i_nh` may also be a chunk row of `[rows, K, K]` buffers); the scalar is stored by
+    the first column block's program only."""
     tl.store(C + i_nh.to(tl.int64) * K * K + o_h, b_C, mask=m_h)
     tl.store(m + i_nh.to(tl.int64) * K + o_v, b_m, mask=m_v)
     if i_v == 0:
@@ -115,27 +138,13 @@ def ccq_state_fwd_kernel(
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
 
     o_i = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    o_1 = tl.arange(0, 1)
-    m_k = o_k < K
-    m_v = o_v < K
-    m_h = m_k[:, None] & m_v[None, :]
-    # offsets of this program's [BK, BV] tile inside one [K, K] state
-    o_h = o_k[:, None] * K + o_v[None, :]
+    o_k, o_v, o_1, m_k, m_v, m_h, o_h = walk_tile(i_v, K, BK, BV)
 
     # [BK, BV], [BV], [1] float32
-    if USE_H0:
-        b_C, b_m, b_Z = load_triple(C0, m0, Z0, i_nh, o_h, m_h, o_v, m_v, o_1, K)
-    else:
-        b_C, b_m, b_Z = tl.zeros([BK, BV], tl.float32), tl.zeros([BV], tl.float32), tl.zeros([1], tl.float32)
+    b_C, b_m, b_Z = start_triple(C0, m0, Z0, i_nh, o_h, m_h, o_v, m_v, o_1, K, BK, BV, USE_H0)
 
     for i_t in range(0, NT):
-        i_row = (boh + i_t) * H + i_h
-        tl.store(hC + i_row * K * K + o_h, b_C, mask=m_h)
-        tl.store(hm + i_row * K + o_v, b_m, mask=m_v)
-        if i_v == 0:
-            tl.store(hZ + i_row + o_1, b_Z)
+        store_triple(hC, hm, hZ, b_C, b_m, b_Z, (boh + i_t) * H + i_h, i_v, o_h, m_h, o_v, m_v, o_1, K)
 
         # this head at the chunk's first token; a token step is H·K elements
         t0 = bos + i_t * BT
@@ -193,26 +202,13 @@ def ccq_state_bwd_kernel(
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
 
     o_i = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    o_1 = tl.arange(0, 1)
-    m_k = o_k < K
-    m_v = o_v < K
-    m_h = m_k[:, None] & m_v[None, :]
-    o_h = o_k[:, None] * K + o_v[None, :]
+    o_k, o_v, o_1, m_k, m_v, m_h, o_h = walk_tile(i_v, K, BK, BV)
 
     # [BK, BV], [BV], [1] gradients of the state at the end of the current chunk, float32
-    if USE_DHT:
-        b_dC, b_dm, b_dZ = load_triple(dCt, dmt, dZt, i_nh, o_h, m_h, o_v, m_v, o_1, K)
-    else:
-        b_dC, b_dm, b_dZ = tl.zeros([BK, BV], tl.float32), tl.zeros([BV], tl.float32), tl.zeros([1], tl.float32)
+    b_dC, b_dm, b_dZ = start_triple(dCt, dmt, dZt, i_nh, o_h, m_h, o_v, m_v, o_1, K, BK, BV, USE_DHT)
 
     for i_t in range(NT - 1, -1, -1):
-        i_row = (boh + i_t) * H + i_h
-        tl.store(dhC + i_row * K * K + o_h, b_dC, mask=m_h)
-        tl.store(dhm + i_row * K + o_v, b_dm, mask=m_v)
-        if i_v == 0:
-            tl.store(dhZ + i_row + o_1, b_dZ)
+        store_triple(dhC, dhm, dhZ, b_dC, b_dm, b_dZ, (boh + i_t) * H + i_h, i_v, o_h, m_h, o_v, m_v, o_1, K)
 
         t0 = bos + i_t * BT
         m_t = o_i < T - i_t * BT
