@@ -78,9 +78,10 @@ Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping], torch.Ten
 def factor_dtype(x: torch.Tensor) -> torch.dtype:
     """The dtype of the `d × d` factorisations for inputs like `x`: float64 for float32 (and float64) inputs, whose
     users ask float32 accuracy of every gradient, float32 for bfloat16 and float16. The factorisations are where the
-    float32 gate loses most: on the CPU (T = 63, K = 128, float32 inputs), `∂L/∂A_0` through the gate is 8.4e-7 from
-    float64 with float32 factorisations, 4.3e-7 with float64 ones, against the token loop's 2.8e-7; the whole `vla`
-    on the Triton path (interpreter), 1.15e-6 and 0.87 – 0.93e-6. They are `d × d` per group of tokens: few."""
+    float32 gate loses most: on the CPU (T = 63, K = 128, float32 inputs; how it was measured: BENCHMARKS.md,
+    "Correctness"), `∂L/∂A_0` through the gate is 8.4e-7 from float64 with float32 factorisations, 4.3e-7 with
+    float64 ones, against the token loop's 2.8e-7; the whole `vla` on the Triton path (interpreter), 1.15e-6 and
+    0.87 – 0.93e-6. They are `d × d` per group of tokens: few."""
     return torch.float64 if x.dtype in (torch.float32, torch.float64) else compute_dtype(x)
 
 
