@@ -132,6 +132,8 @@ def test_verify_checks_a_backend_against_float64():
         row = verify.check(case, "triton", device="cpu")
         assert row["ok"] and "dbeta" not in row and ("dg" in row) == gated, row
     assert "1 of 1 cases pass" in verify.table([row])
+    no_ht = verify.check(verify.Case(70, 16, 16, torch.bfloat16, H=1, final_state=False), "triton", device="cpu")
+    assert "S" not in no_ht and "dq" in no_ht and no_ht["o"] < 1e-2, no_ht  # o, bf16-rounded, is the only output
     for op, grads in (("vla", {"du", "dstate_A", "dstate_S"}), ("ccq", {"dlam", "dstate_Z"}), ("kla", {"deta"})):
         row = verify.check(verify.Case(70, 16, 16, torch.float32, op=op, H=1), "triton", device="cpu")
         # float32 accuracy; the 2× rule itself is not asserted here: VLA's state gradient sits at the 1e-6 floor
@@ -143,6 +145,8 @@ def test_verify_checks_a_backend_against_float64():
     quick = verify.quick_matrix()
     assert 30 < len(quick) < len(verify.matrix()) / 3 and {c.dtype for c in quick} == {torch.float32, torch.bfloat16}
     assert any(c.two_key for c in quick) and any(not c.erase for c in quick) and any(c.varlen for c in quick)
+    assert any(not c.final_state for c in quick)
+    assert all(verify.fla_supports(c) == (c.erase and c.gated and not c.two_key) for c in quick)
     with pytest.raises(ValueError, match="ops"):
         verify.run("chunk", device="cpu", ops=("gla",))
 

@@ -45,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         "--only", help="comma-separated: only the contenders whose name contains one of these (SDPA always runs)"
     )
     p_verify = sub.add_parser("verify", help="GPU: a backend's errors against float64 over the full matrix")
-    p_verify.add_argument("--backend", default="triton", help="backend under test (default triton)")
+    p_verify.add_argument(
+        "--backend",
+        default="triton",
+        help="backend under test (default triton; 'fla': fla 0.6's forward, on the GDN cases)",
+    )
     p_verify.add_argument("--jobs", type=int, default=1, help="processes sharing the GPU (default 1)")
     p_verify.add_argument("--quick", action="store_true", help="a screening subset (about a fifth of the cases)")
     p_verify.add_argument(

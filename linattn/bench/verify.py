@@ -8,13 +8,20 @@ at most twice the naive recurrence's own error in that dtype (with a floor at fl
 never passes.
 
 The matrix (issue 4): dtypes float32 / bfloat16 / float16; `T ∈ {1, 63, 64, 65, 1000, 4096}`;
-`K, V ∈ {32, 64, 96, 128, 256}`; with and without β, g, a second key `w`, an initial state; and packed
-variable-length batches. The same kernels without the erase term run linear attention and scalar-decay GLA:
-those are in the matrix too. The naive recurrence is slow at T = 4096, so the largest cases run with one head.
-The ops built on the engine (issue 5) follow, at T ∈ {63, 65, 1000} and packed: `vla` (its gate, then the two-key
-rule, with both states), `ccq_query` (centred, decayed, with its state) and KLA (the Kaczmarz step on raw keys,
-`delta_rule(..., beta=η, kaczmarz_eps=1e-6)`: formed inside each backend, so the Triton kernels' own step and its
-gradients in `η` and `k` are what is checked).
+`K, V ∈ {32, 64, 96, 128, 256}`; with and without β, g, a second key `w`, an initial state; packed
+variable-length batches; and bfloat16 cases without the final state, where `o` is the forward's only output and
+its state products run in one tf32 pass (`delta_rule/triton/precision.py`). The same kernels without the erase
+term run linear attention and scalar-decay GLA: those are in the matrix too. The naive recurrence is slow at
+T = 4096, so the largest cases run with one head. The ops built on the engine (issue 5) follow, at
+T ∈ {63, 65, 1000} and packed: `vla` (its gate, then the two-key rule, with both states), `ccq_query` (centred,
+decayed, with its state) and KLA (the Kaczmarz step on raw keys, `delta_rule(..., beta=η, kaczmarz_eps=1e-6)`:
+formed inside each backend, so the Triton kernels' own step and its gradients in `η` and `k` are what is
+checked).
+
+`--backend fla` holds flash-linear-attention 0.6's `chunk_gated_delta_rule` to the same rule, on the matrix's
+GDN cases (`w = k`, gated, with β), forward only (`o` and the final state): its gated backward refuses to run on
+Hopper with Triton < 3.7.1. fla is a benchmark-only dependency; this is how its numerics compare with the bound
+our kernels are held to.
 """
 
 from __future__ import annotations
@@ -43,12 +50,14 @@ class Case:
     H: int = 2
     erase: bool = True  # False: the same kernels without the erase term (linear attention, or GLA when gated)
     op: str = "delta_rule"  # or "vla", "ccq", "kla"
+    final_state: bool = True  # False: o is the only output (its products may then run in one tf32 pass)
 
     @property
     def label(self) -> str:
         op = self.op if self.op != "delta_rule" else None if self.erase else "gla" if self.gated else "linear"
         parts = [str(self.dtype).removeprefix("torch."), f"T={self.T}", f"K={self.K}", f"V={self.V}"] + [op] * bool(op)
         parts += ["w≠k"] * self.two_key + ["no-g"] * (not self.gated) + ["no-h0"] * (not self.initial_state)
+        parts += ["no-ht"] * (not self.final_state)
         if self.varlen:
             parts.append("varlen" + "/".join(map(str, self.varlen)))
         return " ".join(parts)
@@ -67,6 +76,14 @@ def matrix() -> list[Case]:
         cases.append(Case(T, 128, 128, dtype, erase=False, H=H))
         cases.append(Case(T, 64, 96, dtype, erase=False, gated=False, H=H))
         cases.append(Case(T, 1, 33, dtype, erase=False, H=H))  # a one-wide key, K + 1 values
+    # a bfloat16 o as the only output: the forward's state products take one tf32 pass (precision.py)
+    for T in (65, 1000, 4096):
+        H = 1 if T >= 1000 else 2
+        for K, V in ((64, 64), (128, 128), (64, 96)) if T < 4096 else ((128, 128),):
+            cases.append(Case(T, K, V, torch.bfloat16, H=H, final_state=False))
+        cases.append(Case(T, 128, 128, torch.bfloat16, two_key=True, H=H, final_state=False))
+        cases.append(Case(T, 128, 128, torch.bfloat16, erase=False, H=H, final_state=False))
+    cases.append(Case(0, 128, 128, torch.bfloat16, varlen=(1, 63, 64, 65, 300), two_key=True, final_state=False))
     for dtype in (torch.float32, torch.bfloat16):
         cases.append(Case(0, 128, 128, dtype, varlen=(1, 63, 64, 65, 300), two_key=True))
         cases.append(Case(0, 64, 64, dtype, varlen=(1, 63, 64, 65, 300), erase=False))
@@ -159,12 +176,27 @@ TOKENS = ("q", "k", "v", "w", "u")  # cast to the case's dtype; gates and states
 SYMMETRIC = ("state_A", "state_C")
 
 
+def _fla_gdn(a: dict, cu) -> tuple[torch.Tensor, torch.Tensor]:
+    """fla's chunked gated delta rule on the leaves of a GDN case: `(o, final state)`."""
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+    return chunk_gated_delta_rule(
+        a["q"], a["k"], a["v"], a["g"], a["beta"], scale=a["q"].shape[-1] ** -0.5,
+        initial_state=a.get("initial_state"), output_final_state=True, cu_seqlens=cu,
+    )  # fmt: skip
+
+
 def _run(case: Case, x: dict, cu, backend: str, dtype: torch.dtype, cotangents: list | None, seed: int = 1):
     """Forward + backward with token inputs cast to `dtype`: the delta rule, without `erase` linear attention (GLA
     when `x` has a decay `g`), or `case.op`. `cotangents` None: drawn here (from `seed`), for the outputs' shapes.
-    Returns `(outputs and gradients by name, the cotangents used)`."""
+    Backend `fla`: fla's forward of a GDN case, no gradients. Returns `(outputs and gradients by name, the
+    cotangents used)`."""
     leaves = {n: (t.to(dtype) if n in TOKENS else t).detach().requires_grad_() for n, t in x.items()}
-    common = {"output_final_state": True, "cu_seqlens": cu, "backend": backend}
+    common = {"output_final_state": case.final_state, "cu_seqlens": cu, "backend": backend}
+    if backend == "fla":
+        with torch.no_grad():
+            o, S = _fla_gdn(leaves, cu)
+        return {"o": o, "S": S} if case.final_state else {"o": o}, cotangents
     if case.op != "delta_rule":
         o, states = _call_op(case.op, leaves, common)
     else:
@@ -176,7 +208,7 @@ def _run(case: Case, x: dict, cu, backend: str, dtype: torch.dtype, cotangents: 
             o, S = gated_linear_attention(q, k, v, args.pop("g"), **args, **common)
         else:
             o, S = linear_attention(q, k, v, **args, **common)
-        states = (S,)
+        states = (S,) if case.final_state else ()
     outs = {"o": o, **{f"S{i}" if len(states) > 1 else "S": s for i, s in enumerate(states)}}
     if cotangents is None:
         gen = torch.Generator(device=o.device).manual_seed(seed)
@@ -203,7 +235,7 @@ def check(case: Case, backend: str, device="cuda", seed: int = 0) -> dict:
     naive, _ = _run(case, x, cu, "naive", case.dtype, cotangents)
     ours, _ = _run(case, x, cu, backend, case.dtype, cotangents)
     row = {"case": case.label, "ok": True}
-    for name in ref:
+    for name in ours:
         err, own = _rel(ours[name], ref[name]), _rel(naive[name], ref[name])
         bound = max(2 * own, FLOOR)
         row[name] = err
@@ -215,6 +247,11 @@ def check(case: Case, backend: str, device="cuda", seed: int = 0) -> dict:
 
 def _check_case(args: tuple[Case, str, str]) -> dict:
     return check(*args)
+
+
+def fla_supports(case: Case) -> bool:
+    """The GDN cases of the matrix: the configuration fla's `chunk_gated_delta_rule` computes."""
+    return case.op == "delta_rule" and case.erase and case.gated and not case.two_key
 
 
 def quick_matrix() -> list[Case]:
@@ -235,13 +272,17 @@ OPS = ("delta_rule", "vla", "ccq", "kla")
 def run(
     backend: str = "triton", device: str = "cuda", jobs: int = 1, quick: bool = False, ops: tuple[str, ...] = OPS
 ) -> list[dict]:
-    """Every case of the matrix (`quick`: of `quick_matrix()`) whose op is in `ops`, in order. `jobs > 1` spreads the
+    """Every case of the matrix (`quick`: of `quick_matrix()`) whose op is in `ops`, in order (backend `fla`: its GDN
+    cases, `fla_supports`). `jobs > 1` spreads the
     cases over that many processes (one GPU): most of the time goes to compiling each head size's kernels, which runs
     on the CPU, one kernel at a time per process."""
     unknown = set(ops) - set(OPS)
     if unknown:
         raise ValueError(f"ops: expected some of {OPS}, got {sorted(unknown)}")
-    cases = [(case, backend, device) for case in (quick_matrix() if quick else matrix()) if case.op in ops]
+    chosen = quick_matrix() if quick else matrix()
+    if backend == "fla":
+        chosen = [case for case in chosen if fla_supports(case)]
+    cases = [(case, backend, device) for case in chosen if case.op in ops]
     if jobs <= 1:
         return [_check_case(c) for c in cases]
     import multiprocessing

@@ -19,6 +19,7 @@ from linattn.ops.delta_rule import delta_rule, kaczmarz_beta
 from linattn.ops.delta_rule.triton import delta_rule_fwd
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref, chunk_layout
 from linattn.ops.delta_rule.triton.output import output_fwd, output_ref
+from linattn.ops.delta_rule.triton.precision import state_precision
 from linattn.ops.delta_rule.triton.state import state_fwd, state_ref
 from linattn.ops.delta_rule.triton.wy import wy_fwd, wy_ref
 from tests.ops.cases import Case, Sizes, draw, rel_err
@@ -217,6 +218,21 @@ def test_without_final_state():
     o, S, saved = delta_rule_fwd(x["q"], x["k"], x["v"], None, x["beta"], x["g"], 0.25, None, False, None)
     assert S is None and torch.isfinite(o).all()
     assert saved.T_inv.shape == (1, 65, 2, 64) and saved.G.shape == (1, 65, 2)
+
+
+def test_a_bfloat16_o_alone_takes_one_tf32_pass():
+    """The state products' precision follows the outputs asked (`precision.py`); the interpreter computes both
+    exactly, so here the bfloat16 forward without a final state is held to the rule of the one with it. The
+    H200 checks the tf32 pass itself (`verify`'s `no-ht` cases)."""
+    assert state_precision(torch.bfloat16, output_final_state=False) == "tf32"
+    for dtype, final in ((torch.bfloat16, True), (torch.float16, False), (torch.float32, False)):
+        assert state_precision(dtype, output_final_state=final) == "tf32x3"
+    x = make_inputs(Config(T=130, two_key=True), torch.bfloat16)
+    o, S, _ = delta_rule_fwd(x["q"], x["k"], x["v"], x["w"], x["beta"], x["g"], 0.25, x["initial_state"], False, None)
+    (want_o, _), (naive_o, _) = run_naive(x, 0.25, torch.float64), run_naive(x, 0.25)
+    bound = max(2 * INTERPRETED_BF16_ROUNDING * rel_err(naive_o, want_o), FLOOR)
+    assert S is None
+    check(o, want_o, bound, "bfloat16 o without a final state")
 
 
 STAGES = {

@@ -25,6 +25,7 @@ import torch
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_cumsum, chunk_layout
 from linattn.ops.delta_rule.triton.output import output_fwd
+from linattn.ops.delta_rule.triton.precision import state_precision
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.wy import wy_fwd
 
@@ -121,7 +122,8 @@ def delta_rule_fwd(
         kaczmarz_eps: a number `ε`: KLA's step `β = beta / (‖k‖² + ε)` (`beta` None meaning 1), of the erase key `k`.
     Returns:
         `o: [B, T, H, V]` in `out_dtype`; the final state `[N, H, K, V]` float32 (None unless requested); and
-        `ForwardSaved` for the backward. States and accumulation are float32 throughout.
+        `ForwardSaved` for the backward. States and accumulation are float32 throughout; products as
+        `precision.py` says.
     """
     _check(q, k, v, w, beta, g, initial_state, cu_seqlens, erase, kaczmarz_eps)
     B, T = q.shape[:2]
@@ -133,6 +135,9 @@ def delta_rule_fwd(
     else:
         # T = I, K̃ = 0: stage 3 reads the values as Ũ and the pseudo-values are the values
         T_inv, u_tilde, k_tilde, inv_sq_norm = None, v, None, None
-    h, U, final_state = state_fwd(k_tilde, u_tilde, w, G, initial_state, output_final_state, layout)
-    o = output_fwd(q, w, G, h, v if U is None else U, scale, layout, out_dtype or v.dtype)
+    out_dtype = out_dtype or v.dtype
+    # one tf32 pass for the states' products when a bfloat16 o is the only output (precision.py)
+    precision = state_precision(out_dtype, output_final_state)
+    h, U, final_state = state_fwd(k_tilde, u_tilde, w, G, initial_state, output_final_state, layout, precision)
+    o = output_fwd(q, w, G, h, v if U is None else U, scale, layout, out_dtype)
     return o, final_state, ForwardSaved(G=G, T_inv=T_inv, layout=layout, inv_sq_norm=inv_sq_norm)

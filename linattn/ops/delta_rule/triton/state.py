@@ -87,9 +87,11 @@ def state_fwd_kernel(
     USE_H0: tl.constexpr,
     STORE_HT: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (value block, sequence · head) walks the sequence's chunks in order. Without `ERASE`,
-    `u_tilde` points at the values `V` (any float dtype) and `k_tilde`, `U` are unused."""
+    `u_tilde` points at the values `V` (any float dtype) and `k_tilde`, `U` are unused. `PRECISION`: of the
+    products, `"tf32x3"` or (a bfloat16 `o` the only output, `precision.py`) `"tf32"`."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
@@ -124,7 +126,7 @@ def state_fwd_kernel(
             # [BT, BK]
             b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
             # [BT, BV] − [BT, BK] @ [BK, BV] -> [BT, BV]
-            b_U -= tl.dot(b_kt, b_h, input_precision="tf32x3")
+            b_U -= tl.dot(b_kt, b_h, input_precision=PRECISION)
             tl.store(U + o_tv, b_U, mask=m_tv)
 
         # [BT, BK] write directions of the chunk
@@ -136,7 +138,7 @@ def state_fwd_kernel(
             b_h *= tl.exp(b_g_last)
             b_w *= tl.exp(b_g_last - b_g)[:, None]
         # [BK, BT] @ [BT, BV] -> [BK, BV]
-        b_h += tl.dot(tl.trans(b_w), b_U, input_precision="tf32x3")
+        b_h += tl.dot(tl.trans(b_w), b_U, input_precision=PRECISION)
 
     if STORE_HT:
         tl.store(ht + i_nh.to(tl.int64) * K * V + o_h, b_h, mask=m_h)
@@ -150,10 +152,12 @@ def state_fwd(
     initial_state: torch.Tensor | None,
     output_final_state: bool,
     layout: ChunkLayout,
+    precision: str = "tf32x3",
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """`K̃: [B, T, H, K]`, `Ũ: [B, T, H, V]` (float32, stage 2), `w: [B, T, H, K]`, `G: [B, T, H]` or None,
     `initial_state: [N, H, K, V]` (any float dtype) or None. Without the erase term pass `k_tilde=None` and the
-    values `v: [B, T, H, V]` (any float dtype) as `u_tilde`: then `U = V` and is not stored.
+    values `v: [B, T, H, V]` (any float dtype) as `u_tilde`: then `U = V` and is not stored. `precision`: of the
+    products (`precision.state_precision`).
 
     Returns float32 chunk-start states `h: [B, NT, H, K, V]`, pseudo-values `U: [B, T, H, V]` (None without the
     erase term) and the final state `[N, H, K, V]` (None unless `output_final_state`).
@@ -174,7 +178,7 @@ def state_fwd(
         k_tilde, u_tilde, w, G, h, U, initial_state, ht, layout.cu_seqlens, layout.chunk_offsets, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         ERASE=erase, USE_G=G is not None, USE_H0=initial_state is not None, STORE_HT=ht is not None,
-        IS_VARLEN=layout.cu_seqlens is not None,
+        IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
         # sm_90, K = V = 128: two stages prefetch the next chunk's K̃, Ũ, w while this one multiplies (123 KB of
         # shared memory, 2.2 KB of spills a thread; one stage: 80 KB, 0.9 KB); at K = 256 two would take 209 KB
         num_warps=4, num_stages=2 if BK <= 128 else 1,
