@@ -5,8 +5,8 @@ at ≈ 43K tokens" (extrapolated from T ≤ 4096 on a T4 GPU, with a forward-onl
 
 Contenders, each one op call on prepared inputs (no projections, feature maps or norms inside the timed call):
 - `VLA chunk`: `vla(q, k, v, u, backend="chunk")` (chunk-parallel gate, then the chunked two-key delta rule);
-- `VLA triton`: `vla(..., backend="triton")`, on CUDA only: the chunk gate (no kernel yet), then the two-key delta
-  rule on the Triton engine; a contender that cannot run records why;
+- `VLA triton`: `vla(..., backend="triton")`, on CUDA only: the gate's Triton kernel, then the two-key delta rule
+  on the Triton engine; a contender that cannot run records why;
 - `VLA token loop`: `vla(..., backend="naive")`, the token-by-token Sherman–Morrison gate and delta rule in a Python
   loop over torch ops: the paper's "sequential Python". Timed only up to `loop_max_T` tokens;
 - `softmax (SDPA)`: `softmax_attention(q, k, v)`, causal `scaled_dot_product_attention` (flash on a GPU);
