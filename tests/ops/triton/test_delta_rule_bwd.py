@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from linattn.ops.delta_rule import delta_rule, kaczmarz_beta
+from linattn.ops.delta_rule.triton import backward
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref, chunk_layout
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_ref
 from linattn.ops.delta_rule.triton.recompute import wy_apply
@@ -126,6 +127,38 @@ def test_gradients_awkward_shapes(name):
     x = make_inputs(cfg)
     do, dS = draw_cotangents(x, torch.float32)
     check_grads(x, cfg.K**-0.5, do, dS if final_grad else None, F32_TOL, name)
+
+
+# a single sequence of these lengths is cut in two for the backward when SPLIT_TOKENS is lowered to 64
+CUT = {
+    "gdn": (Config(T=200, B=1), True),
+    "two-key-odd": (Config(T=131, B=1, two_key=True), True),
+    "plain": (Config(T=130, B=1, beta=False, gate=None, h0=False), False),
+    "kla": (Config(T=200, B=1, kaczmarz=True), True),
+    "one-token-after-the-cut": (Config(T=65, B=1, two_key=True), True),
+}
+
+
+@pytest.mark.parametrize("name", list(CUT))
+def test_a_long_sequence_cut_in_two_for_the_backward(name, monkeypatch):
+    """The backward of one long sequence in two spans (`backward.py`'s memory note) equals the float64 recurrence's:
+    every gradient, the initial state's included, and the state handed from the first span to the second."""
+    cfg, final_grad = CUT[name]
+    monkeypatch.setattr(backward, "SPLIT_TOKENS", 64)
+    cut = backward._cut(chunk_layout(1, cfg.T, None, DEVICE))
+    assert cut is not None and 0 < cut < cfg.T and cut % 64 == 0
+    x = make_inputs(cfg)
+    do, dS = draw_cotangents(x, torch.float32)
+    check_grads(x, cfg.K**-0.5, do, dS if final_grad else None, F32_TOL, f"{name} cut at {cut}")
+
+
+def test_short_packed_and_batched_inputs_are_not_cut():
+    layout = chunk_layout(1, 200, None, DEVICE)
+    assert backward._cut(layout) is None  # shorter than SPLIT_TOKENS
+    long = backward.SPLIT_TOKENS
+    assert backward._cut(chunk_layout(1, long, None, DEVICE)) == 64 * round(2 * long / 64 / 3)
+    assert backward._cut(chunk_layout(2, long, None, DEVICE)) is None
+    assert backward._cut(chunk_layout(1, long, torch.tensor([0, 5, long]), DEVICE)) is None
 
 
 def test_only_the_final_state_is_used():

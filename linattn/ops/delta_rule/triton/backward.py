@@ -15,18 +15,89 @@ values as `Ũ` (`U = V`), B2 runs with `ERASE` off (`dṼ = dU`, no `K̃ᵀ dU`)
 
 KLA (the forward saved `r = 1 / (‖k‖² + ε)`): B0 and B3 form the step `β = η r` from it, and B3 returns the gradient
 of `η` in place of `dβ` and adds the step's dependence on `k` to `dk` (derivation in `local_bwd.py`).
+
+Memory. B1 – B3 hold four float32 buffers of the whole sequence at once: the chunk states `h` and their gradients
+`dh` (`[NT, H, K, V]` each, 1 GiB at T = 64K, H = 16, K = V = 128) and the `[T, H, V]` pseudo-values `U` and `dṼ`
+(half that each). A long single sequence (`B = 1`, not packed, `T ≥ SPLIT_TOKENS`) is therefore cut in two at
+`cut ≈ 2T/3` (a chunk boundary), without redoing any sequential work:
+1. B0, B1 on `[0, cut)` from the initial state: `h`, `U` of the first part and the state at `cut` (kept);
+2. B0 – B3 on `[cut, T)` from the state at `cut`: the second part's gradients and `dh` at `cut`;
+3. B0 (for `K̃`), B2, B3 on `[0, cut)` with that `dh` as the final state's gradient: the first part's gradients.
+The first part's `h`, `U` stay alive through step 2, so with `a = cut / T` the buffers peak at
+`max(1.5a + 3(1 − a), 3a)` in units of `h`'s full size, against 3 for the whole sequence: 2 at `a = 2/3`. The
+extra cost is B0 run twice on the first part, a parallel stage (4% of the backward at 64K).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import torch
 
-from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum
+from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_cumsum, chunk_layout
 from linattn.ops.delta_rule.triton.forward import ForwardSaved
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
+
+SPLIT_TOKENS = 16384  # a single sequence at least this long is cut in two for the backward (module docstring)
+
+
+@dataclass(frozen=True)
+class _Span:
+    """The token-indexed tensors of the backward over one span of tokens (contiguous views when cut)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    w: torch.Tensor | None
+    beta: torch.Tensor | None
+    G: torch.Tensor | None
+    T_inv: torch.Tensor | None
+    inv_sq_norm: torch.Tensor | None
+    do: torch.Tensor
+    layout: ChunkLayout
+
+    def cut(self, t0: int, t1: int) -> _Span:
+        """Tokens `[t0, t1)` of a single unpacked sequence (`B = 1`: the slices stay contiguous)."""
+        parts = {n: None if x is None else x[:, t0:t1] for n, x in vars(self).items() if n != "layout"}
+        return replace(self, **parts, layout=chunk_layout(1, t1 - t0, None, self.q.device))
+
+    def wy(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """B0: `(Ũ, K̃)`, or `(V, None)` without the erase term."""
+        if self.T_inv is None:
+            return self.v, None
+        return wy_apply(self.k, self.v, self.beta, self.G, self.T_inv, self.layout, self.inv_sq_norm)
+
+    def states(self, u_tilde, k_tilde, h0: torch.Tensor | None, output_final_state: bool):
+        """B1 from B0's outputs: `(h, U, the state after the span)` (the last None unless asked)."""
+        w_or_k = self.k if self.w is None else self.w
+        h, U, ht = state_fwd(k_tilde, u_tilde, w_or_k, self.G, h0, output_final_state, self.layout)
+        return h, self.v if U is None else U, ht
+
+
+def _span_bwd(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
+    """B0 – B3 on one span: `((dq, dk, dv, dw, dβ, dG), dh_0)`, `dh_0` the gradient of the state the span starts
+    from (None unless `want_dh0`). `kept`: the span's `(h, U)` computed earlier, else recomputed from `h0`."""
+    u_tilde, k_tilde = x.wy()
+    h, U, _ = x.states(u_tilde, k_tilde, h0, False) if kept is None else (*kept, None)
+    del u_tilde, kept  # free each intermediate once its last stage has run
+    w_or_k = x.k if x.w is None else x.w
+    dh, dv_tilde, dh0 = state_bwd(x.q, w_or_k, x.G, x.T_inv, k_tilde, x.do, dht, scale, want_dh0, x.layout)
+    del k_tilde
+    erase = x.T_inv is not None
+    grads = local_bwd(
+        x.q, x.k, x.v, x.w, x.beta, x.G, h, dh, U, dv_tilde, x.do, scale, x.layout, erase, x.inv_sq_norm
+    )  # fmt: skip
+    return grads, dh0
+
+
+def _cut(layout: ChunkLayout) -> int | None:
+    """Where to cut the sequence for the backward (a chunk boundary near 2T/3), or None to run it whole."""
+    if layout.cu_seqlens is not None or layout.B != 1 or layout.T < SPLIT_TOKENS or layout.NT < 2:
+        return None
+    return layout.BT * min(max(round(2 * layout.NT / 3), 1), layout.NT - 1)
 
 
 def delta_rule_bwd(
@@ -54,21 +125,19 @@ def delta_rule_bwd(
         the gradient of the shared key is all in `dk`. For KLA (`saved.inv_sq_norm`) `dβ` is the gradient of the
         given `beta` (`η`).
     """
-    layout, G, T_inv, inv_sq_norm = saved.layout, saved.G, saved.T_inv, saved.inv_sq_norm
-    erase = T_inv is not None
-    w_or_k = k if w is None else w
-    if erase:
-        u_tilde, k_tilde = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm)
+    layout = saved.layout
+    x = _Span(q, k, v, w, beta, saved.G, saved.T_inv, saved.inv_sq_norm, do, layout)
+    cut = _cut(layout)
+    if cut is None:
+        grads, dh0 = _span_bwd(x, dht, initial_state is not None, scale, h0=initial_state)
     else:
-        u_tilde, k_tilde = v, None  # T = I, K̃ = 0
-    h, U, _ = state_fwd(k_tilde, u_tilde, w_or_k, G, initial_state, False, layout)
-    U = v if U is None else U
-    del u_tilde  # free each intermediate once its last stage has run: the peak memory is in state_bwd
-    dh, dv_tilde, dh0 = state_bwd(q, w_or_k, G, T_inv, k_tilde, do, dht, scale, initial_state is not None, layout)
-    del k_tilde
-    dq, dk, dv, dw, dbeta, dG = local_bwd(
-        q, k, v, w, beta, G, h, dh, U, dv_tilde, do, scale, layout, erase, inv_sq_norm
-    )  # fmt: skip
+        first, second = x.cut(0, cut), x.cut(cut, layout.T)
+        h, U, h_cut = first.states(*first.wy(), initial_state, True)
+        grads_second, dh_cut = _span_bwd(second, dht, True, scale, h0=h_cut)
+        grads, dh0 = _span_bwd(first, dh_cut, initial_state is not None, scale, kept=(h, U))
+        del h, U
+        grads = tuple(None if a is None else torch.cat((a, b), dim=1) for a, b in zip(grads, grads_second))
+    dq, dk, dv, dw, dbeta, dG = grads
     dg = None if g is None else chunk_cumsum(dG, layout, reverse=True).to(g.dtype)
     dbeta = None if beta is None else dbeta.to(beta.dtype)
     dh0 = None if initial_state is None else dh0.to(initial_state.dtype)
