@@ -119,9 +119,12 @@ def test_gate_stage_profile_times_every_step():
 
 def test_verify_checks_a_backend_against_float64():
     """The GPU verification matrix's check, run here on the CPU with the chunk backend."""
+    from unittest import mock
+
     import torch
 
     from linattn.bench import verify
+    from linattn.ops.delta_rule.triton import backward
 
     row = verify.check(verify.Case(65, 16, 8, torch.float32, two_key=True, H=1), "chunk", device="cpu")
     assert row["ok"] and row["o"] < 1e-6 and row["dk"] < 1e-6
@@ -134,6 +137,15 @@ def test_verify_checks_a_backend_against_float64():
     assert "1 of 1 cases pass" in verify.table([row])
     no_ht = verify.check(verify.Case(70, 16, 16, torch.bfloat16, H=1, final_state=False), "triton", device="cpu")
     assert "S" not in no_ht and "dq" in no_ht and no_ht["o"] < 1e-2, no_ht  # o, bf16-rounded, is the only output
+    cuts = []
+
+    def recording_cut(layout, cut=backward._cut):
+        cuts.append(cut(layout))
+        return cuts[-1]
+
+    with mock.patch.object(backward, "_cut", recording_cut):
+        row = verify.check(verify.Case(200, 16, 16, torch.float32, H=1, cut=True), "triton", device="cpu")
+    assert row["ok"] and cuts == [192], (row, cuts)  # the backward ran in two spans, [0, 192) and [192, 200)
     for op, grads in (("vla", {"du", "dstate_A", "dstate_S"}), ("ccq", {"dlam", "dstate_Z"}), ("kla", {"deta"})):
         row = verify.check(verify.Case(70, 16, 16, torch.float32, op=op, H=1), "triton", device="cpu")
         # float32 accuracy; the 2× rule itself is not asserted here: VLA's state gradient sits at the 1e-6 floor
@@ -145,7 +157,7 @@ def test_verify_checks_a_backend_against_float64():
     quick = verify.quick_matrix()
     assert 30 < len(quick) < len(verify.matrix()) / 3 and {c.dtype for c in quick} == {torch.float32, torch.bfloat16}
     assert any(c.two_key for c in quick) and any(not c.erase for c in quick) and any(c.varlen for c in quick)
-    assert any(not c.final_state for c in quick)
+    assert any(not c.final_state for c in quick) and any(c.cut for c in quick)
     assert all(verify.fla_supports(c) == (c.erase and c.gated and not c.two_key) for c in quick)
     with pytest.raises(ValueError, match="ops"):
         verify.run("chunk", device="cpu", ops=("gla",))

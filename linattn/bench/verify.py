@@ -9,10 +9,11 @@ never passes.
 
 The matrix (issue 4): dtypes float32 / bfloat16 / float16; `T ∈ {1, 63, 64, 65, 1000, 4096}`;
 `K, V ∈ {32, 64, 96, 128, 256}`; with and without β, g, a second key `w`, an initial state; packed
-variable-length batches; and bfloat16 cases without the final state, where `o` is the forward's only output and
-its state products run in one tf32 pass (`delta_rule/triton/precision.py`). The same kernels without the erase
-term run linear attention and scalar-decay GLA: those are in the matrix too. The naive recurrence is slow at
-T = 4096, so the largest cases run with one head. The ops built on the engine (issue 5) follow, at
+variable-length batches; bfloat16 cases without the final state, where `o` is the forward's only output and its
+state products run in one tf32 pass (`delta_rule/triton/precision.py`); and `cut` cases, where the Triton backward
+cuts the sequence in two (`delta_rule/triton/backward.py`: from 16K tokens, here from 64). The same kernels without
+the erase term run linear attention and scalar-decay GLA: those are in the matrix too. The naive recurrence is slow
+at T = 4096, so the largest cases run with one head. The ops built on the engine (issue 5) follow, at
 T ∈ {63, 65, 1000} and packed: `vla` (its gate, then the two-key rule, with both states), `ccq_query` (centred,
 decayed, with its state) and KLA (the Kaczmarz step on raw keys, `delta_rule(..., beta=η, kaczmarz_eps=1e-6)`:
 formed inside each backend, so the Triton kernels' own step and its gradients in `η` and `k` are what is
@@ -27,7 +28,8 @@ our kernels are held to.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -51,13 +53,14 @@ class Case:
     erase: bool = True  # False: the same kernels without the erase term (linear attention, or GLA when gated)
     op: str = "delta_rule"  # or "vla", "ccq", "kla"
     final_state: bool = True  # False: o is the only output (its products may then run in one tf32 pass)
+    cut: bool = False  # the backward cuts the sequence in two (as it does from SPLIT_TOKENS on), here from 64 tokens
 
     @property
     def label(self) -> str:
         op = self.op if self.op != "delta_rule" else None if self.erase else "gla" if self.gated else "linear"
         parts = [str(self.dtype).removeprefix("torch."), f"T={self.T}", f"K={self.K}", f"V={self.V}"] + [op] * bool(op)
         parts += ["w≠k"] * self.two_key + ["no-g"] * (not self.gated) + ["no-h0"] * (not self.initial_state)
-        parts += ["no-ht"] * (not self.final_state)
+        parts += ["no-ht"] * (not self.final_state) + ["cut"] * self.cut
         if self.varlen:
             parts.append("varlen" + "/".join(map(str, self.varlen)))
         return " ".join(parts)
@@ -84,6 +87,10 @@ def matrix() -> list[Case]:
         cases.append(Case(T, 128, 128, torch.bfloat16, two_key=True, H=H, final_state=False))
         cases.append(Case(T, 128, 128, torch.bfloat16, erase=False, H=H, final_state=False))
     cases.append(Case(0, 128, 128, torch.bfloat16, varlen=(1, 63, 64, 65, 300), two_key=True, final_state=False))
+    # the backward of one long sequence in two spans (delta_rule/triton/backward.py), at lengths naive can run
+    for dtype, T in itertools.product((torch.float32, torch.bfloat16), (1000, 4096)):
+        cases.append(Case(T, 128, 128, dtype, H=1, cut=True))
+        cases.append(Case(T, 128, 128, dtype, two_key=True, H=1, final_state=False, cut=True))
     for dtype in (torch.float32, torch.bfloat16):
         cases.append(Case(0, 128, 128, dtype, varlen=(1, 63, 64, 65, 300), two_key=True))
         cases.append(Case(0, 64, 64, dtype, varlen=(1, 63, 64, 65, 300), erase=False))
@@ -193,6 +200,11 @@ def _run(case: Case, x: dict, cu, backend: str, dtype: torch.dtype, cotangents: 
     cotangents used)`."""
     leaves = {n: (t.to(dtype) if n in TOKENS else t).detach().requires_grad_() for n, t in x.items()}
     common = {"output_final_state": case.final_state, "cu_seqlens": cu, "backend": backend}
+    if case.cut and backend == "triton":
+        from linattn.ops.delta_rule.triton import backward
+
+        with mock.patch.object(backward, "SPLIT_TOKENS", 64):
+            return _run(replace(case, cut=False), x, cu, backend, dtype, cotangents, seed)
     if backend == "fla":
         with torch.no_grad():
             o, S = _fla_gdn(leaves, cu)
