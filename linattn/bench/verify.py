@@ -285,9 +285,8 @@ def run(
     backend: str = "triton", device: str = "cuda", jobs: int = 1, quick: bool = False, ops: tuple[str, ...] = OPS
 ) -> list[dict]:
     """Every case of the matrix (`quick`: of `quick_matrix()`) whose op is in `ops`, in order (backend `fla`: its GDN
-    cases, `fla_supports`). `jobs > 1` spreads the
-    cases over that many processes (one GPU): most of the time goes to compiling each head size's kernels, which runs
-    on the CPU, one kernel at a time per process."""
+    cases, `fla_supports`). `jobs > 1` spreads the cases over that many processes (one GPU): most of the time goes
+    to compiling each head size's kernels, which runs on the CPU, one kernel at a time per process."""
     unknown = set(ops) - set(OPS)
     if unknown:
         raise ValueError(f"ops: expected some of {OPS}, got {sorted(unknown)}")

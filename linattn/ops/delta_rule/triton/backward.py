@@ -25,7 +25,9 @@ Memory. B1 – B3 hold four float32 buffers of the whole sequence at once: the c
 3. B0 (for `K̃`), B2, B3 on `[0, cut)` with that `dh` as the final state's gradient: the first part's gradients.
 The first part's `h`, `U` stay alive through step 2, so with `a = cut / T` the buffers peak at
 `max(1.5a + 3(1 − a), 3a)` in units of `h`'s full size, against 3 for the whole sequence: 2 at `a = 2/3`. The
-extra cost is B0 run twice on the first part, a parallel stage (4% of the backward at 64K).
+extra work is B0 run twice on the first part, two launches of each parallel stage and the join of the two spans'
+gradients; on the H200 at 64K (bf16, H = 16, K = V = 128) the forward + backward peak went from 5.30 to 4.31 GiB
+for 5.6% more time (`BENCHMARKS.md`).
 """
 
 from __future__ import annotations
