@@ -35,6 +35,7 @@ def _dtype(device: str) -> str:
 
 
 def _call(contender: str, T: int, K: int, pass_: str, device: str) -> Callable[[], object]:
+    """One call of the contender on its inputs, run once here (compilation, caches) and synchronised."""
     by_name = {c.name: c for c in CONTENDERS}
     if contender not in by_name:
         raise ValueError(f"contender: expected one of {sorted(by_name)}, got {contender!r}")
@@ -42,7 +43,10 @@ def _call(contender: str, T: int, K: int, pass_: str, device: str) -> Callable[[
         raise ValueError(f"pass_: expected one of {PASSES}, got {pass_!r}")
     x = inputs(SpeedConfig(Ts=(T,), head_dims=(K,), H=16, dtype=_dtype(device)), T, K, device)
     fn = lambda: by_name[contender].run(x)  # noqa: E731
-    return torch.no_grad()(fn) if pass_ == "fwd" else forward_backward(fn, list(x.values()))
+    call = torch.no_grad()(fn) if pass_ == "fwd" else forward_backward(fn, list(x.values()))
+    call()
+    _sync(device)
+    return call
 
 
 def _sync(device: str) -> None:
@@ -54,8 +58,6 @@ def kernels(contender: str, T: int, K: int, pass_: str, device: str, repeat: int
     """`{wall_ms, busy_ms, rows}`: per call of the contender, the wall time, the device's summed self time, and
     `rows` = `{name, calls, ms}` per kernel (operator on CPU), largest first."""
     fn = _call(contender, T, K, pass_, device)
-    fn()
-    _sync(device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with torch_profile(activities=activities) as prof:
         start = time.perf_counter()
@@ -86,8 +88,6 @@ def memory(contender: str, T: int, K: int, pass_: str) -> dict:
     """CUDA: `{before_gib, peak_gib, rows}`: memory allocated before one call, the call's peak, and `rows` =
     `{site, gib, tensors}` alive at the peak per allocating line (allocations before the call are not listed)."""
     fn = _call(contender, T, K, pass_, "cuda")
-    fn()
-    torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
@@ -118,8 +118,6 @@ def host(contender: str, T: int, K: int, pass_: str, device: str, repeat: int = 
     """`{rows, sync}`: `rows` = `{function, calls, ms}` by own host time per call of the contender, largest first;
     `sync` (CUDA) None when no call waits for the GPU, else the innermost lines of the call that does."""
     fn = _call(contender, T, K, pass_, device)
-    fn()
-    _sync(device)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(repeat):

@@ -66,16 +66,23 @@ class _Span:
         parts = {n: None if x is None else x[:, t0:t1] for n, x in vars(self).items() if n != "layout"}
         return replace(self, **parts, layout=chunk_layout(1, t1 - t0, None, self.q.device))
 
+    @property
+    def erase(self) -> bool:
+        return self.T_inv is not None  # the forward saved no T without the erase term
+
+    @property
+    def w_or_k(self) -> torch.Tensor:
+        return self.k if self.w is None else self.w
+
     def wy(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """B0: `(Ũ, K̃)`, or `(V, None)` without the erase term."""
-        if self.T_inv is None:
+        if not self.erase:
             return self.v, None
         return wy_apply(self.k, self.v, self.beta, self.G, self.T_inv, self.layout, self.inv_sq_norm)
 
     def states(self, u_tilde, k_tilde, h0: torch.Tensor | None, output_final_state: bool):
         """B1 from B0's outputs: `(h, U, the state after the span)` (the last None unless asked)."""
-        w_or_k = self.k if self.w is None else self.w
-        h, U, ht = state_fwd(k_tilde, u_tilde, w_or_k, self.G, h0, output_final_state, self.layout)
+        h, U, ht = state_fwd(k_tilde, u_tilde, self.w_or_k, self.G, h0, output_final_state, self.layout)
         return h, self.v if U is None else U, ht
 
 
@@ -85,12 +92,10 @@ def _span_bwd(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
     u_tilde, k_tilde = x.wy()
     h, U, _ = x.states(u_tilde, k_tilde, h0, False) if kept is None else (*kept, None)
     del u_tilde, kept  # free each intermediate once its last stage has run
-    w_or_k = x.k if x.w is None else x.w
-    dh, dv_tilde, dh0 = state_bwd(x.q, w_or_k, x.G, x.T_inv, k_tilde, x.do, dht, scale, want_dh0, x.layout)
+    dh, dv_tilde, dh0 = state_bwd(x.q, x.w_or_k, x.G, x.T_inv, k_tilde, x.do, dht, scale, want_dh0, x.layout)
     del k_tilde
-    erase = x.T_inv is not None
     grads = local_bwd(
-        x.q, x.k, x.v, x.w, x.beta, x.G, h, dh, U, dv_tilde, x.do, scale, x.layout, erase, x.inv_sq_norm
+        x.q, x.k, x.v, x.w, x.beta, x.G, h, dh, U, dv_tilde, x.do, scale, x.layout, x.erase, x.inv_sq_norm
     )  # fmt: skip
     return grads, dh0
 
