@@ -23,7 +23,7 @@ from linattn.ops import delta_rule
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_layout
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd
 from linattn.ops.delta_rule.triton.output import output_fwd
-from linattn.ops.delta_rule.triton.precision import state_precision
+from linattn.ops.delta_rule.triton.precision import grad_precision, state_precision
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
@@ -52,26 +52,27 @@ def inputs(B: int, T: int, H: int, K: int, dtype: torch.dtype, device) -> dict[s
 def stage_calls(x: dict[str, torch.Tensor]) -> list[tuple[str, Callable[[], object]]]:
     """`(stage, call)` for every launch of the forward, then of the backward, in order; each call repeats its
     stage on inputs computed once here (the intermediates of one forward and backward). The forward's state stage
-    runs in the precision `delta_rule` gives it without a final state."""
+    runs in the precision `delta_rule` gives it without a final state, the backward's in the one it gives them."""
     q, k, v, beta, g, do = (x[n] for n in ("q", "k", "v", "beta", "g", "do"))
     B, T, _, K = q.shape
     scale = K**-0.5
     layout = chunk_layout(B, T, None, q.device)
     G = chunk_cumsum(g, layout)
     T_inv, u_tilde, k_tilde, _ = wy_fwd(k, v, k, beta, G, layout)
-    h, U, _ = state_fwd(k_tilde, u_tilde, k, G, None, False, layout)
     fwd_precision = state_precision(v.dtype, output_final_state=False)
-    dh, dv_tilde, _ = state_bwd(q, k, G, T_inv, k_tilde, do, None, scale, False, layout)
-    _, _, _, _, _, dG = local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout)
+    bwd = grad_precision((q, k, v, do), final_state_grad=False)
+    h, U, _ = state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bwd)
+    dh, dv_tilde, _ = state_bwd(q, k, G, T_inv, k_tilde, do, None, scale, False, layout, bwd)
+    _, _, _, _, _, dG = local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bwd)
     return [
         ("chunk_cumsum", lambda: chunk_cumsum(g, layout)),
         ("wy_fwd", lambda: wy_fwd(k, v, k, beta, G, layout)),
         ("state_fwd", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, fwd_precision)),
         ("output_fwd", lambda: output_fwd(q, k, G, h, U, scale, layout, v.dtype)),
-        ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout)),
-        ("state_fwd (recompute)", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout)),
-        ("state_bwd", lambda: state_bwd(q, k, G, T_inv, k_tilde, do, None, scale, False, layout)),
-        ("local_bwd", lambda: local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout)),
+        ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout, precision=bwd)),
+        ("state_fwd (recompute)", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bwd)),
+        ("state_bwd", lambda: state_bwd(q, k, G, T_inv, k_tilde, do, None, scale, False, layout, bwd)),
+        ("local_bwd", lambda: local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bwd)),
         ("chunk_cumsum (reverse)", lambda: chunk_cumsum(dG, layout, reverse=True)),
     ]
 

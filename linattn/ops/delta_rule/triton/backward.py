@@ -13,6 +13,10 @@ Without the erase term (the forward saved no `T`: linear attention, scalar-decay
 values as `Ũ` (`U = V`), B2 runs with `ERASE` off (`dṼ = dU`, no `K̃ᵀ dU`), and B3 with `ERASE` off (no `A`, `T`,
 `K̃` terms; the one key's gradient is `dW`).
 
+Precision: every product that involves an intermediate takes three tf32 passes, or one when the tokens and `dO`
+are all bfloat16 and no final state's gradient comes in (`precision.grad_precision` says why that keeps DESIGN §4's
+bound).
+
 KLA (the forward saved `r = 1 / (‖k‖² + ε)`): B0 and B3 form the step `β = η r` from it, and B3 returns the gradient
 of `η` in place of `dβ` and adds the step's dependence on `k` to `dk` (derivation in `local_bwd.py`).
 
@@ -39,6 +43,7 @@ import torch
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_cumsum, chunk_layout
 from linattn.ops.delta_rule.triton.forward import ForwardSaved
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd
+from linattn.ops.delta_rule.triton.precision import grad_precision
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
@@ -60,10 +65,11 @@ class _Span:
     inv_sq_norm: torch.Tensor | None
     do: torch.Tensor
     layout: ChunkLayout
+    precision: str  # of the products that involve an intermediate (precision.grad_precision)
 
     def cut(self, t0: int, t1: int) -> _Span:
         """Tokens `[t0, t1)` of a single unpacked sequence (`B = 1`: the slices stay contiguous)."""
-        parts = {n: None if x is None else x[:, t0:t1] for n, x in vars(self).items() if n != "layout"}
+        parts = {n: x[:, t0:t1] for n, x in vars(self).items() if isinstance(x, torch.Tensor)}
         return replace(self, **parts, layout=chunk_layout(1, t1 - t0, None, self.q.device))
 
     @property
@@ -78,11 +84,11 @@ class _Span:
         """B0: `(Ũ, K̃)`, or `(V, None)` without the erase term."""
         if not self.erase:
             return self.v, None
-        return wy_apply(self.k, self.v, self.beta, self.G, self.T_inv, self.layout, self.inv_sq_norm)
+        return wy_apply(self.k, self.v, self.beta, self.G, self.T_inv, self.layout, self.inv_sq_norm, self.precision)
 
     def states(self, u_tilde, k_tilde, h0: torch.Tensor | None, output_final_state: bool):
         """B1 from B0's outputs: `(h, U, the state after the span)` (the last None unless asked)."""
-        h, U, ht = state_fwd(k_tilde, u_tilde, self.w_or_k, self.G, h0, output_final_state, self.layout)
+        h, U, ht = state_fwd(k_tilde, u_tilde, self.w_or_k, self.G, h0, output_final_state, self.layout, self.precision)
         return h, self.v if U is None else U, ht
 
 
@@ -92,10 +98,13 @@ def _span_bwd(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
     u_tilde, k_tilde = x.wy()
     h, U, _ = x.states(u_tilde, k_tilde, h0, False) if kept is None else (*kept, None)
     del u_tilde, kept  # free each intermediate once its last stage has run
-    dh, dv_tilde, dh0 = state_bwd(x.q, x.w_or_k, x.G, x.T_inv, k_tilde, x.do, dht, scale, want_dh0, x.layout)
+    dh, dv_tilde, dh0 = state_bwd(
+        x.q, x.w_or_k, x.G, x.T_inv, k_tilde, x.do, dht, scale, want_dh0, x.layout, x.precision
+    )
     del k_tilde
     grads = local_bwd(
-        x.q, x.k, x.v, x.w, x.beta, x.G, h, dh, U, dv_tilde, x.do, scale, x.layout, x.erase, x.inv_sq_norm
+        x.q, x.k, x.v, x.w, x.beta, x.G, h, dh, U, dv_tilde, x.do, scale, x.layout, x.erase, x.inv_sq_norm,
+        x.precision,
     )  # fmt: skip
     return grads, dh0
 
@@ -133,7 +142,8 @@ def delta_rule_bwd(
         given `beta` (`η`).
     """
     layout = saved.layout
-    x = _Span(q, k, v, w, beta, saved.G, saved.T_inv, saved.inv_sq_norm, do, layout)
+    precision = grad_precision((q, k, v, k if w is None else w, do), dht is not None)
+    x = _Span(q, k, v, w, beta, saved.G, saved.T_inv, saved.inv_sq_norm, do, layout, precision)
     cut = _cut(layout)
     if cut is None:
         grads, dh0 = _span_bwd(x, dht, initial_state is not None, scale, h0=initial_state)

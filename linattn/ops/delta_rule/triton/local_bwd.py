@@ -156,6 +156,7 @@ def local_bwd_kernel(
     W_IS_K: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (chunk, batch row · head): a pass over value blocks for the `[BT, BT]` score gradients, then
     a pass over key blocks (each with an inner pass over value blocks for the products with `h` and `dh⁺`).
@@ -218,9 +219,9 @@ def local_bwd_kernel(
             if KACZMARZ:
                 b_udv += tl.sum(b_U * b_dvt, axis=1)
             # [BT, BV] @ [BV, BT] -> [BT, BT]
-            b_dA += tl.dot(b_dvt, tl.trans(b_U), input_precision="tf32x3")
+            b_dA += tl.dot(b_dvt, tl.trans(b_U), input_precision=PRECISION)
         # [BT, BV] @ [BV, BT] -> [BT, BT]
-        b_dS += tl.dot(b_do, tl.trans(b_U), input_precision="tf32x3")
+        b_dS += tl.dot(b_do, tl.trans(b_U), input_precision=PRECISION)
     # R = dA ⊙ D with dA = −strict_tril(dṼ Uᵀ);  P = scale · tril(dO Uᵀ) ⊙ D
     if ERASE:
         b_R = tl.where(m_A, -b_dA * b_D, 0.0)
@@ -259,10 +260,10 @@ def local_bwd_kernel(
             if ERASE:
                 b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0)
                 # [BT, BV] @ [BV, BK] -> [BT, BK]
-                b_dvh += tl.dot(b_dvt, tl.trans(b_h), input_precision="tf32x3")
+                b_dvh += tl.dot(b_dvt, tl.trans(b_h), input_precision=PRECISION)
             # [BT, BV] @ [BV, BK] -> [BT, BK], twice
-            b_doh += tl.dot(b_do, tl.trans(b_h), input_precision="tf32x3")
-            b_udh += tl.dot(b_U, tl.trans(b_dh), input_precision="tf32x3")
+            b_doh += tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)
+            b_udh += tl.dot(b_U, tl.trans(b_dh), input_precision=PRECISION)
             if USE_G:
                 b_hdh += b_h * b_dh
         # [BT, BK] each
@@ -288,17 +289,17 @@ def local_bwd_kernel(
                 b_dg += b_beta * b_gamma * b_kdk
 
         # [BT, BT] @ [BT, BK] -> [BT, BK]
-        b_dq = b_doh + tl.dot(b_P, b_w, input_precision="tf32x3")
+        b_dq = b_doh + tl.dot(b_P, b_w, input_precision=PRECISION)
         # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK]
-        b_dw = tl.dot(tl.trans(b_P), b_q, input_precision="tf32x3") + b_udh
+        b_dw = tl.dot(tl.trans(b_P), b_q, input_precision=PRECISION) + b_udh
         tl.store(dq + o_tk, b_dq.to(dq.dtype.element_ty), mask=m_tk)
         if ERASE:
             # [BT, BT] @ [BT, BK] -> [BT, BK]
-            b_dk = b_beta[:, None] * tl.dot(b_R, b_w, input_precision="tf32x3") - (b_beta * b_gamma)[:, None] * b_dvh
+            b_dk = b_beta[:, None] * tl.dot(b_R, b_w, input_precision=PRECISION) - (b_beta * b_gamma)[:, None] * b_dvh
             if KACZMARZ:
                 b_dk += b_dk_step[:, None] * b_k
             # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK]
-            b_dw += tl.dot(tl.trans(b_R), b_k * b_beta[:, None], input_precision="tf32x3")
+            b_dw += tl.dot(tl.trans(b_R), b_k * b_beta[:, None], input_precision=PRECISION)
             if W_IS_K:
                 tl.store(dk + o_tk, (b_dk + b_dw).to(dk.dtype.element_ty), mask=m_tk)
             else:
@@ -342,6 +343,7 @@ def local_bwd(
     layout: ChunkLayout,
     erase: bool = True,
     inv_sq_norm: torch.Tensor | None = None,
+    precision: str = "tf32x3",
 ) -> tuple[torch.Tensor | None, ...]:
     """`q, k, w: [B, T, H, K]` (w None: w = k), `v, do: [B, T, H, V]`, `beta, G: [B, T, H]` or None, and float32
     `h, dh: [B, NT, H, K, V]` (chunk start states, gradients of the chunk end states), `U, dṼ: [B, T, H, V]`.
@@ -350,7 +352,8 @@ def local_bwd(
 
     Returns `(dq, dk, dv, dw, dβ, dG)`: `dq, dk, dv, dw` in their inputs' dtypes (`dk` includes `dw` and `dw` is None
     when `w` is None; for KLA also the step's dependence on `k`), float32 `dβ: [B, T, H]` (for KLA the gradient of
-    `η`) and `dG: [B, T, H]` (None without β, G).
+    `η`) and `dG: [B, T, H]` (None without β, G). `precision`: of the products that involve an intermediate
+    (`precision.grad_precision`).
     """
     if not erase and (w is not None or beta is not None or inv_sq_norm is not None):
         raise ValueError("local_bwd: without the erase term there is one key (w None) and no beta")
@@ -371,7 +374,7 @@ def local_bwd(
         ERASE=erase, USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=inv_sq_norm is not None,
         W_IS_K=w is None,
         IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(q.dtype, k.dtype, (k if w is None else w).dtype),
+        RAW=raw_precision(q.dtype, k.dtype, (k if w is None else w).dtype), PRECISION=precision,
         num_warps=8, num_stages=1,  # sm_90, K = V = 128: 8 warps quarter the spills of 4 (≈ 3 KB a thread)
     )  # fmt: skip
     return dq, dk, dv, dw, dbeta, dG

@@ -1,4 +1,4 @@
-"""The precision of the products of two raw inputs (`K Wᵀ`, `Q Wᵀ`), chosen by the inputs' dtypes.
+"""The precision of the kernels' products: three tf32 passes, or one where that is exact or under bfloat16's rounding.
 
 Every `tl.dot` in the kernels multiplies float32 registers (inputs upcast on load, intermediates float32) and
 accumulates in float32. Products that involve an intermediate (the WY inverse, pseudo-values, chunk states,
@@ -11,13 +11,28 @@ One case more: when the forward's only output is a bfloat16 `o` (no final state 
 pass's products (stage 3) take one tf32 pass. Their error, ~2⁻¹¹ relative, is then under `o`'s own bfloat16
 rounding (2⁻⁹), so `o` errs as the float32 recurrence rounded to bfloat16 does, which is what DESIGN §4 asks
 (`verify`'s `no-ht` cases on the H200); the state pass runs 2.2× as fast. A float32 final state (or a float16 /
-float32 `o`, rounded to 11 or 24 bits) keeps three passes, and so does the backward's recomputed state pass. Stage
-4 keeps three passes too: on the H200 one pass made it 6% slower, not faster.
+float32 `o`, rounded to 11 or 24 bits) keeps three passes. Stage 4 keeps three passes too: on the H200 one pass
+made it 6% slower, not faster.
+
+The backward likewise, when every token input (`q, k, v, w`) and `o`'s gradient `dO` are bfloat16 and no final
+state's gradient comes in (as in training): all its products take one tf32 pass (B0 – B3). Every gradient then
+comes from `dO` alone, which carries bfloat16's rounding (2⁻⁹): the tokens' gradients are rounded to bfloat16,
+and those of `β`, `g` and the initial state, though float32, inherit `dO`'s error (the naive recurrence's own is
+~2e-3 there, `verify`'s bfloat16 cases), so a ~2⁻¹¹ error per product stays under DESIGN §4's bound. A float32
+final state's gradient is exact in float32, and the gradients it reaches (at T = 1 nearly all of `dβ`) err at
+float32's level in the naive recurrence: with it the backward keeps three passes, as it does for a float32 or
+float16 token (VLA's float32 `k̂`, `α̂` among them), and below `ONE_PASS_TOKENS` tokens. There the products cost
+little, and the bound, a ratio of two norms, is a coin toss for a gradient of a few entries: one pass's error and
+`dO`'s rounding are independent and of the same order, so either can come out twice the other (`dβ` at T = 1,
+two heads, in the interpreter with the H200's tf32 and bfloat16 rounding emulated: 0.3× to 5× naive's error over six
+seeds; from T = 63 on, 1.1× to 1.4×).
 """
 
 from __future__ import annotations
 
 import torch
+
+ONE_PASS_TOKENS = 1000  # the backward's products take one tf32 pass from this many tokens on (module docstring)
 
 
 def raw_precision(*dtypes: torch.dtype) -> str:
@@ -29,3 +44,12 @@ def raw_precision(*dtypes: torch.dtype) -> str:
 def state_precision(out_dtype: torch.dtype, output_final_state: bool) -> str:
     """`input_precision` of the forward state pass's products (stage 3) for the outputs asked of the forward."""
     return "tf32" if out_dtype == torch.bfloat16 and not output_final_state else "tf32x3"
+
+
+def grad_precision(tokens: tuple[torch.Tensor, ...], final_state_grad: bool) -> str:
+    """`input_precision` of the backward's products that involve an intermediate, from the token inputs and `o`'s
+    gradient (`[B, T, H, ·]`), and whether the final state has a gradient: one tf32 pass when all are bfloat16,
+    there are at least `ONE_PASS_TOKENS` tokens (`B·T`) and no final state's gradient."""
+    B, T = tokens[0].shape[:2]
+    bf16 = all(x.dtype == torch.bfloat16 for x in tokens)
+    return "tf32" if bf16 and B * T >= ONE_PASS_TOKENS and not final_state_grad else "tf32x3"

@@ -46,6 +46,7 @@ def wy_apply_kernel(
     USE_G: tl.constexpr,
     KACZMARZ: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (chunk, batch row · head): loads the chunk's `T` once and applies it to both sides."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
@@ -73,14 +74,14 @@ def wy_apply_kernel(
     # [BT, BT] rows of the inverse (a real row is 0 past the chunk's end: T is lower triangular)
     b_T = tl.load(T_inv + o_i[:, None] * (H * BT) + o_i[None, :], mask=m_t[:, None], other=0)
 
-    apply_inverse(b_T, v, u_tilde, b_beta, o_i, m_t, H, V, BV)  # Ũ = T β V
+    apply_inverse(b_T, v, u_tilde, b_beta, o_i, m_t, H, V, BV, PRECISION)  # Ũ = T β V
 
     if USE_G:
         # [BT] β Γ, with G = 0 on padding (where β = 0)
         b_scale = b_beta * tl.exp(tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0))
     else:
         b_scale = b_beta
-    apply_inverse(b_T, k, k_tilde, b_scale, o_i, m_t, H, K, BK)  # K̃ = T β Γ K
+    apply_inverse(b_T, k, k_tilde, b_scale, o_i, m_t, H, K, BK, PRECISION)  # K̃ = T β Γ K
 
 
 def wy_apply(
@@ -91,10 +92,12 @@ def wy_apply(
     T_inv: torch.Tensor,
     layout: ChunkLayout,
     inv_sq_norm: torch.Tensor | None = None,
+    precision: str = "tf32x3",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`k: [B, T, H, K]`, `v: [B, T, H, V]`, `beta: [B, T, H]` or None, `G: [B, T, H]` float32 or None and the
     forward's `T: [B, T, H, BT]` (and for KLA its `r = 1 / (‖k‖² + ε): [B, T, H]`, then `β = beta r`). Returns
-    float32 `Ũ: [B, T, H, V]` and `K̃: [B, T, H, K]`, as `wy_fwd` does."""
+    float32 `Ũ: [B, T, H, V]` and `K̃: [B, T, H, K]`, as `wy_fwd` does. `precision`: of the products with `T`
+    (`precision.grad_precision`)."""
     B, T, H, K = k.shape
     V = v.shape[-1]
     BK = min(64, max(16, triton.next_power_of_2(K)))
@@ -106,6 +109,6 @@ def wy_apply(
         k, v, beta, G, T_inv, inv_sq_norm, u_tilde, k_tilde, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=inv_sq_norm is not None,
-        IS_VARLEN=layout.cu_seqlens is not None,
+        IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
     )  # fmt: skip
     return u_tilde, k_tilde

@@ -17,7 +17,8 @@ Three kernels: everything that does not depend on `dh` first, parallel over chun
 `dṼ = Tᵀ dU` is all the chunk-local backward needs of `dU`: `Ũ = T β V` and `K̃ = T β Γ K` enter only through
 `U = Ũ − K̃ h`, so `dŨ = dU`, `dK̃ = −dU hᵀ`, and both reach the inputs through `Tᵀ` (see `local_bwd.py`).
 Stores `dh[c] = dh_{c+1}`, the gradient of each chunk's *end* state (what `local_bwd` pairs with `h[c]`, the
-chunk's start state), `dṼ`, and `dh_0` when there is an initial state. Everything is float32, `tl.dot` in tf32x3.
+chunk's start state), `dṼ`, and `dh_0` when there is an initial state. Everything is float32, `tl.dot` in tf32x3
+(one tf32 pass where `precision.grad_precision` allows it).
 
 Without the erase term (`ERASE` off: `T = I`, `K̃ = 0`) the middle line is `dṼ_c = dU_c` and the last loses its
 `K̃ᵀ dU` term: neither `T` nor `K̃` is read.
@@ -105,6 +106,7 @@ def state_bwd_local_kernel(
     USE_G: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """The chunk-local parts of the backward pass: `scale · tril(Q Wᵀ ⊙ D)ᵀ dO` into `du`, and
     `E_c = scale · (diag(Γ) Q)ᵀ dO` into the chunk's row of `dh` (where the sequential kernel reads it before
@@ -146,7 +148,7 @@ def state_bwd_local_kernel(
     # [BT, BV]
     b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
     # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
-    tl.store(du + o_tv, tl.dot(tl.trans(b_A), b_do, input_precision="tf32x3"), mask=m_tv)
+    tl.store(du + o_tv, tl.dot(tl.trans(b_A), b_do, input_precision=PRECISION), mask=m_tv)
 
     # E_c, key block by key block: [BK, BT] @ [BT, BV] -> [BK, BV]
     dh += (i_tg * H + i_h) * K * V
@@ -157,7 +159,7 @@ def state_bwd_local_kernel(
         b_q = tl.load(q + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
         if USE_G:
             b_q *= tl.exp(b_g)[:, None]
-        b_E = scale * tl.dot(tl.trans(b_q), b_do, input_precision="tf32x3")
+        b_E = scale * tl.dot(tl.trans(b_q), b_do, input_precision=PRECISION)
         tl.store(dh + o_k[:, None] * V + o_v[None, :], b_E, mask=(o_k < K)[:, None] & (o_v < V)[None, :])
 
 
@@ -184,6 +186,7 @@ def state_bwd_kernel(
     USE_DHT: tl.constexpr,
     STORE_DH0: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (value block, sequence · head) walks the sequence's chunks from the last to the first:
     `dh_c = Γ_C dh_{c+1} + E_c − K̃_cᵀ dU_c`, with `E_c` read from `dh[c]` before `dh_{c+1}` is stored there, and
@@ -228,7 +231,7 @@ def state_bwd_kernel(
             b_w *= tl.exp(b_g_last - b_g)[:, None]
 
         # [BT, BV] + [BT, BK] @ [BK, BV] -> [BT, BV]
-        b_du = tl.load(du + o_tv, mask=m_tv, other=0) + tl.dot(b_w, b_dh, input_precision="tf32x3")
+        b_du = tl.load(du + o_tv, mask=m_tv, other=0) + tl.dot(b_w, b_dh, input_precision=PRECISION)
         tl.store(du + o_tv, b_du, mask=m_tv)
 
         if USE_G:
@@ -238,7 +241,7 @@ def state_bwd_kernel(
             # [BT, BK]
             b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
             # [BK, BT] @ [BT, BV] -> [BK, BV]
-            b_dh -= tl.dot(tl.trans(b_kt), b_du, input_precision="tf32x3")
+            b_dh -= tl.dot(tl.trans(b_kt), b_du, input_precision=PRECISION)
 
     if STORE_DH0:
         tl.store(dh0 + i_nh.to(tl.int64) * K * V + o_h, b_dh, mask=m_h)
@@ -257,6 +260,7 @@ def state_bwd_dv_kernel(
     BT: tl.constexpr,
     BV: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """`dṼ_c = Tᵀ dU_c`: one program per (value block, chunk, batch row · head)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -273,7 +277,7 @@ def state_bwd_dv_kernel(
     b_T = tl.load(T_inv + o_T, mask=m_t[:, None], other=0)
     b_du = tl.load(du + o_tv, mask=m_tv, other=0)
     # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
-    tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision="tf32x3"), mask=m_tv)
+    tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision=PRECISION), mask=m_tv)
 
 
 def state_bwd(
@@ -287,10 +291,11 @@ def state_bwd(
     scale: float,
     want_dh0: bool,
     layout: ChunkLayout,
+    precision: str = "tf32x3",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, the forward's `T: [B, T, H, BT]`, `K̃: [B, T, H, K]` (float32,
     recomputed; both None without the erase term), `do: [B, T, H, V]`, `dht: [N, H, K, V]` or None (no gradient
-    for the final state).
+    for the final state). `precision`: of the products that involve an intermediate (`precision.grad_precision`).
 
     Returns float32 `dh: [B, NT, H, K, V]` (row `c`: gradient of chunk `c`'s end state), `dṼ: [B, T, H, V]` and
     `dh_0: [N, H, K, V]` (None unless `want_dh0`).
@@ -306,7 +311,7 @@ def state_bwd(
     state_bwd_local_kernel[grid](
         q, w, G, do, du, dh, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(q.dtype, w.dtype),
+        RAW=raw_precision(q.dtype, w.dtype), PRECISION=precision,
     )  # fmt: skip
 
     # as in state_fwd: the whole key dim in one tile; value blocks of 16: 128 programs at B = 1, H = 16, K = V = 128
@@ -318,14 +323,14 @@ def state_bwd(
         w, G, k_tilde, du, dh, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK_state, BV=16, ERASE=erase,
         USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=want_dh0, IS_VARLEN=layout.cu_seqlens is not None,
-        num_warps=4, num_stages=2 if BK_state <= 128 else 1,
+        PRECISION=precision, num_warps=4, num_stages=2 if BK_state <= 128 else 1,
     )  # fmt: skip
     if not erase:  # T = I: dṼ = dU
         return dh, du, dh0
     # in place: each program reads its whole [BT, BV] tile of dU before it writes that tile of dṼ
     state_bwd_dv_kernel[grid](
         T_inv, du, du, layout.cu_seqlens, layout.chunk_indices, T,
-        H=H, V=V, BT=layout.BT, BV=BV, IS_VARLEN=layout.cu_seqlens is not None,
+        H=H, V=V, BT=layout.BT, BV=BV, IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
     )  # fmt: skip
     dv_tilde = du
     return dh, dv_tilde, dh0
