@@ -14,7 +14,8 @@ state products run in one tf32 pass (`delta_rule/triton/precision.py`); and `cut
 cuts the sequence in two (`delta_rule/triton/backward.py`: from 16K tokens, here from 64). The same kernels without
 the erase term run linear attention and scalar-decay GLA: those are in the matrix too. The naive recurrence is slow
 at T = 4096, so the largest cases run with one head. The ops built on the engine (issue 5) follow, at
-T ∈ {63, 65, 1000} and packed: `vla` (its gate, then the two-key rule, with both states), `ccq_query` (centred,
+T ∈ {63, 65, 1000} and packed: `vla` (its gate, then the two-key rule, with both states, and in bfloat16 at
+T = 1000 without them, where its `o` takes the one-tf32-pass state products), `ccq_query` (centred,
 decayed, with its state) and KLA (the Kaczmarz step on raw keys, `delta_rule(..., beta=η, kaczmarz_eps=1e-6)`:
 formed inside each backend, so the Triton kernels' own step and its gradients in `η` and `k` are what is
 checked).
@@ -100,6 +101,8 @@ def matrix() -> list[Case]:
             cases.append(Case(T, K, K, dtype, op="vla", H=H))
             cases.append(Case(T, K, K, dtype, op="ccq", H=H))
         cases.append(Case(T, 128, 128, dtype, op="kla", H=H))
+    for K in (32, 128):  # VLA training: a bfloat16 o alone, its state pass in one tf32 pass (its backward keeps three)
+        cases.append(Case(1000, K, K, torch.bfloat16, op="vla", H=1, final_state=False))
     for op in ("vla", "ccq"):
         cases.append(Case(0, 64, 64, torch.bfloat16, varlen=(1, 63, 64, 65, 300), op=op))
     return cases
@@ -174,6 +177,8 @@ def _call_op(op: str, a: dict, common: dict) -> tuple[torch.Tensor, tuple[torch.
         o, S = delta_rule(
             a["q"], a["k"], a["v"], beta=a["eta"], g=a["g"], kaczmarz_eps=1e-6, initial_state=state[0], **common
         )
+    if S is None:  # no final state asked
+        return o, ()
     return o, (S,) if isinstance(S, torch.Tensor) else tuple(S)
 
 

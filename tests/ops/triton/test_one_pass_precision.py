@@ -1,0 +1,72 @@
+"""The one-tf32-pass products (`delta_rule/triton/precision.py`) against DESIGN §4's rule, with the H200's
+arithmetic emulated in the interpreter (`hopper_arithmetic.py`; on a GPU the hardware's own): the cases of
+`python -m linattn.bench verify` that take those products, run the way `verify` runs them."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from linattn.bench.verify import Case, check
+from linattn.ops.delta_rule.triton.precision import ONE_PASS_TOKENS, grad_precision
+from tests.ops.cases import rel_err
+from tests.ops.triton.hopper_arithmetic import hopper_arithmetic
+from tests.ops.triton.test_delta_rule_fwd import DEVICE
+
+BF16 = torch.bfloat16
+
+
+@triton.jit
+def _products(a, b, one, three, rounded):
+    """`[16, 16]` float32 tiles: their product in one and in three tf32 passes, and `a` stored as bfloat16."""
+    o = tl.arange(0, 16)[:, None] * 16 + tl.arange(0, 16)[None, :]
+    x, y = tl.load(a + o), tl.load(b + o)
+    tl.store(one + o, tl.dot(x, y, input_precision="tf32"))
+    tl.store(three + o, tl.dot(x, y, input_precision="tf32x3"))
+    tl.store(rounded + o, x)
+
+
+def _arithmetic():
+    return hopper_arithmetic() if DEVICE.type == "cpu" else contextlib.nullcontext()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        Case(ONE_PASS_TOKENS, 64, 64, BF16, H=1, final_state=False),  # GDN: one pass forward (state) and backward
+        Case(ONE_PASS_TOKENS, 64, 64, BF16, H=1, two_key=True, final_state=False),
+        Case(ONE_PASS_TOKENS, 32, 32, BF16, H=1, op="vla", final_state=False),  # float32 keys: forward state only
+    ],
+    ids=lambda c: c.label,
+)
+def test_one_pass_within_twice_naive(case):
+    with _arithmetic():
+        row = check(case, "triton", DEVICE)
+    assert row["ok"], {k: v for k, v in row.items() if isinstance(v, float)}
+
+
+def test_backward_takes_one_pass_only_for_bfloat16_tokens_and_no_state_gradient():
+    x = torch.zeros(1, ONE_PASS_TOKENS, 1, 8, dtype=BF16)
+    tokens = (x, x, x, x, x)
+    assert grad_precision(tokens, final_state_grad=False) == "tf32"
+    assert grad_precision(tokens, final_state_grad=True) == "tf32x3"  # a float32 cotangent, exact in the naive run
+    assert grad_precision((x[:, :-1],) * 5, final_state_grad=False) == "tf32x3"  # too short to matter (docstring)
+    # VLA's float32 keys: one pass there erred 2.2 – 5.3× the naive recurrence's error (this emulation, T = 1000)
+    assert grad_precision((x, x.float(), x, x.float(), x), final_state_grad=False) == "tf32x3"
+    assert grad_precision((x.half(),) * 5, final_state_grad=False) == "tf32x3"
+
+
+@pytest.mark.skipif(DEVICE.type != "cpu", reason="the emulation patches the interpreter")
+def test_emulation_rounds_as_the_tensor_cores_do():
+    a, b = torch.randn(16, 16, dtype=torch.float64), torch.randn(16, 16, dtype=torch.float64)
+    one, three, rounded = torch.empty(16, 16), torch.empty(16, 16), torch.empty(16, 16, dtype=BF16)
+    with hopper_arithmetic():
+        _products[(1,)](a.float(), b.float(), one, three, rounded)
+    exact = a.float().double() @ b.float().double()
+    assert 1e-4 < rel_err(one, exact) < 2e-3  # ten mantissa bits
+    assert rel_err(three, exact) < 1e-6  # about float32's
+    assert torch.equal(rounded, a.float().to(BF16))  # round to nearest even, as torch does
