@@ -14,8 +14,8 @@ values as `Ũ` (`U = V`), B2 runs with `ERASE` off (`dṼ = dU`, no `K̃ᵀ dU`)
 `K̃` terms; the one key's gradient is `dW`).
 
 Precision: every product that involves an intermediate takes three tf32 passes, or one when the tokens and `dO`
-are all bfloat16 and no final state's gradient comes in (`precision.grad_precision` says why that keeps DESIGN §4's
-bound).
+are all bfloat16, no final state's gradient comes in and the call has at least 1,000 tokens
+(`precision.grad_precision` says why that keeps DESIGN §4's bound).
 
 KLA (the forward saved `r = 1 / (‖k‖² + ε)`): B0 and B3 form the step `β = η r` from it, and B3 returns the gradient
 of `η` in place of `dβ` and adds the step's dependence on `k` to `dk` (derivation in `local_bwd.py`).

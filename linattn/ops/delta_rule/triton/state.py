@@ -91,7 +91,7 @@ def state_fwd_kernel(
 ):
     """One program per (value block, sequence · head) walks the sequence's chunks in order. Without `ERASE`,
     `u_tilde` points at the values `V` (any float dtype) and `k_tilde`, `U` are unused. `PRECISION`: of the
-    products, `"tf32x3"` or (a bfloat16 `o` the only output, `precision.py`) `"tf32"`."""
+    products, `"tf32x3"` or (a bfloat16 training call, `precision.py`) `"tf32"`."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
@@ -157,7 +157,7 @@ def state_fwd(
     """`K̃: [B, T, H, K]`, `Ũ: [B, T, H, V]` (float32, stage 2), `w: [B, T, H, K]`, `G: [B, T, H]` or None,
     `initial_state: [N, H, K, V]` (any float dtype) or None. Without the erase term pass `k_tilde=None` and the
     values `v: [B, T, H, V]` (any float dtype) as `u_tilde`: then `U = V` and is not stored. `precision`: of the
-    products (`precision.state_precision`).
+    products (`precision.state_precision` in the forward, `grad_precision` in the backward's recompute).
 
     Returns float32 chunk-start states `h: [B, NT, H, K, V]`, pseudo-values `U: [B, T, H, V]` (None without the
     erase term) and the final state `[N, H, K, V]` (None unless `output_final_state`).
