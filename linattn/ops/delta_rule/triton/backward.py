@@ -142,7 +142,7 @@ def delta_rule_bwd(
         given `beta` (`η`).
     """
     layout = saved.layout
-    precision = grad_precision((q, k, v, k if w is None else w, do), dht is not None)
+    precision = grad_precision(tuple(x for x in (q, k, v, w, do) if x is not None), dht is not None)
     x = _Span(q, k, v, w, beta, saved.G, saved.T_inv, saved.inv_sq_norm, do, layout, precision)
     cut = _cut(layout)
     if cut is None:
