@@ -10,9 +10,11 @@ Backward, from `dh_{C_last+1}` = the final state's gradient (or 0) down to `dh_0
     dh_c = Γ_C dh_{c+1} + E_c − K̃_cᵀ dU_c,          E_c = scale · (diag(Γ) Q)ᵀ dO_c
     dṼ_c = Tᵀ dU_c                                                 (T = (I + A)⁻¹ of the chunk)
 
-Three kernels: everything that does not depend on `dh` first, parallel over chunks (the local part of `dU`, and
-`E_c`, parked in `dh`'s row of the chunk); then the sequential walk, left with two products per chunk step
-(`W̃ dh` and `K̃ᵀ dU`); then `dṼ = Tᵀ dU`, parallel again.
+Three kernels: everything that does not depend on `dh` first, parallel over chunks (the local part of `dU`,
+`E_c`, parked in `dh`'s row of the chunk, and the decayed keys `W̃` in float32); then the sequential walk, left with
+two products per chunk step (`W̃ dh` and `K̃ᵀ dU`), both with an operand read straight from memory, which Triton's
+pipeliner prefetches (scaling `W` by the decay inside the walk kept it in registers: 2× the instructions a step,
+spills); then `dṼ = Tᵀ dU`, parallel again.
 
 `dṼ = Tᵀ dU` is all the chunk-local backward needs of `dU`: `Ũ = T β V` and `K̃ = T β Γ K` enter only through
 `U = Ũ − K̃ h`, so `dŨ = dU`, `dK̃ = −dU hᵀ`, and both reach the inputs through `Tᵀ` (see `local_bwd.py`).
@@ -93,6 +95,7 @@ def state_bwd_local_kernel(
     do,
     du,
     dh,
+    w_tilde,
     cu_seqlens,
     chunk_indices,
     scale,
@@ -119,13 +122,19 @@ def state_bwd_local_kernel(
     t0 = bos + i_t * BT
     q += (t0 * H + i_h) * K
     w += (t0 * H + i_h) * K
+    w_tilde += (t0 * H + i_h) * K
     do += (t0 * H + i_h) * V
     du += (t0 * H + i_h) * V
     o_i = tl.arange(0, BT)
     o_v = i_v * BV + tl.arange(0, BV)
     m_t = o_i < T - i_t * BT
 
-    # Q Wᵀ, accumulated over key blocks
+    if USE_G:
+        # [BT] cumulative log-decay, 0 on padding, and the decay from each token to the chunk's last real one
+        b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
+        b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - i_t * BT) - 1) * H + i_h)
+        b_to_last = tl.exp(b_g_last - b_g)
+    # Q Wᵀ, accumulated over key blocks; the first value block's program also stores W̃ = diag(Γ_C/Γ) W (float32)
     b_A = tl.zeros([BT, BT], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
@@ -135,11 +144,13 @@ def state_bwd_local_kernel(
         b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
         b_A += tl.dot(b_q, tl.trans(b_w), input_precision=RAW)
+        if i_v == 0:
+            if USE_G:
+                b_w *= b_to_last[:, None]
+            tl.store(w_tilde + o_i[:, None] * (H * K) + o_k[None, :], b_w, mask=m_tk)
     # s ≤ t on real rows, masked before exp (a padding row has G = 0, and its exp(0 − G_s) could overflow)
     m_A = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
     if USE_G:
-        # [BT] cumulative log-decay, 0 on padding
-        b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
         b_A *= tl.exp(tl.where(m_A, b_g[:, None] - b_g[None, :], float("-inf")))
     b_A = tl.where(m_A, b_A * scale, 0.0)
 
@@ -165,7 +176,7 @@ def state_bwd_local_kernel(
 
 @triton.jit(do_not_specialize=["T"])
 def state_bwd_kernel(
-    w,
+    w_tilde,
     G,
     k_tilde,
     du,
@@ -222,13 +233,12 @@ def state_bwd_kernel(
         m_tv = m_t[:, None] & m_v[None, :]
         o_tk = (t0 * H + i_h) * K + o_i[:, None] * (H * K) + o_k[None, :]
         o_tv = (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :]
-        # [BT, BK] write directions of the chunk
-        b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
+        # [BT, BK] decayed write directions W̃ of the chunk (float32, stored by the local kernel): read straight into
+        # the product, so Triton's pipeliner prefetches them as it does the state pass's K̃
+        b_w = tl.load(w_tilde + o_tk, mask=m_tk, other=0)
         if USE_G:
-            # [BT] and the scalar at the chunk's last real token
-            b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
+            # the decay at the chunk's last real token
             b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - i_t * BT) - 1) * H + i_h)
-            b_w *= tl.exp(b_g_last - b_g)[:, None]
 
         # [BT, BV] + [BT, BK] @ [BK, BV] -> [BT, BV]
         b_du = tl.load(du + o_tv, mask=m_tv, other=0) + tl.dot(b_w, b_dh, input_precision=PRECISION)
@@ -307,9 +317,10 @@ def state_bwd(
     BV = min(64, max(16, triton.next_power_of_2(V)))
     du = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
     dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
+    w_tilde = torch.empty(B, T, H, K, dtype=torch.float32, device=device)
     grid = (triton.cdiv(V, BV), layout.NT, B * H)
     state_bwd_local_kernel[grid](
-        q, w, G, do, du, dh, layout.cu_seqlens, layout.chunk_indices, scale, T,
+        q, w, G, do, du, dh, w_tilde, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_precision(q.dtype, w.dtype), PRECISION=precision,
     )  # fmt: skip
@@ -320,7 +331,7 @@ def state_bwd(
     dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
     erase = k_tilde is not None
     state_bwd_kernel[(triton.cdiv(V, 16), layout.N * H)](
-        w, G, k_tilde, du, dh, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, T,
+        w_tilde, G, k_tilde, du, dh, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK_state, BV=16, ERASE=erase,
         USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=want_dh0, IS_VARLEN=layout.cu_seqlens is not None,
         PRECISION=precision, num_warps=4, num_stages=2 if BK_state <= 128 else 1,
