@@ -16,7 +16,8 @@ the erase term run linear attention and scalar-decay GLA: those are in the matri
 at T = 4096, so the largest cases run with one head. The ops built on the engine (issue 5) follow, at
 T ∈ {63, 65, 1000} and packed: `vla` (its gate, then the two-key rule, with both states, and in bfloat16 at
 T = 1000 without them, where its `o` takes the one-tf32-pass state products), `ccq_query` (centred,
-decayed, with its state) and KLA (the Kaczmarz step on raw keys, `delta_rule(..., beta=η, kaczmarz_eps=1e-6)`:
+decayed, with its state, and in bfloat16 at T = 1000 with no state, its training call: one tf32 pass forward and
+backward) and KLA (the Kaczmarz step on raw keys, `delta_rule(..., beta=η, kaczmarz_eps=1e-6)`:
 formed inside each backend, so the Triton kernels' own step and its gradients in `η` and `k` are what is
 checked).
 
@@ -103,6 +104,8 @@ def matrix() -> list[Case]:
         cases.append(Case(T, 128, 128, dtype, op="kla", H=H))
     for K in (32, 128):  # VLA training: a bfloat16 o alone, its state pass in one tf32 pass (its backward keeps three)
         cases.append(Case(1000, K, K, torch.bfloat16, op="vla", H=1, final_state=False))
+        # CCQ training: a bfloat16 q' alone, no initial state: one tf32 pass forward and backward
+        cases.append(Case(1000, K, K, torch.bfloat16, op="ccq", H=1, initial_state=False, final_state=False))
     for op in ("vla", "ccq"):
         cases.append(Case(0, 64, 64, torch.bfloat16, varlen=(1, 63, 64, 65, 300), op=op))
     return cases
@@ -118,7 +121,8 @@ def _inputs(case: Case, device, gen):
         return torch.randn(*s, generator=gen, device=device)
 
     if case.op != "delta_rule":
-        return _op_inputs(case, shape, N, r, gen, device), _cu(case, device)
+        x = _op_inputs(case, shape, N, r, gen, device)
+        return {n: t for n, t in x.items() if case.initial_state or not n.startswith("state_")}, _cu(case, device)
     x = {
         "q": r(*shape, case.K),
         "k": F.normalize(r(*shape, case.K), dim=-1),
@@ -168,15 +172,15 @@ def _op_inputs(case: Case, shape: tuple[int, ...], N: int, r, gen, device) -> di
 
 def _call_op(op: str, a: dict, common: dict) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """`(output, final state parts)` of `vla`, `ccq_query` or KLA on prepared leaves `a`."""
-    state = tuple(a[n] for n in a if n.startswith("state_"))
+    state = tuple(a[n] for n in a if n.startswith("state_")) or None
     if op == "vla":
         o, S = vla(a["q"], a["k"], a["v"], a["u"], initial_state=state, **common)
     elif op == "ccq":
         o, S = ccq_query(a["q"], a["k"], a["lam"], g=a["g"], initial_state=state, **common)
     else:
-        o, S = delta_rule(
-            a["q"], a["k"], a["v"], beta=a["eta"], g=a["g"], kaczmarz_eps=1e-6, initial_state=state[0], **common
-        )
+        S0 = None if state is None else state[0]
+        kla = {"beta": a["eta"], "g": a["g"], "kaczmarz_eps": 1e-6, "initial_state": S0}
+        o, S = delta_rule(a["q"], a["k"], a["v"], **kla, **common)
     if S is None:  # no final state asked
         return o, ()
     return o, (S,) if isinstance(S, torch.Tensor) else tuple(S)

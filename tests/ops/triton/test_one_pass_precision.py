@@ -40,6 +40,7 @@ def _arithmetic():
         Case(ONE_PASS_TOKENS, 64, 64, BF16, H=1, final_state=False),  # GDN: one pass forward (state) and backward
         Case(ONE_PASS_TOKENS, 64, 64, BF16, H=1, two_key=True, final_state=False),
         Case(ONE_PASS_TOKENS, 32, 32, BF16, H=1, op="vla", final_state=False),  # float32 keys: forward state only
+        Case(ONE_PASS_TOKENS, 32, 32, BF16, H=1, op="ccq", initial_state=False, final_state=False),
     ],
     ids=lambda c: c.label,
 )

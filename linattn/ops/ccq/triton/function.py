@@ -24,6 +24,7 @@ from linattn.ops.ccq.triton.local_bwd import local_bwd, rows_bwd
 from linattn.ops.ccq.triton.output import output_fwd
 from linattn.ops.ccq.triton.state import state_bwd, state_fwd
 from linattn.ops.delta_rule.triton.cumsum import chunk_layout
+from linattn.ops.delta_rule.triton.precision import grad_precision, state_precision
 
 INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_HEAD_DIM = 256
@@ -46,8 +47,10 @@ class CCQTriton(torch.autograd.Function):
     def forward(ctx, q, k, lam, g, C0, m0, Z0, options: Options):
         layout = chunk_layout(q.shape[0], q.shape[1], options.cu_seqlens, q.device)
         initial_state = None if C0 is None else (C0, m0, Z0)
-        h, final = state_fwd(k, g, initial_state, options.output_final_state, layout)
-        y = output_fwd(q, k, lam, g, h, options.centered, layout)
+        # one tf32 pass for the products when a bfloat16 q' is the only output (delta_rule/triton/precision.py)
+        precision = state_precision(q.dtype, options.output_final_state)
+        h, final = state_fwd(k, g, initial_state, options.output_final_state, layout, precision)
+        y = output_fwd(q, k, lam, g, h, options.centered, layout, precision)
         ctx.save_for_backward(q, k, lam, g, C0, m0, Z0)
         ctx.layout, ctx.centered = layout, options.centered
         # an unused output's gradient arrives as None instead of a tensor of zeros
@@ -66,10 +69,14 @@ class CCQTriton(torch.autograd.Function):
             zeros = (torch.zeros(N, H, K, K, **f32), torch.zeros(N, H, K, **f32), torch.zeros(N, H, **f32))
             dht = tuple(z if d is None else d.contiguous() for z, d in zip(zeros, (dCt, dmt, dZt)))
         initial_state = None if C0 is None else (C0, m0, Z0)
-        h, _ = state_fwd(k, g, initial_state, False, layout)
-        rows, dlam = rows_bwd(q, k, lam, g, h, dy, ctx.centered, layout)
-        dh, dh0 = state_bwd(q, dy, g, rows, dht, initial_state is not None, layout)
-        dq, dk, dg = local_bwd(q, k, g, h, dh, dy, rows, layout)
+        # one tf32 pass as the delta rule's backward takes it, but not with an initial state: the initial mass Z_0's
+        # gradient is one number per sequence and head, where DESIGN §4's ratio of norms is a coin toss between two
+        # errors of one order (in the interpreter with the H200's rounding, 2 – 13× at K = 32)
+        precision = grad_precision((q, k, dy), final_state_grad=dht is not None) if C0 is None else "tf32x3"
+        h, _ = state_fwd(k, g, initial_state, False, layout, precision)
+        rows, dlam = rows_bwd(q, k, lam, g, h, dy, ctx.centered, layout, precision)
+        dh, dh0 = state_bwd(q, dy, g, rows, dht, initial_state is not None, layout, precision)
+        dq, dk, dg = local_bwd(q, k, g, h, dh, dy, rows, layout, precision)
         dC0, dm0, dZ0 = (None, None, None) if dh0 is None else (d.to(x.dtype) for d, x in zip(dh0, initial_state))
         return dq, dk, dlam, dg, dC0, dm0, dZ0, None
 

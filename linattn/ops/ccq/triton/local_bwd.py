@@ -72,6 +72,7 @@ def ccq_rows_bwd_kernel(
     CENTERED: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (chunk, batch row · head); `rows` in planes of `R = B·T·H` floats."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
@@ -114,7 +115,7 @@ def ccq_rows_bwd_kernel(
         o_v = i_v * BV + tl.arange(0, BV)
         m_v = o_v < K
         # [BT, BV]
-        b_qc = read_state(q, hC, o_i, m_t, o_v, m_v, K, H, BT, BK, BV)
+        b_qc = read_state(q, hC, o_i, m_t, o_v, m_v, K, H, BT, BK, BV, PRECISION)
         b_do = tl.load(do + o_i[:, None] * (H * K) + o_v[None, :], mask=m_t[:, None] & m_v[None, :], other=0)
         b_qcd += tl.sum(b_qc * b_do.to(tl.float32), axis=1)
 
@@ -162,6 +163,7 @@ def ccq_local_bwd_kernel(
     USE_G: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (chunk, batch row · head): the `[BT, BT]` score terms, then `dq, dk` column block by column
     block (each with a pass over key blocks for `dY C_0ᵀ` and `K (dC⁺ + dC⁺ᵀ)`), then `dg`."""
@@ -231,16 +233,16 @@ def ccq_local_bwd_kernel(
             b_dC = tl.load(dhC + o_k[:, None] * K + o_v[None, :], mask=m_kv, other=0)
             b_dCt = tl.load(dhC + o_v[None, :] * K + o_k[:, None], mask=m_kv, other=0)
             # [BT, BK] @ [BK, BV] -> [BT, BV], twice
-            b_dc += tl.dot(b_dok, b_C0t, input_precision="tf32x3")
-            b_kd += tl.dot(b_kk, b_dC + b_dCt, input_precision="tf32x3")
+            b_dc += tl.dot(b_dok, b_C0t, input_precision=PRECISION)
+            b_kd += tl.dot(b_kk, b_dC + b_dCt, input_precision=PRECISION)
             b_h += tl.sum(b_C0t * b_dCt, axis=0)
         b_h += b_m0 * b_dm
         # [BT, BT] @ [BT, BV] -> [BT, BV]
         b_dq = b_dov + b_gamma[:, None] * (b_s[:, None] * b_dc + b_dr[:, None] * b_m0[None, :])
-        b_dq += tl.dot(b_P1, b_kv, input_precision="tf32x3")
+        b_dq += tl.dot(b_P1, b_kv, input_precision=PRECISION)
         # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV], twice
-        b_dk = tl.dot(tl.trans(b_P1), b_qv, input_precision="tf32x3")
-        b_dk += tl.dot(tl.trans(b_W), b_s[:, None] * b_dov, input_precision="tf32x3")
+        b_dk = tl.dot(tl.trans(b_P1), b_qv, input_precision=PRECISION)
+        b_dk += tl.dot(tl.trans(b_W), b_s[:, None] * b_dov, input_precision=PRECISION)
         # kᵀ(dC⁺ + dC⁺ᵀ)k = 2 kᵀ dC⁺ k
         b_x += b_to_end * tl.sum(b_kv * (0.5 * b_kd + b_dm[None, :]), axis=1)
         b_dk += b_to_end[:, None] * (b_kd + b_dm[None, :])
@@ -266,9 +268,11 @@ def rows_bwd(
     do: torch.Tensor,
     centered: bool,
     layout: ChunkLayout,
+    precision: str = "tf32x3",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`q, k, do: [B, T, H, K]`, `lam: [B, T, H]`, `g: [B, T, H]` or None, chunk-start states `h = (C, m, Z)`.
-    Returns float32 `rows: [5, B, T, H]` (`s, ρ, dr, dz, dG_Γ`) and `dλ: [B, T, H]` in lam's dtype."""
+    Returns float32 `rows: [5, B, T, H]` (`s, ρ, dr, dz, dG_Γ`) and `dλ: [B, T, H]` in lam's dtype. `precision`: of
+    the products with float32 intermediates (`precision.grad_precision`)."""
     B, T, H, K = q.shape
     BK = block_size(K)
     rows = torch.empty(ROWS, B, T, H, dtype=torch.float32, device=q.device)
@@ -278,7 +282,7 @@ def rows_bwd(
         q, k, lam, g, *h, do, rows, dlam, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
-        num_warps=8,
+        PRECISION=precision, num_warps=8,
     )  # fmt: skip
     return rows, dlam
 
@@ -292,10 +296,11 @@ def local_bwd(
     do: torch.Tensor,
     rows: torch.Tensor,
     layout: ChunkLayout,
+    precision: str = "tf32x3",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`q, k, do: [B, T, H, K]`, `g: [B, T, H]` or None, chunk-start states `h` (`state_fwd`), end-state gradients
     `dh` (`state_bwd`), `rows` (`rows_bwd`). Returns `dq, dk` in their inputs' dtypes and `dg` in g's (None
-    without g)."""
+    without g). `precision` as `rows_bwd`'s."""
     B, T, H, K = q.shape
     BK = block_size(K)
     dq, dk = torch.empty_like(q), torch.empty_like(k)
@@ -305,6 +310,7 @@ def local_bwd(
         q, k, g, *h, *dh, do, rows, dq, dk, dg, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
+        PRECISION=precision,
         # one stage: the default pipelining of the inner loop's five loads asks 229 – 295 KB of shared memory at
         # K ≥ 96 (the H200 has 227 KB a block)
         num_warps=8, num_stages=1,

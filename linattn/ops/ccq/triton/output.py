@@ -15,7 +15,8 @@ and the contraction `q' = q − λ/z (a − ρ b)`, `ρ = r/z` (centred; 0 other
 so the mean costs no second product: `b` enters only through `W`. One program per (column block, chunk, batch row
 · head) builds `A`, `r`, `z` and `W` in a pass over key blocks (every column block of a chunk rebuilds them), then
 writes its column block of `q'`, with a pass over key blocks for `Q C_0`. `Q Kᵀ` is a product of two raw inputs
-(`precision.raw_precision`); the others carry float32 intermediates and ask for `tf32x3`.
+(`precision.raw_precision`); the others carry float32 intermediates and ask for `tf32x3`, or one tf32 pass when a
+bfloat16 `q'` is the only output (`precision.state_precision`, as the delta rule's state pass).
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ def chunk_scores(
 
 @triton.jit
 def read_state(x, hC, o_i, m_t, o_v, m_v, K: tl.constexpr, H: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-               BV: tl.constexpr):  # fmt: skip
+               BV: tl.constexpr, PRECISION: tl.constexpr):  # fmt: skip
     """`X C_0` on one column block `o_v` (`[BT, BV]`, float32), over key blocks; `hC` points at the chunk-start
-    `C_0` (`[K, K]` float32)."""
+    `C_0` (`[K, K]` float32); `PRECISION` of the product."""
     b_xc = tl.zeros([BT, BV], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
@@ -72,7 +73,7 @@ def read_state(x, hC, o_i, m_t, o_v, m_v, K: tl.constexpr, H: tl.constexpr, BT: 
         b_x = tl.load(x + o_i[:, None] * (H * K) + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0)
         b_C0 = tl.load(hC + o_k[:, None] * K + o_v[None, :], mask=m_k[:, None] & m_v[None, :], other=0)
         # [BT, BK] @ [BK, BV] -> [BT, BV]
-        b_xc += tl.dot(b_x.to(tl.float32), b_C0, input_precision="tf32x3")
+        b_xc += tl.dot(b_x.to(tl.float32), b_C0, input_precision=PRECISION)
     return b_xc
 
 
@@ -98,6 +99,7 @@ def ccq_output_fwd_kernel(
     CENTERED: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (column block, chunk, batch row · head)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -134,7 +136,7 @@ def ccq_output_fwd_kernel(
     m_v = o_v < K
     m_tv = m_t[:, None] & m_v[None, :]
     # [BT, BV] Q C_0 on this column block
-    b_u = read_state(q, hC, o_i, m_t, o_v, m_v, K, H, BT, BK, BV)
+    b_u = read_state(q, hC, o_i, m_t, o_v, m_v, K, H, BT, BK, BV, PRECISION)
     # [BV]
     b_m0 = tl.load(hm + o_v, mask=m_v, other=0)
     b_u = b_gamma[:, None] * (b_u - b_rho[:, None] * b_m0[None, :])
@@ -142,7 +144,7 @@ def ccq_output_fwd_kernel(
     b_kv = tl.load(k + o_i[:, None] * (H * K) + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
     b_qv = tl.load(q + o_i[:, None] * (H * K) + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
     # [BT, BT] @ [BT, BV] -> [BT, BV]
-    b_u += tl.dot(b_W, b_kv, input_precision="tf32x3")
+    b_u += tl.dot(b_W, b_kv, input_precision=PRECISION)
     b_y = b_qv - b_lz[:, None] * b_u
     tl.store(y + o_i[:, None] * (H * K) + o_v[None, :], b_y.to(y.dtype.element_ty), mask=m_tv)
 
@@ -155,9 +157,11 @@ def output_fwd(
     h: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
     centered: bool,
     layout: ChunkLayout,
+    precision: str = "tf32x3",
 ) -> torch.Tensor:
     """`q, k: [B, T, H, K]`, `lam: [B, T, H]`, `g: [B, T, H]` or None, chunk-start states `h = (C, m, Z)` from
-    `state.state_fwd`. Returns `q': [B, T, H, K]` in q's dtype (computed in float32)."""
+    `state.state_fwd`. Returns `q': [B, T, H, K]` in q's dtype (computed in float32). `precision`: of the products
+    with float32 intermediates."""
     B, T, H, K = q.shape
     BK = block_size(K)
     y = torch.empty_like(q)
@@ -166,6 +170,7 @@ def output_fwd(
         q, k, lam, g, *h, y, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
+        PRECISION=precision,
         # H200, bf16, B = 1, H = 16, K = 128, T = 64K (2026-11-29): 6.70 ms with 4 warps, 9.54 with 8; a loop over
         # the column blocks inside one program of 8 warps took 7.33 (benchmarks/h200-2026-11-29/memory/ab-ccq-*.json)
         num_warps=4,

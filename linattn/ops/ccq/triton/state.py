@@ -21,7 +21,9 @@ storing `dh[c]` = the gradient of chunk `c`'s *end* state (what `local_bwd` pair
 Both walks run one program per (column block of `C`, sequence · head), holding a `[K, BV]` float32 tile of `C`
 (or `dC`), the `[BV]` slice of `m` and the mass `Z` (carried as a one-element vector) in registers for the whole
 sequence. Each chunk costs one `[K, BT] @ [BT, BV]` product: `tf32x3` (true float32) unless both factors are raw
-inputs (no decay in the forward), where `precision.raw_precision` applies.
+inputs (no decay in the forward), where `precision.raw_precision` applies, or a bfloat16 training call allows one
+tf32 pass (the forward: `q'` the only output, `precision.state_precision`; the backward: no final state's
+gradient, `precision.grad_precision`; the delta rule's reasons hold here, `delta_rule/triton/precision.py`).
 
 `chunk_decay` (the decays of one chunk from the raw `g`, by an in-register cumsum) is shared by every CCQ kernel,
 so no kernel needs a stored cumulative decay.
@@ -194,6 +196,7 @@ def ccq_state_bwd_kernel(
     USE_DHT: tl.constexpr,
     STORE_DH0: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (column block, sequence · head) walks the sequence's chunks from the last to the first.
     `rows` holds the per-row scalars in planes of `R = B·T·H` floats: `s, ρ, dr, dz` (and `dG_Γ`, unused here)."""
@@ -228,7 +231,7 @@ def ccq_state_bwd_kernel(
         b_do = tl.load(do + o_t + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
         b_q *= (b_gamma * b_s)[:, None]
         # [BK, BT] @ [BT, BV] -> [BK, BV]
-        b_dC = b_dC * b_gamma_last + tl.dot(tl.trans(b_q), b_do, input_precision="tf32x3")
+        b_dC = b_dC * b_gamma_last + tl.dot(tl.trans(b_q), b_do, input_precision=PRECISION)
         b_db = b_dr[:, None] * b_qv - (b_rho * b_s)[:, None] * b_do
         b_dm = b_dm * b_gamma_last + tl.sum(b_gamma[:, None] * b_db, axis=0)
         b_dZ = b_dZ * b_gamma_last + tl.sum(b_gamma * b_dz)
@@ -262,8 +265,11 @@ def state_fwd(
     initial_state: State | None,
     output_final_state: bool,
     layout: ChunkLayout,
+    precision: str = "tf32x3",
 ) -> tuple[State, State | None]:
-    """`k: [B, T, H, K]` (float32, bfloat16 or float16), `g: [B, T, H]` or None, `initial_state = (C, m, Z)` or None.
+    """`k: [B, T, H, K]` (float32, bfloat16 or float16), `g: [B, T, H]` or None, `initial_state = (C, m, Z)` or None;
+    `precision` of the products with decayed keys (one tf32 pass where the caller's outputs allow it; without decay
+    the keys are raw and `precision.raw_precision` applies).
 
     Returns the chunk-start states `(C [B, NT, H, K, K], m [B, NT, H, K], Z [B, NT, H])` and the final state
     `(C [N, H, K, K], m [N, H, K], Z [N, H])` (None unless `output_final_state`), all float32.
@@ -281,7 +287,7 @@ def state_fwd(
         USE_G=g is not None, USE_H0=initial_state is not None, STORE_HT=output_final_state,
         IS_VARLEN=layout.cu_seqlens is not None,
         # without decay both factors of KᵀK are raw inputs
-        PRECISION="tf32x3" if g is not None else raw_precision(k.dtype),
+        PRECISION=precision if g is not None else raw_precision(k.dtype),
         num_warps=WALK_WARPS, num_stages=2 if BK <= 128 else 1,
     )  # fmt: skip
     return h, (final if output_final_state else None)
@@ -295,9 +301,11 @@ def state_bwd(
     dht: State | None,
     with_initial_state: bool,
     layout: ChunkLayout,
+    precision: str = "tf32x3",
 ) -> tuple[State, State | None]:
     """`q, do: [B, T, H, K]`, `g: [B, T, H]` or None, `rows: [5, B, T, H]` float32 (`local_bwd.rows_bwd`), `dht` the
-    final state's gradient `(dC, dm, dZ)` (each contiguous, zeros where unused) or None.
+    final state's gradient `(dC, dm, dZ)` (each contiguous, zeros where unused) or None; `precision` of the
+    products (`precision.grad_precision`).
 
     Returns float32 `dh = (dC [B, NT, H, K, K], dm [B, NT, H, K], dZ [B, NT, H])`, the gradients of each chunk's
     end state, and the initial state's gradient `(dC [N, H, K, K], dm [N, H, K], dZ [N, H])` if
@@ -313,7 +321,7 @@ def state_bwd(
         q, do, g, rows, *dh, dCt, dmt, dZt, *dh0, layout.cu_seqlens, layout.chunk_offsets, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=STATE_BV,
         USE_G=g is not None, USE_DHT=dht is not None, STORE_DH0=with_initial_state,
-        IS_VARLEN=layout.cu_seqlens is not None,
+        IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
         num_warps=WALK_WARPS, num_stages=2 if BK <= 128 else 1,
     )  # fmt: skip
     return dh, (dh0 if with_initial_state else None)
