@@ -145,3 +145,26 @@ def test_vla_gate_keeps_no_float32_copy_of_bfloat16_inputs():
         chunk_vla_gate(k, u, None, lam0=0.3)
     rows = [t for t in saved.values() if t.shape == k.shape]
     assert sorted(str(t.dtype) for t in rows) == ["torch.bfloat16", "torch.bfloat16", "torch.float32"]
+
+
+def test_vla_normalises_its_keys_once(monkeypatch):
+    """`vla` hands the same `k̂ = unit_rows(k)` to the gate and the delta rule: one normalisation pass over `k`
+    forward (and one backward), not one per consumer."""
+    from importlib import import_module  # `linattn.ops.vla` the attribute is the function, so modules by name
+
+    from linattn.ops import vla
+    from linattn.ops.unit_rows import unit_rows
+
+    api, chunk = import_module("linattn.ops.vla.api"), import_module("linattn.ops.vla.chunk")
+
+    k = torch.randn(1, 40, 2, 8)
+    seen = []
+
+    def counting(x):
+        seen.append(x.data_ptr() == k.data_ptr())
+        return unit_rows(x)
+
+    monkeypatch.setattr(api, "unit_rows", counting)
+    monkeypatch.setattr(chunk, "unit_rows", counting)
+    vla(torch.randn(1, 40, 2, 8), k, torch.randn(1, 40, 2, 8), torch.randn(1, 40, 2, 8) / 8, backend="chunk")
+    assert seen.count(True) == 1, seen

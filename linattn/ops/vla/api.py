@@ -13,11 +13,11 @@ from linattn.ops.vla.chunk import chunk_vla_gate
 from linattn.ops.vla.naive import naive_vla_gate
 
 
-def triton_vla_gate(k, u, initial_state, *, lam0):
+def triton_vla_gate(k, u, initial_state, *, lam0, unit_keys=False):
     """The gate's Triton kernel (`triton.py`), imported on first use: triton is an optional dependency."""
     from linattn.ops.vla.triton import triton_vla_gate as gate
 
-    return gate(k, u, initial_state, lam0=lam0)
+    return gate(k, u, initial_state, lam0=lam0, unit_keys=unit_keys)
 
 
 GATES = {"naive": naive_vla_gate, "chunk": chunk_vla_gate, "triton": triton_vla_gate}
@@ -124,8 +124,8 @@ def vla(
 
     def one_sequence(q, k, v, u, s):
         S0, A0 = (None, None) if s is None else s
-        alpha_hat, A = gate(k, u, A0, lam0=lam0)
-        k_hat = unit_rows(k)
+        k_hat = unit_rows(k)  # once, for the gate and the state
+        alpha_hat, A = gate(k_hat, u, A0, lam0=lam0, unit_keys=True)
         o, S = state(q, k_hat, v, alpha_hat, None, None, S0, scale=scale)
         return o, (S, A)
 
@@ -142,7 +142,9 @@ def _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_s
     from linattn.ops.delta_rule.triton.function import delta_rule_triton
 
     S0, A0 = (None, None) if initial_state is None else initial_state
-    alpha_hat, A = per_sequence(lambda k, u, a: triton_vla_gate(k, u, a, lam0=lam0), cu_seqlens, (k, u), A0)
-    k_hat = unit_rows(k)
+    k_hat = unit_rows(k)  # once, for the gate and the state
+    alpha_hat, A = per_sequence(
+        lambda k, u, a: triton_vla_gate(k, u, a, lam0=lam0, unit_keys=True), cu_seqlens, (k_hat, u), A0
+    )
     o, S = delta_rule_triton(q, k_hat, v, alpha_hat, None, None, scale, S0, output_final_state, cu_seqlens)
     return o.to(v.dtype), ((S, A) if output_final_state else None)

@@ -31,7 +31,7 @@ Backward (`_ChunkGate`), without differentiating any factorisation. `α_t = M_t�
 block of tokens through `triu(U Αᵀ)` and `triu(U Aᵀ)`, across blocks through the reverse prefix sum of the `d × d`
 matrices `Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)`. The backward saves only the groups' first `A_c` and recomputes the
 rest by the same `apply` (no `W` kept); `α̂`'s and `k̂`'s normalisations stay outside (`unit_rows`, which keeps
-only its input).
+only its input), so that `vla` normalises `k` once for the gate and the delta rule.
 """
 
 from __future__ import annotations
@@ -216,11 +216,17 @@ def initial_penalty(k: torch.Tensor, initial_state: torch.Tensor | None, lam0: f
 
 
 def gate(
-    k: torch.Tensor, u: torch.Tensor, initial_state: torch.Tensor | None, lam0: float, grouping: Grouping, apply: Apply
+    k_hat: torch.Tensor,
+    u: torch.Tensor,
+    initial_state: torch.Tensor | None,
+    lam0: float,
+    grouping: Grouping,
+    apply: Apply,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`naive_vla_gate`'s contract with the rows mapped by `apply` in groups of `grouping`."""
-    M0 = initial_penalty(k, initial_state, lam0)
-    alpha, A_final = _ChunkGate.apply(unit_rows(k).contiguous(), u.contiguous(), M0, grouping, apply)
+    """`naive_vla_gate`'s contract for unit keys `k_hat` (in the compute dtype, e.g. `unit_rows(k)`), with the rows
+    mapped by `apply` in groups of `grouping`."""
+    M0 = initial_penalty(k_hat, initial_state, lam0)
+    alpha, A_final = _ChunkGate.apply(k_hat.contiguous(), u.contiguous(), M0, grouping, apply)
     return unit_rows(alpha), A_final
 
 
@@ -231,9 +237,11 @@ def chunk_vla_gate(
     *,
     lam0: float,
     carry: int = CARRY,
+    unit_keys: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Same contract as `naive_vla_gate`; `carry`: chunks per `d × d` factorisation (1: every chunk its own)."""
+    """Same contract as `naive_vla_gate`; `carry`: chunks per `d × d` factorisation (1: every chunk its own);
+    `unit_keys`: `k` is already `unit_rows(k)` (as `vla` passes it, normalising once for the gate and the state)."""
     T, d = k.shape[1], k.shape[-1]
     C = gate_chunk(T, d)
     grouping = Grouping(C, min(carry, -(-T // C)))
-    return gate(k, u, initial_state, lam0, grouping, torch_apply)
+    return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, grouping, torch_apply)

@@ -14,6 +14,7 @@ def naive_vla_gate(
     initial_state: torch.Tensor | None,
     *,
     lam0: float,
+    unit_keys: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`A_t = A_{t-1} − z_t z_tᵀ / (1 + u_tᵀ z_t)` with `z_t = A_{t-1} u_t`;  `α̂_t = A_t k̂_t / ‖A_t k̂_t‖`.
 
@@ -24,12 +25,13 @@ def naive_vla_gate(
     Args:
         k: keys `[B, T, H, K]` (normalised here: `k̂ = k / ‖k‖`).  u: penalty directions `[B, T, H, K]`.
         initial_state: `A_0: [B, H, K, K]` or None (`I / λ0`).
+        unit_keys: `k` is already normalised (as `vla` passes it).
     Returns:
         α̂ `[B, T, H, K]` and the final `A_T: [B, H, K, K]`, both in the compute dtype.
     """
     dt = compute_dtype(k)
     B, T, H, K = k.shape
-    k_hat = F.normalize(k.to(dt), dim=-1)
+    k_hat = k.to(dt) if unit_keys else F.normalize(k.to(dt), dim=-1)
     u = u.to(dt)
     if initial_state is None:
         A = torch.eye(K, dtype=dt, device=k.device).expand(B, H, K, K) / lam0

@@ -24,6 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
+from linattn.ops.unit_rows import unit_rows
 from linattn.ops.vla.chunk import Grouping, chunk_vla_gate, gate
 
 MAX_HEAD_DIM = 128
@@ -133,12 +134,13 @@ def triton_vla_gate(
     initial_state: torch.Tensor | None,
     *,
     lam0: float,
+    unit_keys: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Same contract as `naive_vla_gate`, float32 inside; head dims over `MAX_HEAD_DIM` take the PyTorch chunk
-    path."""
+    path. `unit_keys`: `k` is already `unit_rows(k)`."""
     if k.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"backend 'triton': k, u must be float32, bfloat16 or float16, got {k.dtype}")
     T, d = k.shape[1], k.shape[-1]
     if d > MAX_HEAD_DIM:
-        return chunk_vla_gate(k, u, initial_state, lam0=lam0)
-    return gate(k, u, initial_state, lam0, triton_grouping(T), triton_apply)
+        return chunk_vla_gate(k, u, initial_state, lam0=lam0, unit_keys=unit_keys)
+    return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, triton_grouping(T), triton_apply)

@@ -43,6 +43,7 @@ def test_bfloat16_inputs_run_at_their_precision():
 def test_gate_kernel_matches_the_token_loop(C, R, T):
     """The kernel with small groups (several groups, the last one padded or cut short), from an SPD initial state:
     α̂, `A_T` and the gradients of k, u and the initial state, float32 against the float64 token loop."""
+    from linattn.ops.unit_rows import unit_rows
     from linattn.ops.vla.chunk import Grouping, gate
     from linattn.ops.vla.naive import naive_vla_gate
     from linattn.ops.vla.triton import triton_apply
@@ -61,7 +62,7 @@ def test_gate_kernel_matches_the_token_loop(C, R, T):
         grads = torch.autograd.grad(sum((o.double() * c.double()).sum() for o, c in zip(outs, cot)), leaves)
         return [*outs, *grads[:2], (grads[2] + grads[2].mT) / 2]  # only the symmetric part of dA0 is defined
 
-    got = run(lambda k, u, A0: gate(k, u, A0, 0.1, Grouping(C, R), triton_apply), torch.float32)
+    got = run(lambda k, u, A0: gate(unit_rows(k), u, A0, 0.1, Grouping(C, R), triton_apply), torch.float32)
     want = run(lambda k, u, A0: naive_vla_gate(k, u, A0, lam0=0.1), torch.float64)
     for name, a, b in zip(("alpha_hat", "A", "dk", "du", "dA0"), got, want):
         assert rel_err(a, b) < 2e-5, f"{name}: relative error {rel_err(a, b):.2e}"
