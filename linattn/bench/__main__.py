@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     p_stages.add_argument("--op", choices=("delta_rule", "vla-gate"), default="delta_rule", help="what to profile")
     p_stages.add_argument("--K", type=int, default=128, help="head dim of the vla-gate profile (default 128)")
     p_stages.add_argument("--device", default="cuda", help="'cuda' (default), or 'cpu' for --op vla-gate")
+    p_stages.add_argument("--batch", type=int, default=1, help="delta_rule: sequences of each length at once")
     p_prof = sub.add_parser("profile", help="a vla-speed contender's kernels by time, and its memory at the peak")
     p_prof.add_argument("--contenders", default="VLA triton", help="comma-separated vla-speed contenders")
     p_prof.add_argument("--K", type=lambda s: [int(x) for x in s.split(",")], default=[128], help="head dims")
@@ -156,10 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         what = (
             f"VLA chunk gate, float32, B=1, H=16, K={args.K}"
             if args.op == "vla-gate"
-            else "Triton delta rule, GDN configuration, bf16, B=1, H=16, K=V=128"
+            else f"Triton delta rule, GDN configuration, bf16, B={args.batch}, H=16, K=V=128"
         )
         print(f"# linattn stage profile: {what}; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
-        rows = stages.run(args.lengths, op=args.op, K=args.K, device=device)
+        rows = stages.run(args.lengths, op=args.op, K=args.K, device=device, batch=args.batch)
         print(stages.table(rows))
         extra = {}
     elif args.command == "profile":

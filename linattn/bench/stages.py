@@ -1,13 +1,15 @@
 """Stage profile of the Triton delta rule: each kernel of the forward and of the backward timed on its own.
 
-Run on a CUDA machine: `python -m linattn.bench stages [--lengths 8192,65536] [--json FILE]` (`--op vla-gate`:
-VLA's chunk gate instead, `gate_stages.py`, which `--device cpu` also runs on the CPU); bf16, B = 1, H = 16,
-K = V = 128, the GDN configuration (w = k, β, g), as in `ops`. Each stage is called the way `delta_rule_fwd` and
-`delta_rule_bwd` call it, on the intermediates of one real forward and backward, and timed with
-`linattn.bench.timing.median_ms` (`triton.testing.do_bench`, median). Beside the stages: the end-to-end forward
-and forward + backward of `delta_rule(backend="triton")`; what they spend beyond the sum of their stages is the
-host's time between launches (argument checks, allocations, casts). For the sequential stages (`state_fwd`,
+Run on a CUDA machine: `python -m linattn.bench stages [--lengths 8192,65536] [--batch B] [--json FILE]`
+(`--op vla-gate`: VLA's chunk gate instead, `gate_stages.py`, which `--device cpu` also runs on the CPU); bf16,
+B = 1 (or `--batch`), H = 16, K = V = 128, the GDN configuration (w = k, β, g), as in `ops`. Each stage is called
+the way `delta_rule_fwd` and `delta_rule_bwd` call it, on the intermediates of one real forward and backward, and
+timed with `linattn.bench.timing.median_ms` (`triton.testing.do_bench`, median). Beside the stages: the end-to-end
+forward and forward + backward of `delta_rule(backend="triton")`; what they spend beyond the sum of their stages is
+the host's time between launches (argument checks, allocations, casts). For the sequential stages (`state_fwd`,
 `state_bwd`), whose programs walk the chunks one after another, the time per chunk is one step of that walk.
+`--batch B` runs B sequences of each length at once: `--batch 16 --lengths 2048` against `--lengths 32768` tells
+whether a stage's time follows the length of its walk or the work of its steps.
 """
 
 from __future__ import annotations
@@ -93,30 +95,32 @@ def end_to_end(x: dict[str, torch.Tensor]) -> dict[str, Callable[[], object]]:
 
 
 def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dtype=torch.bfloat16, device="cuda"):
-    """Rows `{T, stage, ms}` (and `us_per_chunk` for the sequential stages), the end-to-end rows last;
-    `timer(fn) -> ms`."""
+    """Rows `{B, T, stage, ms}` (and `us_per_chunk` for the sequential stages: per step of one program's walk), the
+    end-to-end rows last; `timer(fn) -> ms`."""
     x = inputs(B, T, H, K, dtype, device)
     NT = -(-T // 64)
     rows = []
     for stage, call in stage_calls(x):
-        row = {"T": T, "stage": stage, "kind": "stage", "ms": timer(call)}
+        row = {"B": B, "T": T, "stage": stage, "kind": "stage", "ms": timer(call)}
         if stage in SEQUENTIAL:
             row["us_per_chunk"] = row["ms"] * 1e3 / NT
         rows.append(row)
     for name, call in end_to_end(x).items():
-        rows.append({"T": T, "stage": f"delta_rule {name}", "kind": "end to end", "ms": timer(call)})
+        rows.append({"B": B, "T": T, "stage": f"delta_rule {name}", "kind": "end to end", "ms": timer(call)})
     return rows
 
 
-def run(lengths=(8192, 65536), op: str = "delta_rule", K: int = 128, device: str = "cuda") -> list[dict]:
-    """`op`: `delta_rule` (the Triton kernels, K = V = 128, on CUDA) or `vla-gate` (`gate_stages`, head dim `K`, on
-    `device`)."""
+def run(
+    lengths=(8192, 65536), op: str = "delta_rule", K: int = 128, device: str = "cuda", batch: int = 1
+) -> list[dict]:
+    """`op`: `delta_rule` (the Triton kernels, K = V = 128, `batch` sequences of each length, on CUDA) or `vla-gate`
+    (`gate_stages`, head dim `K`, on `device`)."""
     if op == "vla-gate":
         from linattn.bench import gate_stages
 
         profiler = partial(gate_stages.profile, K=K, device=device)
     elif device == "cuda" and torch.cuda.is_available():
-        profiler = profile
+        profiler = partial(profile, B=batch)
     else:
         raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU for the delta rule's kernels")
     rows = []
@@ -131,8 +135,9 @@ def table(rows: list[dict]) -> str:
     """Markdown: per length, each stage's time and share of the stages' total, then alternatives (not in the
     total) and the end-to-end times."""
     lines = ["| T | stage | ms | share | µs per chunk |", "|---:|---|---:|---:|---:|"]
-    for T in sorted({r["T"] for r in rows}):
-        mine = [r for r in rows if r["T"] == T]
+    for B, T in sorted({(r.get("B", 1), r["T"]) for r in rows}):
+        mine = [r for r in rows if (r.get("B", 1), r["T"]) == (B, T)]
+        T = T if B == 1 else f"{B} × {T}"
         stages = [r for r in mine if r["kind"] not in ("alternative", "end to end")]
         total = sum(r["ms"] for r in stages)
         for r in stages:
