@@ -11,7 +11,7 @@ Backward, from `dh_{C_last+1}` = the final state's gradient (or 0) down to `dh_0
     dṼ_c = Tᵀ dU_c                                                 (T = (I + A)⁻¹ of the chunk)
 
 Three kernels: everything that does not depend on `dh` first, parallel over chunks (the local part of `dU`,
-`E_c`, parked in `dh`'s row of the chunk, and the decayed keys `W̃` in float32); then the sequential walk, left with
+`E_c`, parked in `dh`'s row of the chunk, and with a decay `W̃` in float32); then the sequential walk, left with
 two products per chunk step (`W̃ dh` and `K̃ᵀ dU`), both with an operand read straight from memory, which Triton's
 pipeliner prefetches (scaling `W` by the decay inside the walk kept it in registers: 2× the instructions a step,
 spills); then `dṼ = Tᵀ dU`, parallel again.
@@ -122,7 +122,6 @@ def state_bwd_local_kernel(
     t0 = bos + i_t * BT
     q += (t0 * H + i_h) * K
     w += (t0 * H + i_h) * K
-    w_tilde += (t0 * H + i_h) * K
     do += (t0 * H + i_h) * V
     du += (t0 * H + i_h) * V
     o_i = tl.arange(0, BT)
@@ -134,7 +133,8 @@ def state_bwd_local_kernel(
         b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
         b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - i_t * BT) - 1) * H + i_h)
         b_to_last = tl.exp(b_g_last - b_g)
-    # Q Wᵀ, accumulated over key blocks; the first value block's program also stores W̃ = diag(Γ_C/Γ) W (float32)
+    # Q Wᵀ, accumulated over key blocks; with a decay the first value block's program also stores
+    # W̃ = diag(Γ_C/Γ) W (float32; without one W̃ = W, which the sequential kernel reads as it is)
     b_A = tl.zeros([BT, BT], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
@@ -144,10 +144,10 @@ def state_bwd_local_kernel(
         b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
         b_A += tl.dot(b_q, tl.trans(b_w), input_precision=RAW)
-        if i_v == 0:
-            if USE_G:
-                b_w *= b_to_last[:, None]
-            tl.store(w_tilde + o_i[:, None] * (H * K) + o_k[None, :], b_w, mask=m_tk)
+        if USE_G:
+            if i_v == 0:
+                o_tk = (t0 * H + i_h) * K + o_i[:, None] * (H * K) + o_k[None, :]
+                tl.store(w_tilde + o_tk, b_w * b_to_last[:, None], mask=m_tk)
     # s ≤ t on real rows, masked before exp (a padding row has G = 0, and its exp(0 − G_s) could overflow)
     m_A = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
     if USE_G:
@@ -233,9 +233,9 @@ def state_bwd_kernel(
         m_tv = m_t[:, None] & m_v[None, :]
         o_tk = (t0 * H + i_h) * K + o_i[:, None] * (H * K) + o_k[None, :]
         o_tv = (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :]
-        # [BT, BK] decayed write directions W̃ of the chunk (float32, stored by the local kernel): read straight into
-        # the product, so Triton's pipeliner prefetches them as it does the state pass's K̃
-        b_w = tl.load(w_tilde + o_tk, mask=m_tk, other=0)
+        # [BT, BK] decayed write directions W̃ of the chunk (float32, stored by the local kernel; W itself without a
+        # decay): read straight into the product, so Triton's pipeliner prefetches them as it does the state pass's K̃
+        b_w = tl.load(w_tilde + o_tk, mask=m_tk, other=0).to(tl.float32)
         if USE_G:
             # the decay at the chunk's last real token
             b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - i_t * BT) - 1) * H + i_h)
@@ -317,7 +317,8 @@ def state_bwd(
     BV = min(64, max(16, triton.next_power_of_2(V)))
     du = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
     dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
-    w_tilde = torch.empty(B, T, H, K, dtype=torch.float32, device=device)
+    # W̃ = diag(Γ_C/Γ) W for the sequential kernel, written by the local one; W itself without a decay
+    w_tilde = None if G is None else torch.empty(B, T, H, K, dtype=torch.float32, device=device)
     grid = (triton.cdiv(V, BV), layout.NT, B * H)
     state_bwd_local_kernel[grid](
         q, w, G, do, du, dh, w_tilde, layout.cu_seqlens, layout.chunk_indices, scale, T,
@@ -331,7 +332,7 @@ def state_bwd(
     dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
     erase = k_tilde is not None
     state_bwd_kernel[(triton.cdiv(V, 16), layout.N * H)](
-        w_tilde, G, k_tilde, du, dh, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, T,
+        w if w_tilde is None else w_tilde, G, k_tilde, du, dh, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK_state, BV=16, ERASE=erase,
         USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=want_dh0, IS_VARLEN=layout.cu_seqlens is not None,
         PRECISION=precision, num_warps=4, num_stages=2 if BK_state <= 128 else 1,
