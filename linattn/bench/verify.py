@@ -102,8 +102,10 @@ def matrix() -> list[Case]:
             cases.append(Case(T, K, K, dtype, op="vla", H=H))
             cases.append(Case(T, K, K, dtype, op="ccq", H=H))
         cases.append(Case(T, 128, 128, dtype, op="kla", H=H))
-    for K in (32, 128):  # VLA training: a bfloat16 o alone, its state pass in one tf32 pass (its backward keeps three)
+    for K in (32, 128):  # VLA training: a bfloat16 o alone, its state pass in one tf32 pass (with an initial state
+        # its backward keeps three; without, one pass in B1 and B3: precision.backward_precision)
         cases.append(Case(1000, K, K, torch.bfloat16, op="vla", H=1, final_state=False))
+        cases.append(Case(1000, K, K, torch.bfloat16, op="vla", H=1, initial_state=False, final_state=False))
         # CCQ training: a bfloat16 q' alone, no initial state: one tf32 pass forward and backward
         cases.append(Case(1000, K, K, torch.bfloat16, op="ccq", H=1, initial_state=False, final_state=False))
     for op in ("vla", "ccq"):

@@ -146,5 +146,9 @@ def _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_s
     alpha_hat, A = per_sequence(
         lambda k, u, a: triton_vla_gate(k, u, a, lam0=lam0, unit_keys=True), cu_seqlens, (k_hat, u), A0
     )
-    o, S = delta_rule_triton(q, k_hat, v, alpha_hat, None, None, scale, S0, output_final_state, cu_seqlens)
+    # k̂, α̂: float32 keys derived from the tokens, whose gradients the gate and `unit_rows` bring back to k, u
+    derived = k.dtype == torch.bfloat16
+    o, S = delta_rule_triton(
+        q, k_hat, v, alpha_hat, None, None, scale, S0, output_final_state, cu_seqlens, derived_keys=derived
+    )
     return o.to(v.dtype), ((S, A) if output_final_state else None)

@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 from linattn.bench.verify import Case, check
-from linattn.ops.delta_rule.triton.precision import ONE_PASS_TOKENS, grad_precision
+from linattn.ops.delta_rule.triton.precision import ONE_PASS_TOKENS, backward_precision, grad_precision
 from tests.ops.cases import rel_err
 from tests.ops.triton.hopper_arithmetic import hopper_arithmetic
 from tests.ops.triton.test_delta_rule_fwd import DEVICE
@@ -40,6 +40,8 @@ def _arithmetic():
         Case(ONE_PASS_TOKENS, 64, 64, BF16, H=1, final_state=False),  # GDN: one pass forward (state) and backward
         Case(ONE_PASS_TOKENS, 64, 64, BF16, H=1, two_key=True, final_state=False),
         Case(ONE_PASS_TOKENS, 32, 32, BF16, H=1, op="vla", final_state=False),  # float32 keys: forward state only
+        # no initial state: one pass also in the backward's B1 and B3 (its derived keys)
+        Case(ONE_PASS_TOKENS, 32, 32, BF16, H=1, op="vla", initial_state=False, final_state=False),
         Case(ONE_PASS_TOKENS, 32, 32, BF16, H=1, op="ccq", initial_state=False, final_state=False),
     ],
     ids=lambda c: c.label,
@@ -58,6 +60,16 @@ def test_backward_takes_one_pass_only_for_bfloat16_tokens_and_no_state_gradient(
     assert grad_precision((x[:, :-1],) * 5, final_state_grad=False) == "tf32x3"  # too short to matter (docstring)
     # VLA's float32 keys: one pass there erred 2.2 – 5.3× the naive recurrence's error (this emulation, T = 1000)
     assert grad_precision((x, x.float(), x, x.float(), x), final_state_grad=False) == "tf32x3"
+
+
+def test_derived_keys_take_one_pass_in_two_stages_without_an_initial_state():
+    """VLA's float32 `k̂`, `α̂` derived from bfloat16 tokens: one pass in B1 and B3 only, and not with an initial
+    state; other calls take one precision for every stage."""
+    x = torch.zeros(1, ONE_PASS_TOKENS, 1, 8, dtype=BF16)
+    split = backward_precision((x, x, x), final_state_grad=False, derived_keys=True)
+    assert (split.wy, split.state, split.walk, split.local) == ("tf32x3", "tf32", "tf32x3", "tf32")
+    assert set(vars(backward_precision((x, x, x), False, derived_keys=True, initial_state=True)).values()) == {"tf32x3"}
+    assert set(vars(backward_precision((x,) * 5, final_state_grad=False)).values()) == {"tf32"}
     assert grad_precision((x.half(),) * 5, final_state_grad=False) == "tf32x3"
 
 

@@ -43,7 +43,7 @@ import torch
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_cumsum, chunk_layout
 from linattn.ops.delta_rule.triton.forward import ForwardSaved
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd
-from linattn.ops.delta_rule.triton.precision import grad_precision
+from linattn.ops.delta_rule.triton.precision import BackwardPrecision, backward_precision
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
@@ -65,7 +65,7 @@ class _Span:
     inv_sq_norm: torch.Tensor | None
     do: torch.Tensor
     layout: ChunkLayout
-    precision: str  # of the products that involve an intermediate (precision.grad_precision)
+    precision: BackwardPrecision  # of the products that involve an intermediate, per stage
 
     def cut(self, t0: int, t1: int) -> _Span:
         """Tokens `[t0, t1)` of a single unpacked sequence (`B = 1`: the slices stay contiguous)."""
@@ -84,11 +84,13 @@ class _Span:
         """B0: `(Ũ, K̃)`, or `(V, None)` without the erase term."""
         if not self.erase:
             return self.v, None
-        return wy_apply(self.k, self.v, self.beta, self.G, self.T_inv, self.layout, self.inv_sq_norm, self.precision)
+        return wy_apply(self.k, self.v, self.beta, self.G, self.T_inv, self.layout, self.inv_sq_norm, self.precision.wy)
 
     def states(self, u_tilde, k_tilde, h0: torch.Tensor | None, output_final_state: bool):
         """B1 from B0's outputs: `(h, U, the state after the span)` (the last None unless asked)."""
-        h, U, ht = state_fwd(k_tilde, u_tilde, self.w_or_k, self.G, h0, output_final_state, self.layout, self.precision)
+        h, U, ht = state_fwd(
+            k_tilde, u_tilde, self.w_or_k, self.G, h0, output_final_state, self.layout, self.precision.state
+        )
         return h, self.v if U is None else U, ht
 
 
@@ -99,12 +101,12 @@ def _span_bwd(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
     h, U, _ = x.states(u_tilde, k_tilde, h0, False) if kept is None else (*kept, None)
     del u_tilde, kept  # free each intermediate once its last stage has run
     dh, dv_tilde, dh0 = state_bwd(
-        x.q, x.w_or_k, x.G, x.T_inv, k_tilde, x.do, dht, scale, want_dh0, x.layout, x.precision
+        x.q, x.w_or_k, x.G, x.T_inv, k_tilde, x.do, dht, scale, want_dh0, x.layout, x.precision.walk
     )
     del k_tilde
     grads = local_bwd(
         x.q, x.k, x.v, x.w, x.beta, x.G, h, dh, U, dv_tilde, x.do, scale, x.layout, x.erase, x.inv_sq_norm,
-        x.precision,
+        x.precision.local,
     )  # fmt: skip
     return grads, dh0
 
@@ -128,6 +130,7 @@ def delta_rule_bwd(
     saved: ForwardSaved,
     do: torch.Tensor,
     dht: torch.Tensor | None,
+    derived_keys: bool = False,
 ) -> tuple[torch.Tensor | None, ...]:
     """Gradients of the chunked forward `delta_rule_fwd` for the same inputs.
 
@@ -136,13 +139,19 @@ def delta_rule_bwd(
         saved: what `delta_rule_fwd` returned for them.
         do: `[B, T, H, V]` gradient of `o` (contiguous, any float dtype).
         dht: `[N, H, K, V]` gradient of the final state (contiguous), or None (none was output, or it is unused).
+        derived_keys: `k`, `w` are float32 keys the caller derived from bfloat16 tokens, whose gradients it rounds
+            to bfloat16 (VLA's `k̂`, `α̂`): the backward's precision follows `q`, `v`, `dO` (`backward_precision`).
     Returns:
         `(dq, dk, dv, dw, dβ, dg, dh_0)`, each in its input's dtype, None where that input is None; with `w` None
         the gradient of the shared key is all in `dk`. For KLA (`saved.inv_sq_norm`) `dβ` is the gradient of the
         given `beta` (`η`).
     """
     layout = saved.layout
-    precision = grad_precision(tuple(x for x in (q, k, v, w, do) if x is not None), dht is not None)
+    if derived_keys:  # the precision follows the caller's bfloat16 tokens (`precision.backward_precision`)
+        tokens = (q, v, do)
+    else:
+        tokens = tuple(x for x in (q, k, v, w, do) if x is not None)
+    precision = backward_precision(tokens, dht is not None, derived_keys, initial_state is not None)
     x = _Span(q, k, v, w, beta, saved.G, saved.T_inv, saved.inv_sq_norm, do, layout, precision)
     cut = _cut(layout)
     if cut is None:

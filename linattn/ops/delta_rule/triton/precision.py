@@ -31,6 +31,8 @@ seeds; from T = 63 on, 1.1× to 1.4×; scratch sweeps of `verify.check` under `t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 ONE_PASS_TOKENS = 1000  # the backward's products take one tf32 pass from this many tokens on (module docstring)
@@ -54,3 +56,29 @@ def grad_precision(tokens: tuple[torch.Tensor, ...], final_state_grad: bool) -> 
     B, T = tokens[0].shape[:2]
     bf16 = all(x.dtype == torch.bfloat16 for x in tokens)
     return "tf32" if bf16 and B * T >= ONE_PASS_TOKENS and not final_state_grad else "tf32x3"
+
+
+@dataclass(frozen=True)
+class BackwardPrecision:
+    """`input_precision` of each backward stage's products that involve an intermediate: B0 (`wy_apply`), B1 (the
+    recomputed state pass), B2 (the state backward), B3 (the local backward)."""
+
+    wy: str
+    state: str
+    walk: str
+    local: str
+
+
+def backward_precision(
+    tokens: tuple[torch.Tensor, ...], final_state_grad: bool, derived_keys: bool = False, initial_state: bool = False
+) -> BackwardPrecision:
+    """`grad_precision` for every stage; or, for keys the caller derived in float32 from bfloat16 tokens
+    (`derived_keys`: VLA's `k̂`, `α̂`, whose gradients reach bfloat16 leaves) with `tokens` those bfloat16 tokens
+    and no initial state, one tf32 pass in B1 and B3 only. B0 and B2 keep three: their one-pass products on the
+    intermediates of correlated float32 keys erred 6.6 – 7.0e-3 against the naive recurrence's 2.3 – 2.9e-3
+    (emulated H200, `verify`'s VLA inputs, T = 1000, K = 32), the other two stages 1.4 – 1.8e-3 (BENCHMARKS.md)."""
+    one = grad_precision(tokens, final_state_grad)
+    if not derived_keys:
+        return BackwardPrecision(one, one, one, one)
+    split = one if not initial_state else "tf32x3"
+    return BackwardPrecision("tf32x3", split, "tf32x3", split)
