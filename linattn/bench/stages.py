@@ -60,15 +60,15 @@ def stage_calls(x: dict[str, torch.Tensor]) -> list[tuple[str, Callable[[], obje
     scale = K**-0.5
     layout = chunk_layout(B, T, None, q.device)
     G = chunk_cumsum(g, layout)
-    T_inv, u_tilde, k_tilde, _ = wy_fwd(k, v, k, beta, G, layout)
     fwd_precision = state_precision(v.dtype, output_final_state=False)
+    T_inv, u_tilde, k_tilde, _ = wy_fwd(k, v, k, beta, G, layout, precision=fwd_precision)
     bwd = grad_precision((q, k, v, do), final_state_grad=False)
     h, U, _ = state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bwd)
     dh, dv_tilde, _ = state_bwd(q, k, G, T_inv, k_tilde, do, None, scale, False, layout, bwd)
     _, _, _, _, _, dG = local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bwd)
     return [
         ("chunk_cumsum", lambda: chunk_cumsum(g, layout)),
-        ("wy_fwd", lambda: wy_fwd(k, v, k, beta, G, layout)),
+        ("wy_fwd", lambda: wy_fwd(k, v, k, beta, G, layout, precision=fwd_precision)),
         ("state_fwd", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, fwd_precision)),
         ("output_fwd", lambda: output_fwd(q, k, G, h, U, scale, layout, v.dtype)),
         ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout, precision=bwd)),

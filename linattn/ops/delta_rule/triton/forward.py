@@ -130,14 +130,14 @@ def delta_rule_fwd(
     w = k if w is None else w
     layout = chunk_layout(B, T, cu_seqlens, q.device)
     G = None if g is None else chunk_cumsum(g, layout)
+    out_dtype = out_dtype or v.dtype
+    # one tf32 pass for the products of Ũ, K̃ and the states when a bfloat16 o is the only output (precision.py)
+    precision = state_precision(out_dtype, output_final_state)
     if erase:
-        T_inv, u_tilde, k_tilde, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, kaczmarz_eps)
+        T_inv, u_tilde, k_tilde, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, kaczmarz_eps, precision)
     else:
         # T = I, K̃ = 0: stage 3 reads the values as Ũ and the pseudo-values are the values
         T_inv, u_tilde, k_tilde, inv_sq_norm = None, v, None, None
-    out_dtype = out_dtype or v.dtype
-    # one tf32 pass for the states' products when a bfloat16 o is the only output (precision.py)
-    precision = state_precision(out_dtype, output_final_state)
     h, U, final_state = state_fwd(k_tilde, u_tilde, w, G, initial_state, output_final_state, layout, precision)
     o = output_fwd(q, w, G, h, v if U is None else U, scale, layout, out_dtype)
     return o, final_state, ForwardSaved(G=G, T_inv=T_inv, layout=layout, inv_sq_norm=inv_sq_norm)

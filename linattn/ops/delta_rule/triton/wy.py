@@ -148,6 +148,7 @@ def store_rows(dst, b_y, o_r, m_r, o_n, m_n, HN: tl.constexpr):
 def apply_blocks(
     t00, t10, t11, t20, t21, t22, t30, t31, t32, t33,
     src, dst, r0, r1, r2, r3, o_r, m0, m1, m2, m3, H: tl.constexpr, N: tl.constexpr, BN: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):  # fmt: skip
     """`dst = T diag(rows) src` for one chunk from the ten lower `[16, 16]` blocks of `T`, `BN` columns at a time:
     row block `i` of `dst` is `Σ_{j ≤ i} T_ij (rows ⊙ src)_j`. `src` (any float dtype) and `dst` (float32) point at
@@ -161,15 +162,15 @@ def apply_blocks(
         b_x2 = load_rows(src, 32 + o_r, m2, r2, o_n, m_n, H * N)
         b_x3 = load_rows(src, 48 + o_r, m3, r3, o_n, m_n, H * N)
         # [16, 16] @ [16, BN] -> [16, BN], summed over the blocks j ≤ i
-        b_y = tl.dot(t00, b_x0, input_precision="tf32x3")
+        b_y = tl.dot(t00, b_x0, input_precision=PRECISION)
         store_rows(dst, b_y, o_r, m0, o_n, m_n, H * N)
-        b_y = tl.dot(t10, b_x0, input_precision="tf32x3") + tl.dot(t11, b_x1, input_precision="tf32x3")
+        b_y = tl.dot(t10, b_x0, input_precision=PRECISION) + tl.dot(t11, b_x1, input_precision=PRECISION)
         store_rows(dst, b_y, 16 + o_r, m1, o_n, m_n, H * N)
-        b_y = tl.dot(t20, b_x0, input_precision="tf32x3") + tl.dot(t21, b_x1, input_precision="tf32x3")
-        b_y += tl.dot(t22, b_x2, input_precision="tf32x3")
+        b_y = tl.dot(t20, b_x0, input_precision=PRECISION) + tl.dot(t21, b_x1, input_precision=PRECISION)
+        b_y += tl.dot(t22, b_x2, input_precision=PRECISION)
         store_rows(dst, b_y, 32 + o_r, m2, o_n, m_n, H * N)
-        b_y = tl.dot(t30, b_x0, input_precision="tf32x3") + tl.dot(t31, b_x1, input_precision="tf32x3")
-        b_y += tl.dot(t32, b_x2, input_precision="tf32x3") + tl.dot(t33, b_x3, input_precision="tf32x3")
+        b_y = tl.dot(t30, b_x0, input_precision=PRECISION) + tl.dot(t31, b_x1, input_precision=PRECISION)
+        b_y += tl.dot(t32, b_x2, input_precision=PRECISION) + tl.dot(t33, b_x3, input_precision=PRECISION)
         store_rows(dst, b_y, 48 + o_r, m3, o_n, m_n, H * N)
 
 
@@ -199,9 +200,11 @@ def wy_fwd_kernel(
     KACZMARZ: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (chunk, batch row · head), the chunk (`BT = 64`) as four row blocks of 16: the ten lower
-    `[16, 16]` blocks of `A`, of `T = (I + A)⁻¹` (blockwise forward substitution), then `Ũ`, `K̃` block by block.
+    `[16, 16]` blocks of `A`, of `T = (I + A)⁻¹` (blockwise forward substitution), then `Ũ`, `K̃` block by block
+    (their products in `PRECISION`).
     With `KACZMARZ`, `β = η / (‖k‖² + eps)` from the key blocks of `K Wᵀ`, and `r = 1 / (‖k‖² + eps)` is stored."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -331,13 +334,13 @@ def wy_fwd_kernel(
     # Ũ = T diag(β) V and K̃ = T diag(β Γ) K
     apply_blocks(
         t00, t10, t11, t20, t21, t22, t30, t31, t32, t33,
-        v, u_tilde, b0, b1, b2, b3, o_r, m0, m1, m2, m3, H, V, BV,
+        v, u_tilde, b0, b1, b2, b3, o_r, m0, m1, m2, m3, H, V, BV, PRECISION,
     )  # fmt: skip
     if USE_G:
         b0, b1, b2, b3 = b0 * tl.exp(g0), b1 * tl.exp(g1), b2 * tl.exp(g2), b3 * tl.exp(g3)
     apply_blocks(
         t00, t10, t11, t20, t21, t22, t30, t31, t32, t33,
-        k, k_tilde, b0, b1, b2, b3, o_r, m0, m1, m2, m3, H, K, BK,
+        k, k_tilde, b0, b1, b2, b3, o_r, m0, m1, m2, m3, H, K, BK, PRECISION,
     )  # fmt: skip
 
 
@@ -349,9 +352,11 @@ def wy_fwd(
     G: torch.Tensor | None,
     layout: ChunkLayout,
     kaczmarz_eps: float | None = None,
+    precision: str = "tf32x3",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`k, w: [B, T, H, K]`, `v: [B, T, H, V]`, `beta: [B, T, H]` or None, `G: [B, T, H]` float32 or None;
-    `kaczmarz_eps` a number: the step is `β = beta / (‖k‖² + kaczmarz_eps)` (KLA; `beta` None meaning 1).
+    `kaczmarz_eps` a number: the step is `β = beta / (‖k‖² + kaczmarz_eps)` (KLA; `beta` None meaning 1);
+    `precision`: of the products that form `Ũ` and `K̃` (the state pass's, `precision.state_precision`).
 
     Returns float32 `T: [B, T, H, BT]` (row `t` = row of its chunk's inverse), `Ũ: [B, T, H, V]`, `K̃: [B, T, H, K]`
     and, with `kaczmarz_eps`, `r = 1 / (‖k‖² + kaczmarz_eps): [B, T, H]` (else None).
@@ -375,6 +380,6 @@ def wy_fwd(
         float(kaczmarz_eps) if kaczmarz else 0.0, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=kaczmarz, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(k.dtype, w.dtype),
+        RAW=raw_precision(k.dtype, w.dtype), PRECISION=precision,
     )  # fmt: skip
     return T_inv, u_tilde, k_tilde, inv_sq_norm
