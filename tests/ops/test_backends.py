@@ -129,9 +129,24 @@ def test_vla_gate_carried_between_factorisations_equals_the_token_loop(carry):
     _assert_gate_matches_the_token_loop(gate, B=2, T=300, H=2, d=12)
 
 
+def test_vla_gate_backward_in_slices_equals_the_token_loop(monkeypatch):
+    """A long call's gate backward walks the sequence in slices of chunks from the last (`_penalty_grads`), each
+    slice's later-chunk sums carried into the one before: forced here at 300 tokens, 5 chunks of 64 in slices of 2,
+    the first slice shorter and the last chunk padded; the final state's gradient included."""
+    from linattn.ops.vla import chunk
+
+    monkeypatch.setattr(chunk, "SLICE_FROM_BYTES", 0)
+    monkeypatch.setattr(chunk, "BWD_SLICES", 3)
+
+    def gate(k, u, A0):
+        return chunk.chunk_vla_gate(k, u, A0, lam0=0.3)
+
+    _assert_gate_matches_the_token_loop(gate, B=2, T=300, H=2, d=12)
+
+
 def test_vla_gate_keeps_no_float32_copy_of_bfloat16_inputs():
     """Memory: for bfloat16 `k`, `u` the gate keeps `k` and `u` themselves for its backward, and one float32
-    `[B, T, H, d]` tensor (the unnormalised `α`), not float32 copies of its inputs."""
+    `[B, T, H, d]` tensor (`α̂`, which the delta rule after the gate keeps too), not float32 copies of its inputs."""
     from linattn.ops.vla.chunk import chunk_vla_gate
 
     k, u = (torch.randn(1, 200, 2, 16, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))

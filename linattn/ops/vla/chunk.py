@@ -6,7 +6,7 @@ chunk's start `A_c = M_c⁻¹`, `M_c = M_0 + Σ_{c' < c} U_{c'}ᵀ U_{c'}` (`M_0
     L Lᵀ = I + U_c A_c U_cᵀ                      (C × C Cholesky)
     W_c  = L⁻¹ U_c A_c                           (C × d)
     α_c  = K̂_c A_c − tril(K̂_c W_cᵀ) W_c          (row t is α_t = A_t k̂_t, A_t after token t's update)
-    α̂   = rows of α_c normalised
+    α̂   = rows of α_c normalised                (their norms kept: α itself is not)
 
 Why: by Woodbury, `A_t = A_c − (U_{≤t} A_c)ᵀ (I + U_{≤t} A_c U_{≤t}ᵀ)⁻¹ (U_{≤t} A_c)`; the leading `t × t` block
 of `L` is the Cholesky factor of the leading block of the Gram matrix, so `A_t = A_c − Σ_{s≤t} w_s w_sᵀ`
@@ -19,8 +19,9 @@ than `R` chunks (a sequential carry over the whole sequence would let it grow wi
 factorisations, the most expensive step, are `R` times fewer than one per chunk. Mapping rows `x_t -> A_t x_t`
 inside the groups is the step a backend supplies (`apply`): PyTorch here, a Triton kernel in `triton.py`.
 
-Backward (`_ChunkGate`), without differentiating any factorisation. `α_t = M_t⁻¹ k̂_t` with
-`M_t = M_0 + Σ_{s≤t} u_s u_sᵀ`, so for `g_t = ∂L/∂α_t`, with `a_t = A_t g_t` (the forward's map applied to `g`):
+Backward (`_ChunkGate`), without differentiating any factorisation. From `∂L/∂α̂` first
+`g_t = ∂L/∂α_t = (∂L/∂α̂_t − α̂_t (α̂_tᵀ ∂L/∂α̂_t)) / ‖α_t‖` (and `α_t = ‖α_t‖ α̂_t`, rebuilt for the products below).
+`α_t = M_t⁻¹ k̂_t` with `M_t = M_0 + Σ_{s≤t} u_s u_sᵀ`, so with `a_t = A_t g_t` (the forward's map applied to `g`):
 
     ∂L/∂k̂_t = a_t
     ∂L/∂M_t = −a_t α_tᵀ
@@ -30,8 +31,9 @@ Backward (`_ChunkGate`), without differentiating any factorisation. `α_t = M_t�
 `∂L/∂u` is a reverse-causal linear attention (queries `u`, key/value pairs `(α, a)` and `(a, α)`): within a
 block of tokens through `triu(U Αᵀ)` and `triu(U Aᵀ)`, across blocks through the reverse prefix sum of the `d × d`
 matrices `Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)`. The backward saves only the groups' first `A_c` and recomputes the
-rest by the same `apply` (no `W` kept); `α̂`'s and `k̂`'s normalisations stay outside (`unit_rows`, which keeps
-only its input), so that `vla` normalises `k` once for the gate and the delta rule.
+rest by the same `apply` (no `W` kept); it keeps `α̂` (which the delta rule after the gate keeps anyway) and the
+norms `‖α_t‖`, not `α`. `k̂`'s normalisation stays outside (`unit_rows`, which keeps only its input), so that
+`vla` normalises `k` once for the gate and the delta rule.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import torch.nn.functional as F
 from linattn.ops.checks import compute_dtype
 from linattn.ops.chunking import chunk_size, from_chunks, to_chunks
 from linattn.ops.unit_rows import unit_rows
+from linattn.ops.unit_rows.api import EPS
 
 
 def gate_chunk(T: int, d: int) -> int:
@@ -52,6 +55,11 @@ def gate_chunk(T: int, d: int) -> int:
     and products `∝ C² + C d`, so the chunk grows with the head dim: 64 tokens, 128 from d = 128 on."""
     return chunk_size(T, 128 if d >= 128 else 64)
 
+
+# the backward's products in this many slices of the sequence once one float32 copy of `u` would take
+# SLICE_FROM_BYTES: the gate's backward then holds one slice's blocks at a time (`_penalty_grads`)
+BWD_SLICES = 8
+SLICE_FROM_BYTES = 64 * 2**20
 
 # chunks per `d × d` factorisation (`R`), the others carried by Woodbury downdates. `python -m linattn.bench stages
 # --op vla-gate --device cpu --lengths 8192` (2-core AMD EPYC, torch 2.13, 2026-11-29; benchmarks/cpu-2026-11-29/),
@@ -72,7 +80,8 @@ class Grouping:
         return self.C * self.R
 
 
-Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping], torch.Tensor]
+# rows `A_t x_t` of `X` (`X, U, A_starts, grouping, norms`), see `torch_apply`
+Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping, torch.Tensor | None], torch.Tensor]
 
 
 def factor_dtype(x: torch.Tensor) -> torch.dtype:
@@ -115,10 +124,13 @@ def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.
     return X @ A - (X @ W.transpose(-1, -2)).tril() @ W
 
 
-def torch_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping) -> torch.Tensor:
+def torch_apply(
+    X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping, norms: torch.Tensor | None = None
+) -> torch.Tensor:
     """Rows `A_t x_t` of `X: [B, T, H, d]`, `A_t` the inverse penalty after token t's update: per chunk a `C × C`
     Cholesky gives `W_c`, and `A_{c+1} = A_c − W_cᵀ W_c` inside each group (all groups at once, from `A_starts`).
-    `U` may be in a lower precision than `X`; it is used in `X`'s."""
+    `U` may be in a lower precision than `X`; it is used in `X`'s. With `norms: [B, T, H]` the rows come out
+    divided by `max(‖A_t x_t‖, EPS)` (`unit_rows`' value) and their norms are written to `norms`."""
     T = X.shape[1]
     C, R = grouping.C, grouping.R
     Xc, Uc = to_chunks(X, C), to_chunks(U.to(X.dtype), C)  # [B, H, N, C, d]
@@ -133,7 +145,12 @@ def torch_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, groupi
         rows.append(_apply_inverses(X6[:, :, :, j], A, W))
         if j < R - 1:
             A = A - W.mT @ W
-    return from_chunks(_ungroup(rows, Xc.shape[2]), T)
+    Y = from_chunks(_ungroup(rows, Xc.shape[2]), T)
+    if norms is not None:
+        Y = Y.contiguous()  # a tensor of its own, as the delta rule after the gate keeps it
+        torch.linalg.vector_norm(Y, dim=-1, out=norms)
+        Y /= norms.clamp_min(EPS)[..., None]
+    return Y
 
 
 def _sym(x: torch.Tensor) -> torch.Tensor:
@@ -159,47 +176,82 @@ def _ungroup(rows: list[torch.Tensor], N: int) -> torch.Tensor:
 
 
 class _ChunkGate(torch.autograd.Function):
-    """`(k̂, u, M_0) -> (α, A_T)` with `α_t = M_t⁻¹ k̂_t` unnormalised; `k̂: [B, T, H, d]` and `M_0: [B, H, d, d]` in
-    the compute dtype, `u: [B, T, H, d]` in its own (kept so: a float32 copy of a bfloat16 `u` would double its
-    bytes until the backward); `apply` maps rows by `A_t` inside groups of `grouping`. Saved for the backward: `A`
-    at each group's start, `u`, `α`, `A_T`."""
+    """`(k̂, u, M_0) -> (α̂, A_T)` with `α̂_t = α_t / ‖α_t‖`, `α_t = M_t⁻¹ k̂_t`; `k̂: [B, T, H, d]` and
+    `M_0: [B, H, d, d]` in the compute dtype, `u: [B, T, H, d]` in its own (kept so: a float32 copy of a bfloat16 `u`
+    would double its bytes until the backward); `apply` maps rows by `A_t` inside groups of `grouping`. Saved for
+    the backward: `A` at each group's start, `u`, `α̂` and the norms `‖α_t‖` (not `α`: the delta rule after the
+    gate keeps `α̂` anyway), `A_T`."""
 
     @staticmethod
     def forward(ctx, k_hat, u, M0, grouping: Grouping, apply: Apply):
         A_starts, A_final = group_inverses(u, M0, grouping.L)
-        alpha = apply(k_hat, u, A_starts, grouping)
-        ctx.save_for_backward(u, A_starts, alpha, A_final)
+        norms = k_hat.new_empty(k_hat.shape[:-1])
+        alpha_hat = apply(k_hat, u, A_starts, grouping, norms)
+        ctx.save_for_backward(u, A_starts, alpha_hat, norms, A_final)
         ctx.grouping, ctx.apply_rows, ctx.u_dtype = grouping, apply, u.dtype
         ctx.set_materialize_grads(False)  # an unused A_T gets None, not a zero matrix to multiply through
-        return alpha, A_final
+        return alpha_hat, A_final
 
     @staticmethod
-    def backward(ctx, d_alpha, d_A_final):
-        u, A_starts, alpha, A_final = ctx.saved_tensors
-        B, T, H, d = u.shape
-        d_alpha = torch.zeros_like(alpha) if d_alpha is None else d_alpha.contiguous()
-        a = ctx.apply_rows(d_alpha, u, A_starts, ctx.grouping)  # a_t = A_t g_t, [B, T, H, d]
-        C = gate_chunk(T, d)  # blocks of the reverse-causal sums
-        # [B, H, N, C, d] each, and their [B·H·N, C, d] views for the batched products (in place where they can be)
-        Uc, Ac, Alc = (to_chunks(x, C).to(alpha.dtype).contiguous() for x in (u, a, alpha))
+    def backward(ctx, d_alpha_hat, d_A_final):
+        u, A_starts, alpha_hat, norms, A_final = ctx.saved_tensors
+        n = norms[..., None].clamp_min(EPS)
+        if d_alpha_hat is None:
+            d_alpha = torch.zeros_like(alpha_hat)
+        else:  # through the normalisation, as `unit_rows`' backward (g / EPS where the clamp held): one new tensor
+            dot = torch.linalg.vecdot(alpha_hat, d_alpha_hat)[..., None] * (norms[..., None] >= EPS)
+            d_alpha = torch.addcmul(d_alpha_hat, alpha_hat, dot, value=-1).div_(n)
+            del dot
+        a = ctx.apply_rows(d_alpha, u, A_starts, ctx.grouping, None)  # a_t = A_t g_t, [B, T, H, d]
+        del d_alpha
+        # F = −A_T sym(∂L/∂A_T) A_T, per (batch, head)
+        F_T = None if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
+        du, dM0 = _penalty_grads(u, a, alpha_hat, n, F_T)
+        return a, du.to(ctx.u_dtype), dM0, None, None
+
+
+def _penalty_grads(
+    u: torch.Tensor, a: torch.Tensor, alpha_hat: torch.Tensor, n: torch.Tensor, F_T: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`∂L/∂u` (`[B, T, H, d]`, a's dtype) and `∂L/∂M_0` (`[B, H, d, d]`) from `a_t`, `α_t = n_t α̂_t` and
+    `F = −A_T sym(∂L/∂A_T) A_T` (or None), by the module docstring's formulas over blocks of `C` tokens.
+
+    The blocks are taken in slices of chunks from the last to the first. Per slice: the pair sums
+    `S_c = Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)`, their sums over later chunks (the slice's own reverse prefix sum plus
+    the carry of the slices after it), then the slice's `∂L/∂u`. Only one slice's `[C, d]`, `[C, C]` and `[d, d]`
+    blocks are alive at a time, beside `∂L/∂u` itself: a long sequence's backward holds a few slices, not five
+    tensors the size of `u` in float32 (the gate's memory peak before)."""
+    B, T, H, d = u.shape
+    C = gate_chunk(T, d)  # blocks of the reverse-causal sums
+    N = -(-T // C)
+    # chunks per slice: all at once when small, else BWD_SLICES slices
+    step = N if B * H * N * C * d * a.element_size() < SLICE_FROM_BYTES else -(-N // BWD_SLICES)
+    du = torch.empty(B, T, H, d, dtype=a.dtype, device=a.device)
+    carry = torch.zeros(B, H, d, d, dtype=a.dtype, device=a.device)  # Σ_c S_c over the chunks after the slice
+    for n1 in range(N, 0, -step):
+        n0 = max(0, n1 - step)
+        t0, t1 = n0 * C, min(n1 * C, T)
+        # [B, H, s, C, d] float32 blocks of the slice (the last one padded), and their [B·H·s, C, d] views
+        Uc = to_chunks(u[:, t0:t1], C).to(a.dtype).contiguous()
+        Ac = to_chunks(a[:, t0:t1], C).contiguous()
+        Alc = to_chunks(alpha_hat[:, t0:t1] * n[:, t0:t1], C).contiguous()
         U3, A3, Al3 = (x.flatten(0, 2) for x in (Uc, Ac, Alc))
-        pair = A3.mT @ Al3  # Σ_{t∈c} a_t α_tᵀ, [B·H·N, d, d]
+        pair = A3.mT @ Al3  # Σ_{t∈c} a_t α_tᵀ, [B·H·s, d, d]
         S = (pair + pair.mT).view(*Uc.shape[:3], d, d)
         del pair
-        dM0 = -S.sum(2) / 2
-        later = _later_sums(S).flatten(0, 2)
+        later = (_later_sums(S) + carry[:, :, None]).flatten(0, 2)
+        carry += S.sum(2)
         del S
-        P = torch.bmm(U3, Al3.mT).triu_()  # [B·H·N, C, C]
-        du = torch.bmm(P, A3)
+        P = torch.bmm(U3, Al3.mT).triu_()  # [B·H·s, C, C]
+        du_s = torch.bmm(P, A3)
         torch.bmm(U3, A3.mT, out=P).triu_()
-        du.baddbmm_(P, Al3).baddbmm_(U3, later, beta=-1, alpha=-1)  # −(within-chunk pairs) − U Σ_{later chunks}
+        du_s.baddbmm_(P, Al3).baddbmm_(U3, later, beta=-1, alpha=-1)  # −(within-chunk pairs) − U Σ_{later chunks}
         del P, later
-        if d_A_final is not None:  # + 2 U F, F = −A_T sym(∂L/∂A_T) A_T, per (batch, head) over all its rows
-            F_T = -A_final @ _sym(d_A_final) @ A_final
-            du.view(B * H, -1, d).baddbmm_(Uc.view(B * H, -1, d), F_T.view(B * H, d, d), alpha=2)
-            dM0 += F_T
-        du = du.view_as(Uc)
-        return a, from_chunks(du, T).to(ctx.u_dtype), dM0, None, None
+        if F_T is not None:  # + 2 U F over all the rows of a (batch, head)
+            du_s.view(B * H, -1, d).baddbmm_(Uc.view(B * H, -1, d), F_T.view(B * H, d, d), alpha=2)
+        du[:, t0:t1] = from_chunks(du_s.view_as(Uc), t1 - t0)
+    dM0 = -carry / 2
+    return du, dM0 if F_T is None else dM0 + F_T
 
 
 def initial_penalty(k: torch.Tensor, initial_state: torch.Tensor | None, lam0: float) -> torch.Tensor:
@@ -226,8 +278,7 @@ def gate(
     """`naive_vla_gate`'s contract for unit keys `k_hat` (in the compute dtype, e.g. `unit_rows(k)`), with the rows
     mapped by `apply` in groups of `grouping`."""
     M0 = initial_penalty(k_hat, initial_state, lam0)
-    alpha, A_final = _ChunkGate.apply(k_hat.contiguous(), u.contiguous(), M0, grouping, apply)
-    return unit_rows(alpha), A_final
+    return _ChunkGate.apply(k_hat.contiguous(), u.contiguous(), M0, grouping, apply)
 
 
 def chunk_vla_gate(

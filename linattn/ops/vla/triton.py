@@ -11,8 +11,9 @@ registers from the group's start (`group_inverses`, a `d × d` Cholesky per grou
 
 (the chunk path's algebra at 16 tokens a chunk). Only the `16 × 16` factorisation and inverse are sequential
 (16 steps each, exact float32 multiply-adds); the products are `tl.dot` with `tf32x3` (three tf32 passes, about
-22 bits; see `linattn/ops/delta_rule/triton/precision.py`). The same kernel maps `k̂` in the forward and `∂L/∂α`
-in the backward (`a_t = A_t g_t`), so nothing but the groups' first `A` is kept between the passes.
+22 bits; see `linattn/ops/delta_rule/triton/precision.py`). The same kernel maps `k̂` in the forward, where it also
+normalises the rows it stores (`α̂_t = α_t / ‖α_t‖`) and stores their norms, so `α` itself is never kept, and
+`∂L/∂α` in the backward (`a_t = A_t g_t`), so nothing but the groups' first `A` is kept between the passes.
 
 Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of registers across the program); larger ones
 take the PyTorch path. Float64 inputs are refused, as by the other Triton backends.
@@ -25,6 +26,7 @@ import triton
 import triton.language as tl
 
 from linattn.ops.unit_rows import unit_rows
+from linattn.ops.unit_rows.api import EPS
 from linattn.ops.vla.chunk import Grouping, chunk_vla_gate, gate
 
 MAX_HEAD_DIM = 128
@@ -65,15 +67,19 @@ def gate_apply_kernel(
     U,
     A0,
     Y,
+    N,
     T,
     H: tl.constexpr,
     D: tl.constexpr,
     BD: tl.constexpr,
     C: tl.constexpr,
     R: tl.constexpr,
+    NORMALIZE: tl.constexpr,
+    EPS: tl.constexpr,
 ):
     """One program per (group, batch · head). `X, Y: [B, T, H, D]` float32, `U: [B, T, H, D]` any float dtype,
-    `A0: [B, H, NG, D, D]` float32."""
+    `A0: [B, H, NG, D, D]` float32; with `NORMALIZE`, `Y` gets the rows over `max(‖row‖, EPS)` and `N: [B, T, H]`
+    float32 their norms."""
     i_g, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     NG = tl.cdiv(T, C * R)
@@ -103,15 +109,22 @@ def gate_apply_kernel(
         b_xw = tl.where(o_c[:, None] >= o_c[None, :], b_xw, 0)
         # [C, BD]: rows A_t x_t = A_c x_t − Σ_{s≤t} w_s (w_sᵀ x_t)
         b_y = tl.dot(b_x, b_A, input_precision="tf32x3") - tl.dot(b_xw, b_w, input_precision="tf32x3")
+        if NORMALIZE:
+            # [C] row norms (padding columns are 0)
+            b_n = tl.sqrt(tl.sum(b_y * b_y, 1))
+            b_y = b_y / tl.maximum(b_n, EPS)[:, None]
+            tl.store(N + (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h, b_n, mask=(t0 + o_c) < T)
         tl.store(Y + o_td, b_y, mask=m_td)
         # [BD, C] @ [C, BD] -> [BD, BD]
         b_A -= tl.dot(tl.trans(b_w), b_w, input_precision="tf32x3")
 
 
-def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping) -> torch.Tensor:
+def triton_apply(
+    X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping, norms: torch.Tensor | None = None
+) -> torch.Tensor:
     """`chunk.torch_apply`'s contract on the kernel: `X: [B, T, H, d]` float32 and `U: [B, T, H, d]` float32,
-    bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32; returns rows `A_t x_t`,
-    `[B, T, H, d]` float32."""
+    bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32, `norms: [B, T, H]` float32 or
+    None; returns rows `A_t x_t` (unit rows when `norms` is given), `[B, T, H, d]` float32."""
     B, T, H, D = X.shape
     if X.dtype != torch.float32 or A_starts.dtype != torch.float32 or U.dtype == torch.float64:
         raise TypeError(f"vla gate kernel: float32 X and A_starts, a float32, bfloat16 or float16 U expected, got "
@@ -121,9 +134,9 @@ def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, group
     Y = torch.empty_like(X)
     grid = (A_starts.shape[2], B * H)
     gate_apply_kernel[grid](
-        X, U, A_starts.contiguous(), Y, T,
-        H=H, D=D, BD=max(16, triton.next_power_of_2(D)), C=grouping.C, R=grouping.R,
-        num_warps=4 if D <= 64 else 8,
+        X, U, A_starts.contiguous(), Y, norms, T,
+        H=H, D=D, BD=max(16, triton.next_power_of_2(D)), C=grouping.C, R=grouping.R, NORMALIZE=norms is not None,
+        EPS=EPS, num_warps=4 if D <= 64 else 8,
     )  # fmt: skip
     return Y
 
