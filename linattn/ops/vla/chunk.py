@@ -148,9 +148,15 @@ def torch_apply(
     Y = from_chunks(_ungroup(rows, Xc.shape[2]), T)
     if norms is not None:
         Y = Y.contiguous()  # a tensor of its own, as the delta rule after the gate keeps it
-        torch.linalg.vector_norm(Y, dim=-1, out=norms)
-        Y /= norms.clamp_min(EPS)[..., None]
+        normalise_rows(Y, norms)
     return Y
+
+
+def normalise_rows(Y: torch.Tensor, norms: torch.Tensor) -> None:
+    """In place: the rows of `Y: [B, T, H, d]` divided by `max(‖row‖, EPS)` (`unit_rows`' value), their norms
+    written to `norms: [B, T, H]`."""
+    torch.linalg.vector_norm(Y, dim=-1, out=norms)
+    Y /= norms.clamp_min(EPS)[..., None]
 
 
 def _sym(x: torch.Tensor) -> torch.Tensor:
