@@ -12,7 +12,13 @@ import triton
 import triton.language as tl
 
 from linattn.bench.verify import Case, check
-from linattn.ops.delta_rule.triton.precision import ONE_PASS_TOKENS, backward_precision, grad_precision
+from linattn.ops.delta_rule.triton.precision import (
+    ONE_PASS_TOKENS,
+    apply_precision,
+    backward_precision,
+    grad_precision,
+    state_precision,
+)
 from tests.ops.cases import rel_err
 from tests.ops.triton.hopper_arithmetic import hopper_arithmetic
 from tests.ops.triton.test_delta_rule_fwd import DEVICE
@@ -71,6 +77,15 @@ def test_derived_keys_take_one_pass_in_two_stages_without_an_initial_state():
     assert set(vars(backward_precision((x, x, x), False, derived_keys=True, initial_state=True)).values()) == {"tf32x3"}
     assert set(vars(backward_precision((x,) * 5, final_state_grad=False)).values()) == {"tf32"}
     assert grad_precision((x.half(),) * 5, final_state_grad=False) == "tf32x3"
+
+
+def test_forward_rows_take_one_pass_only_beside_a_one_pass_state_and_bfloat16_keys():
+    one = state_precision(BF16, output_final_state=False)
+    assert one == "tf32" and state_precision(BF16, output_final_state=True) == "tf32x3"
+    assert apply_precision(one, BF16, BF16) == "tf32"
+    # VLA's float32 k̂, α̂: one pass here put its bfloat16 o at 4.1 – 4.4× the naive recurrence's error (H200)
+    assert apply_precision(one, torch.float32, torch.float32) == "tf32x3"
+    assert apply_precision("tf32x3", BF16, BF16) == "tf32x3"
 
 
 @pytest.mark.skipif(DEVICE.type != "cpu", reason="the emulation patches the interpreter")

@@ -25,7 +25,7 @@ import torch
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_cumsum, chunk_layout
 from linattn.ops.delta_rule.triton.output import output_fwd
-from linattn.ops.delta_rule.triton.precision import state_precision
+from linattn.ops.delta_rule.triton.precision import apply_precision, state_precision
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.wy import wy_fwd
 
@@ -134,7 +134,8 @@ def delta_rule_fwd(
     # one tf32 pass for the products of Ũ, K̃ and the states when a bfloat16 o is the only output (precision.py)
     precision = state_precision(out_dtype, output_final_state)
     if erase:
-        T_inv, u_tilde, k_tilde, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, kaczmarz_eps, precision)
+        rows = apply_precision(precision, k.dtype, w.dtype)
+        T_inv, u_tilde, k_tilde, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, kaczmarz_eps, rows)
     else:
         # T = I, K̃ = 0: stage 3 reads the values as Ũ and the pseudo-values are the values
         T_inv, u_tilde, k_tilde, inv_sq_norm = None, v, None, None
