@@ -154,9 +154,10 @@ def torch_apply(
 
 def normalise_rows(Y: torch.Tensor, norms: torch.Tensor) -> None:
     """In place: the rows of `Y: [B, T, H, d]` divided by `max(‖row‖, EPS)` (`unit_rows`' value), their norms
-    written to `norms: [B, T, H]`."""
-    torch.linalg.vector_norm(Y, dim=-1, out=norms)
-    Y /= norms.clamp_min(EPS)[..., None]
+    written to `norms: [B, T, H]` (float32; `Y` may be in a lower precision under autocast)."""
+    n = torch.linalg.vector_norm(Y, dim=-1)
+    norms.copy_(n)
+    Y /= n.clamp_min(EPS)[..., None]
 
 
 def _sym(x: torch.Tensor) -> torch.Tensor:
