@@ -1,4 +1,4 @@
-"""Compile every Triton kernel of linattn for an NVIDIA GPU on a machine without one, and report registers/spills.
+"""Compile every Triton kernel of linattn for an NVIDIA GPU on a machine without one: registers, spills, SASS size.
 
     python scripts/compile_kernels.py [--arch 90] [--out DIR] [--only NAME] [--record-python PYTHON]
 
@@ -8,7 +8,9 @@ Two phases, two processes:
    and write down each kernel launch: its function, the dtype of every pointer, the type of every scalar, every
    constexpr and the launch options.
 2. compile: without the interpreter, build each recorded signature with `triton.compile` for `cuda:<arch>` (the
-   compiler needs no GPU), then run the wheel's own `ptxas -v` on the PTX for registers and spill bytes.
+   compiler needs no GPU), then run the wheel's own `ptxas -v` on the PTX for registers and spill bytes, and its
+   `cuobjdump -sass` on the cubin for the number of SASS instructions (a loop body's share shows as a difference
+   between two builds of the same launch).
 
 Use it before spending GPU time: a kernel that does not compile, or that spills, shows here. The Triton version is
 whatever is installed in the Python you run this with (install the GPU machine's, e.g. 3.6, in a scratch venv;
@@ -137,14 +139,19 @@ def _compile(entry: dict, arch: int, out: Path) -> str:
         return f"FAIL  {label}\n      {type(error).__name__}: {str(error)[:3000]}"
     ptx_file = out / f"{source.hash()[:16]}_{entry['name']}.ptx"
     ptx_file.write_text(kernel.asm["ptx"])
-    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    report = subprocess.run([str(ptxas), f"-arch=sm_{arch}a", "-v", str(ptx_file), "-o", os.devnull],
+    cubin_file = ptx_file.with_suffix(".cubin")
+    cubin_file.write_bytes(kernel.asm["cubin"])
+    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    report = subprocess.run([str(tools / "ptxas"), f"-arch=sm_{arch}a", "-v", str(ptx_file), "-o", os.devnull],
                             capture_output=True, text=True).stderr  # fmt: skip
     regs = re.search(r"Used (\d+) registers", report)
     spill = re.search(r"(\d+) bytes spill stores", report)
     regs, spill = (int(m.group(1)) if m else -1 for m in (regs, spill))
+    # SASS instructions of the kernel as built: lines `/*0a30*/  OPCODE ...;` of the disassembly
+    sass = subprocess.run([str(tools / "cuobjdump"), "-sass", str(cubin_file)], capture_output=True, text=True).stdout
+    instructions = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+\S", sass, flags=re.M))
     flag = "SPILL" if spill > 0 else "ok"
-    return f"{flag:5} regs={regs:3} spill={spill:5}B smem={kernel.metadata.shared:6}B  {label}"
+    return f"{flag:5} regs={regs:3} spill={spill:5}B smem={kernel.metadata.shared:6}B sass={instructions:5}  {label}"
 
 
 def compile_all(path: Path, arch: int, out: Path, only: str | None) -> int:
