@@ -39,8 +39,12 @@ def _calls() -> None:
     import torch
 
     from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention, vla
+    from linattn.ops.delta_rule.triton import precision
     from linattn.ops.unit_rows.triton import UnitRowsTriton
 
+    # the backward takes one tf32 pass from ONE_PASS_TOKENS tokens (bfloat16, no final state's gradient): lowered
+    # here so that the short calls below also record the launches a training step makes
+    precision.ONE_PASS_TOKENS = 1
     torch.manual_seed(0)
     for dtype, K, V in ((torch.bfloat16, 128, 128), (torch.bfloat16, 256, 256), (torch.bfloat16, 96, 96),
                         (torch.float32, 128, 128), (torch.float16, 64, 64)):  # fmt: skip
@@ -60,6 +64,11 @@ def _calls() -> None:
         o, s = linear_attention(q, k, v, initial_state=h0, output_final_state=True, backend="triton")
         (o.float().sum() + s.sum()).backward()
         o, _ = gated_linear_attention(q, k, v, g, backend="triton")
+        o.float().sum().backward()
+        for wk in (w, None):  # training calls: `o` the only output
+            o, _ = delta_rule(q, k, v, w=wk, beta=beta, g=g, backend="triton")
+            o.float().sum().backward()
+        o, _ = delta_rule(q, k, v, beta=beta, g=g, kaczmarz_eps=1e-6, backend="triton")
         o.float().sum().backward()
         lam = torch.rand(*shape, requires_grad=True)
         state = tuple(x.requires_grad_() for x in (torch.randn(1, 2, K, K), torch.randn(1, 2, K), torch.ones(1, 2)))
