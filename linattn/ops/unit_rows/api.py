@@ -32,9 +32,14 @@ class _UnitRows(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         xf = x.to(g.dtype)
         n = torch.linalg.vector_norm(xf, dim=-1, keepdim=True)
-        y = xf / n.clamp_min(EPS)
-        dx = torch.where(n >= EPS, (g - y * (y * g).sum(-1, keepdim=True)) / n.clamp_min(EPS), g / EPS)
-        return dx.to(x.dtype)
+        return unit_rows_grad(xf / n.clamp_min(EPS), n, g).to(x.dtype)
+
+
+def unit_rows_grad(y: torch.Tensor, n: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """`∂L/∂x` of `y = x / max(‖x‖, EPS)` from `y`, the norms `n = ‖x‖` (`[..., 1]`) and `g = ∂L/∂y`, as the module
+    docstring writes it: `(g − y (yᵀg)) / ‖x‖`, or `g / EPS` where the clamp held. One new tensor."""
+    dot = torch.linalg.vecdot(y, g)[..., None] * (n >= EPS)
+    return torch.addcmul(g, y, dot, value=-1).div_(n.clamp_min(EPS))
 
 
 def unit_rows(x: torch.Tensor) -> torch.Tensor:

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from linattn.ops.checks import compute_dtype
 from linattn.ops.chunking import chunk_size, from_chunks, to_chunks
 from linattn.ops.unit_rows import unit_rows
-from linattn.ops.unit_rows.api import EPS
+from linattn.ops.unit_rows.api import EPS, unit_rows_grad
 
 
 def gate_chunk(T: int, d: int) -> int:
@@ -80,8 +80,7 @@ class Grouping:
         return self.C * self.R
 
 
-# rows `A_t x_t` of `X` (`X, U, A_starts, grouping, norms`), see `torch_apply`
-Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping, torch.Tensor | None], torch.Tensor]
+Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping], torch.Tensor]
 
 
 def factor_dtype(x: torch.Tensor) -> torch.dtype:
@@ -124,13 +123,10 @@ def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.
     return X @ A - (X @ W.transpose(-1, -2)).tril() @ W
 
 
-def torch_apply(
-    X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping, norms: torch.Tensor | None = None
-) -> torch.Tensor:
+def torch_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping) -> torch.Tensor:
     """Rows `A_t x_t` of `X: [B, T, H, d]`, `A_t` the inverse penalty after token t's update: per chunk a `C × C`
     Cholesky gives `W_c`, and `A_{c+1} = A_c − W_cᵀ W_c` inside each group (all groups at once, from `A_starts`).
-    `U` may be in a lower precision than `X`; it is used in `X`'s. With `norms: [B, T, H]` the rows come out
-    divided by `max(‖A_t x_t‖, EPS)` (`unit_rows`' value) and their norms are written to `norms`."""
+    `U` may be in a lower precision than `X`; it is used in `X`'s."""
     T = X.shape[1]
     C, R = grouping.C, grouping.R
     Xc, Uc = to_chunks(X, C), to_chunks(U.to(X.dtype), C)  # [B, H, N, C, d]
@@ -145,19 +141,7 @@ def torch_apply(
         rows.append(_apply_inverses(X6[:, :, :, j], A, W))
         if j < R - 1:
             A = A - W.mT @ W
-    Y = from_chunks(_ungroup(rows, Xc.shape[2]), T)
-    if norms is not None:
-        Y = Y.contiguous()  # a tensor of its own, as the delta rule after the gate keeps it
-        normalise_rows(Y, norms)
-    return Y
-
-
-def normalise_rows(Y: torch.Tensor, norms: torch.Tensor) -> None:
-    """In place: the rows of `Y: [B, T, H, d]` divided by `max(‖row‖, EPS)` (`unit_rows`' value), their norms
-    written to `norms: [B, T, H]` (float32; `Y` may be in a lower precision under autocast)."""
-    n = torch.linalg.vector_norm(Y, dim=-1)
-    norms.copy_(n)
-    Y /= n.clamp_min(EPS)[..., None]
+    return from_chunks(_ungroup(rows, Xc.shape[2]), T)
 
 
 def _sym(x: torch.Tensor) -> torch.Tensor:
@@ -192,8 +176,12 @@ class _ChunkGate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, k_hat, u, M0, grouping: Grouping, apply: Apply):
         A_starts, A_final = group_inverses(u, M0, grouping.L)
-        norms = k_hat.new_empty(k_hat.shape[:-1])
-        alpha_hat = apply(k_hat, u, A_starts, grouping, norms)
+        # α, then its rows normalised in place (`unit_rows`' value), by PyTorch for every `apply` (inside the Triton
+        # kernel it cost more, `triton.py`); a tensor of its own, as the delta rule after the gate keeps it
+        alpha_hat = apply(k_hat, u, A_starts, grouping).contiguous()
+        n = torch.linalg.vector_norm(alpha_hat, dim=-1)
+        alpha_hat /= n.clamp_min(EPS)[..., None]
+        norms = n.to(k_hat.dtype)  # [B, T, H]; α̂ may be in a lower precision under autocast
         ctx.save_for_backward(u, A_starts, alpha_hat, norms, A_final)
         ctx.grouping, ctx.apply_rows, ctx.u_dtype = grouping, apply, u.dtype
         ctx.set_materialize_grads(False)  # an unused A_T gets None, not a zero matrix to multiply through
@@ -202,18 +190,14 @@ class _ChunkGate(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_alpha_hat, d_A_final):
         u, A_starts, alpha_hat, norms, A_final = ctx.saved_tensors
-        n = norms[..., None].clamp_min(EPS)
-        if d_alpha_hat is None:
-            d_alpha = torch.zeros_like(alpha_hat)
-        else:  # through the normalisation, as `unit_rows`' backward (g / EPS where the clamp held): one new tensor
-            dot = torch.linalg.vecdot(alpha_hat, d_alpha_hat)[..., None] * (norms[..., None] >= EPS)
-            d_alpha = torch.addcmul(d_alpha_hat, alpha_hat, dot, value=-1).div_(n)
-            del dot
-        a = ctx.apply_rows(d_alpha, u, A_starts, ctx.grouping, None)  # a_t = A_t g_t, [B, T, H, d]
+        n = norms[..., None]
+        # through the normalisation, as `unit_rows`' backward
+        d_alpha = torch.zeros_like(alpha_hat) if d_alpha_hat is None else unit_rows_grad(alpha_hat, n, d_alpha_hat)
+        a = ctx.apply_rows(d_alpha, u, A_starts, ctx.grouping)  # a_t = A_t g_t, [B, T, H, d]
         del d_alpha
         # F = −A_T sym(∂L/∂A_T) A_T, per (batch, head)
         F_T = None if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
-        du, dM0 = _penalty_grads(u, a, alpha_hat, n, F_T)
+        du, dM0 = _penalty_grads(u, a, alpha_hat, n.clamp_min(EPS), F_T)  # α = max(‖α‖, EPS) α̂
         return a, du.to(ctx.u_dtype), dM0, None, None
 
 

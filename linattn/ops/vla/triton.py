@@ -13,8 +13,8 @@ registers from the group's start (`group_inverses`, a `d × d` Cholesky per grou
 (16 steps each, exact float32 multiply-adds); the products are `tl.dot` with `tf32x3` (three tf32 passes, about
 22 bits; see `linattn/ops/delta_rule/triton/precision.py`). The same kernel maps `k̂` in the forward and `∂L/∂α`
 in the backward (`a_t = A_t g_t`), so nothing but the groups' first `A` is kept between the passes. In the forward
-its rows are then normalised in place (`α̂_t = α_t / ‖α_t‖`, the norms kept), by PyTorch: done inside the kernel
-it cost 2.6 ms more at `d = 128`, `T = 64K` on the H200, and nothing at `d = 32` (2026-11-30).
+its rows are then normalised in place (`α̂_t = α_t / ‖α_t‖`, the norms kept), by PyTorch in `chunk._ChunkGate`:
+done inside the kernel it cost 2.6 ms more at `d = 128`, `T = 64K` on the H200, and nothing at `d = 32` (2026-11-30).
 
 Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of registers across the program); larger ones
 take the PyTorch path. Float64 inputs are refused, as by the other Triton backends.
@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from linattn.ops.unit_rows import unit_rows
-from linattn.ops.vla.chunk import Grouping, chunk_vla_gate, gate, normalise_rows
+from linattn.ops.vla.chunk import Grouping, chunk_vla_gate, gate
 
 MAX_HEAD_DIM = 128
 GROUP_TOKENS = 512  # tokens per group: one d × d factorisation per 512 tokens, downdates between
@@ -110,12 +110,10 @@ def gate_apply_kernel(
         b_A -= tl.dot(tl.trans(b_w), b_w, input_precision="tf32x3")
 
 
-def triton_apply(
-    X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping, norms: torch.Tensor | None = None
-) -> torch.Tensor:
+def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping) -> torch.Tensor:
     """`chunk.torch_apply`'s contract on the kernel: `X: [B, T, H, d]` float32 and `U: [B, T, H, d]` float32,
-    bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32, `norms: [B, T, H]` float32 or
-    None; returns rows `A_t x_t` (unit rows when `norms` is given), `[B, T, H, d]` float32."""
+    bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32; returns rows `A_t x_t`,
+    `[B, T, H, d]` float32."""
     B, T, H, D = X.shape
     if X.dtype != torch.float32 or A_starts.dtype != torch.float32 or U.dtype == torch.float64:
         raise TypeError(f"vla gate kernel: float32 X and A_starts, a float32, bfloat16 or float16 U expected, got "
@@ -129,8 +127,6 @@ def triton_apply(
         H=H, D=D, BD=max(16, triton.next_power_of_2(D)), C=grouping.C, R=grouping.R,
         num_warps=4 if D <= 64 else 8,
     )  # fmt: skip
-    if norms is not None:
-        normalise_rows(Y, norms)
     return Y
 
 
