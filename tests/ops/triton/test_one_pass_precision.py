@@ -17,6 +17,7 @@ from linattn.ops.delta_rule.triton.precision import (
     apply_precision,
     backward_precision,
     grad_precision,
+    narrow_launch,
     state_precision,
 )
 from tests.ops.cases import rel_err
@@ -86,6 +87,12 @@ def test_forward_rows_take_one_pass_only_beside_a_one_pass_state_and_bfloat16_ke
     # VLA's float32 k̂, α̂: one pass here put its bfloat16 o at 4.1 – 4.4× the naive recurrence's error (H200)
     assert apply_precision(one, torch.float32, torch.float32) == "tf32x3"
     assert apply_precision("tf32x3", BF16, BF16) == "tf32x3"
+
+
+def test_only_sixteen_bit_keys_take_the_narrow_launch():
+    assert narrow_launch(BF16, BF16) and narrow_launch(torch.float16)
+    # VLA's float32 α̂ beside bfloat16 queries: two warps made its K = 128 forward + backward 7% slower (H200)
+    assert not narrow_launch(BF16, torch.float32)
 
 
 @pytest.mark.skipif(DEVICE.type != "cpu", reason="the emulation patches the interpreter")

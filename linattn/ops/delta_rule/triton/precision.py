@@ -45,6 +45,14 @@ def raw_precision(*dtypes: torch.dtype) -> str:
     return "tf32x3" if torch.float32 in dtypes else "tf32"
 
 
+def narrow_launch(*key_dtypes: torch.dtype) -> bool:
+    """Whether the parallel kernels (`wy_fwd`, `wy_apply`, `output_fwd`, the state backward's pre-pass) launch two
+    warps on narrower blocks: for 16-bit keys, whose raw products take one tf32 pass. On the H200 (K = V = 128, 64K
+    tokens, 2026-11-30) two warps took GDN's forward + backward from 21.0 to 19.8 ms; float32 keys (three passes)
+    keep four: with two, VLA's (K = 128, float32 `k̂`, `α̂`) went from 69.8 to 74.5 ms."""
+    return raw_precision(*key_dtypes) == "tf32"
+
+
 def state_precision(out_dtype: torch.dtype, output_final_state: bool) -> str:
     """`input_precision` of the forward state pass's products (stage 3) for the outputs asked of the forward."""
     return "tf32" if out_dtype == torch.bfloat16 and not output_final_state else "tf32x3"

@@ -20,6 +20,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.delta_rule.triton.precision import narrow_launch
 from linattn.ops.delta_rule.triton.wy import apply_inverse
 
 
@@ -110,5 +111,6 @@ def wy_apply(
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=inv_sq_norm is not None,
         IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
+        num_warps=2 if narrow_launch(k.dtype) else 4, num_stages=3,  # H200, K = V = 128, 64K: 0.55 ms against 0.64
     )  # fmt: skip
     return u_tilde, k_tilde

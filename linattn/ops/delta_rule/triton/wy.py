@@ -41,7 +41,7 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
-from linattn.ops.delta_rule.triton.precision import raw_precision
+from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_precision
 
 
 def wy_ref(
@@ -365,10 +365,12 @@ def wy_fwd(
         raise ValueError(f"wy_fwd: the kernel works on chunks of 4 × 16 tokens, got chunks of {layout.BT}")
     B, T, H, K = k.shape
     V = v.shape[-1]
-    # key and value blocks of at most 32 columns (tl.dot wants every dimension ≥ 16; masks cover the rest): compiled
-    # for sm_90 at K = V = 128, 32 spills 0.3 KB a thread against 2.2 KB at 64 (4 warps)
+    # key blocks of at most 32 columns (tl.dot wants every dimension ≥ 16; masks cover the rest); 16-bit keys: value
+    # blocks of 64 and two warps, on the H200 at K = V = 128, 64K tokens, 1.22 ms against 1.56 with 32 and four
+    # (sixteen settings screened, BENCHMARKS.md); float32 keys: value blocks of 32, four warps
+    narrow = narrow_launch(k.dtype, w.dtype)
     BK = min(32, max(16, triton.next_power_of_2(K)))
-    BV = min(32, max(16, triton.next_power_of_2(V)))
+    BV = min(64 if narrow else 32, max(16, triton.next_power_of_2(V)))
     T_inv = torch.empty(B, T, H, layout.BT, dtype=torch.float32, device=k.device)
     u_tilde = torch.empty(B, T, H, V, dtype=torch.float32, device=k.device)
     k_tilde = torch.empty(B, T, H, K, dtype=torch.float32, device=k.device)
@@ -381,5 +383,6 @@ def wy_fwd(
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=kaczmarz, IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_precision(k.dtype, w.dtype), PRECISION=precision,
+        num_warps=2 if narrow else 4, num_stages=3,
     )  # fmt: skip
     return T_inv, u_tilde, k_tilde, inv_sq_norm
