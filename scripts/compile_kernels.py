@@ -100,8 +100,9 @@ def record(path: Path) -> None:
 
     def recording_run(self, *args, grid, warmup, **kwargs):
         bound = dict(zip(self.arg_names, args)) | kwargs
-        signature, constexprs, options = {}, {}, {}
+        signature, constexprs, options, aligned = {}, {}, {}, []
         params = inspect.signature(self.fn).parameters
+        fixed = set(self.kwargs.get("do_not_specialize") or ())
         for name, value in bound.items():
             if name in ("num_warps", "num_stages"):
                 options[name] = value
@@ -109,18 +110,24 @@ def record(path: Path) -> None:
                 signature[name], constexprs[name] = "constexpr", value
             elif isinstance(value, torch.Tensor):
                 signature[name] = "*" + _TYPES[str(value.dtype).removeprefix("torch.")]
+                if value.data_ptr() % 16 == 0:
+                    aligned.append(name)
             elif value is None:
                 signature[name], constexprs[name] = "constexpr", None
             elif isinstance(value, bool):
                 signature[name] = "i1"
             elif isinstance(value, int):
                 signature[name] = "i32" if abs(value) < 2**31 else "i64"
+                if value % 16 == 0 and name not in fixed:
+                    aligned.append(name)
             elif isinstance(value, float):
                 signature[name] = "fp32"
             else:
                 raise TypeError(f"{self.fn.__name__}: cannot record argument {name} of type {type(value)}")
+        # what Triton's launcher specialises on a GPU: 16-byte aligned pointers and multiples of 16 are compiled with
+        # that divisibility (vector loads and stores follow from it)
         entry = {"module": self.fn.__module__, "name": self.fn.__name__, "signature": signature,
-                 "constexprs": constexprs, "options": options}  # fmt: skip
+                 "constexprs": constexprs, "options": options, "aligned": aligned}  # fmt: skip
         seen.setdefault(json.dumps(entry, sort_keys=True), entry)
         return run(self, *args, grid=grid, warmup=warmup, **kwargs)
 
@@ -142,7 +149,8 @@ def _compile(entry: dict, arch: int, out: Path) -> str:
     label = f"{entry['name']}(" + ", ".join(f"{k}={v}" for k, v in consts.items() if v is not None) + ")"
     label += " " + ",".join(sorted({t for t in entry["signature"].values() if t.startswith("*")}))
     try:
-        source = ASTSource(fn, entry["signature"], consts)
+        attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in entry["aligned"]}
+        source = ASTSource(fn, entry["signature"], consts, attrs)
         kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=entry["options"])
     except Exception as error:  # one kernel's compile error should not hide the others'
         return f"FAIL  {label}\n      {type(error).__name__}: {str(error)[:3000]}"
