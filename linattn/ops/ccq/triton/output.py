@@ -32,9 +32,10 @@ from linattn.ops.delta_rule.triton.precision import raw_precision
 
 
 def block_size(K: int) -> int:
-    """Key and column blocks of the per-chunk kernels: 32 wide (16 for K ≤ 16, `tl.dot`'s minimum). With 8 warps on
-    sm_90 at K = 128 (scripts/compile_kernels.py, Triton 3.9) 64-wide blocks spill 0.3 – 2.4 KB a thread in every
-    per-chunk kernel; 32-wide ones nothing in the forward and `rows_bwd`, 0.3 KB in `local_bwd`."""
+    """Key and column blocks of the per-chunk kernels: 32 wide (16 for K ≤ 16, `tl.dot`'s minimum). Compiled for
+    sm_90 at K = 128, bfloat16 (scripts/compile_kernels.py, Triton 3.6): 64-wide blocks take 3.3× the shared memory
+    of the forward and `rows_bwd` and spill 0.55 KB a thread in `local_bwd`; 32-wide ones spill 0.13 KB there, nothing
+    elsewhere."""
     return min(32, max(16, triton.next_power_of_2(K)))
 
 

@@ -41,7 +41,7 @@ from linattn.ops.delta_rule.triton.precision import raw_precision
 
 # one column block of 16 per program: 8 programs per head at K = 128 (128 at B = 1, H = 16, about one per SM)
 STATE_BV = 16
-# sm_90, K = 128, bfloat16 (scripts/compile_kernels.py, Triton 3.9): 4 warps spill (8 – 172 B a thread), 8 do not
+# sm_90, K = 128, bfloat16 (scripts/compile_kernels.py, Triton 3.6): 4 warps spill (104 – 148 B a thread), 8 do not
 WALK_WARPS = 8
 
 

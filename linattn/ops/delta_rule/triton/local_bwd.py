@@ -375,6 +375,6 @@ def local_bwd(
         W_IS_K=w is None,
         IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_precision(q.dtype, k.dtype, (k if w is None else w).dtype), PRECISION=precision,
-        num_warps=8, num_stages=1,  # sm_90, K = V = 128: 8 warps quarter the spills of 4 (≈ 3 KB a thread)
+        num_warps=8, num_stages=1,  # sm_90, K = V = 128, training launch: 0.45 KB of spills a thread, 2 KB with 4
     )  # fmt: skip
     return dq, dk, dv, dw, dbeta, dG
