@@ -144,8 +144,9 @@ def output_fwd(
     # warps for 16-bit keys: on the H200 at K = V = 128, 64K tokens, 1.61 ms against 1.95 with 64 and four warps
     # (BENCHMARKS.md); float32 keys: 64 columns, four warps
     narrow = narrow_launch(q.dtype, w.dtype)
-    BK = min(32 if narrow else 64, max(16, triton.next_power_of_2(K)))
-    BV = min(32 if narrow else 64, max(16, triton.next_power_of_2(V)))
+    block = 32 if narrow else 64
+    BK = min(block, max(16, triton.next_power_of_2(K)))
+    BV = min(block, max(16, triton.next_power_of_2(V)))
     o = torch.empty(B, T, H, V, dtype=out_dtype, device=q.device)
     grid = (triton.cdiv(V, BV), layout.NT, B * H)
     output_fwd_kernel[grid](
