@@ -20,6 +20,7 @@ from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_ref
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd, state_bwd_ref
+from linattn.ops.delta_rule.triton.transpose import chunk_transpose, chunk_transpose_ref
 from linattn.ops.delta_rule.triton.wy import wy_fwd, wy_ref
 from tests.ops.cases import CASES, rel_err
 from tests.ops.triton.test_delta_rule_fwd import (
@@ -241,6 +242,18 @@ STAGES = {
 }
 
 
+@pytest.mark.parametrize(
+    ("B", "T", "K", "lengths"), [(2, 130, 96, None), (1, 64, 1, None), (1, 140, 33, (1, 70, 5, 64))]
+)
+def test_chunk_transpose_is_exact(B, T, K, lengths):
+    """The state backward's K̃ᵀ per chunk: a copy, so exactly the reference's, zeros past each sequence's end (the
+    poisoned `torch.empty` would show a slot left unwritten)."""
+    x = torch.randn(B, T, 3, K, generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    cu = None if lengths is None else torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    layout = chunk_layout(B, T, None if cu is None else cu.to(DEVICE), x.device)
+    assert torch.equal(chunk_transpose(x, layout), chunk_transpose_ref(x, layout))
+
+
 @pytest.mark.parametrize("name", list(STAGES))
 def test_backward_stages_match_references(name):
     """Each backward stage against its float64 reference, both fed the kernels' outputs of the stages before;
@@ -265,7 +278,7 @@ def test_backward_stages_match_references(name):
     check(k_tilde, want_k, STAGE_TOL, "recompute K̃")
     h, U, _ = state_fwd(k_tilde, u_tilde, w, G, h0, False, layout)
 
-    got = state_bwd(q, w, G, T_inv, k_tilde, do, dht, scale, h0 is not None, layout)
+    got = state_bwd(q, w, G, T_inv, chunk_transpose(k_tilde, layout), do, dht, scale, h0 is not None, layout)
     want = state_bwd_ref(q, w, G, T_inv, k_tilde, do, dht, scale, layout)
     for what, a, b in zip(("dh", "dṼ", "dh0"), got, want):
         if a is not None:

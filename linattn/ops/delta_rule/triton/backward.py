@@ -4,6 +4,7 @@ B0. `recompute.py`  Ũ = T β V, K̃ = T β Γ K from the forward's saved T     
 B1. `state.py`      h_c, U_c again (the forward's stage 3, unchanged)                   sequential over chunks
 B2. `state_bwd.py`  dU_c = scale tril(Q Wᵀ ⊙ D)ᵀ dO_c + W̃ dh_{c+1},  dṼ_c = Tᵀ dU_c,
                     dh_c = Γ_C dh_{c+1} + scale (diag(Γ) Q)ᵀ dO_c − K̃ᵀ dU_c              reverse over chunks
+                    (`K̃ᵀ` chunk by chunk, contiguous along the tokens: `transpose.py`)
 B3. `local_bwd.py`  dq, dk, dv, dw, dβ, dG of each chunk with h_c, dh_{c+1} fixed          per chunk, in parallel
 B4. `cumsum.py`     dg = reverse chunk-local cumsum of dG                               per chunk, in parallel
 
@@ -47,6 +48,7 @@ from linattn.ops.delta_rule.triton.precision import BackwardPrecision, backward_
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
+from linattn.ops.delta_rule.triton.transpose import chunk_transpose
 
 SPLIT_TOKENS = 16384  # a single sequence at least this long is cut in two for the backward (module docstring)
 
@@ -100,10 +102,13 @@ def _span_bwd(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
     u_tilde, k_tilde = x.wy()
     h, U, _ = x.states(u_tilde, k_tilde, h0, False) if kept is None else (*kept, None)
     del u_tilde, kept  # free each intermediate once its last stage has run
-    dh, dv_tilde, dh0 = state_bwd(
-        x.q, x.w_or_k, x.G, x.T_inv, k_tilde, x.do, dht, scale, want_dh0, x.layout, x.precision.walk
-    )
+    # B2 reads each chunk's K̃ᵀ (`transpose.py`); K̃ itself goes before B2 allocates its outputs
+    k_tilde_t = None if k_tilde is None else chunk_transpose(k_tilde, x.layout)
     del k_tilde
+    dh, dv_tilde, dh0 = state_bwd(
+        x.q, x.w_or_k, x.G, x.T_inv, k_tilde_t, x.do, dht, scale, want_dh0, x.layout, x.precision.walk
+    )
+    del k_tilde_t
     grads = local_bwd(
         x.q, x.k, x.v, x.w, x.beta, x.G, h, dh, U, dv_tilde, x.do, scale, x.layout, x.erase, x.inv_sq_norm,
         x.precision.local,
