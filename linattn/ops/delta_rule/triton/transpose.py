@@ -3,9 +3,10 @@
 The state backward's walk multiplies `K̃_cᵀ dU_c` at every chunk step, a contraction over the chunk's tokens. The
 tensor cores take float32 (tf32) operands only with the contracted dimension contiguous in shared memory, so with
 `K̃` stored token by token (`[B, T, H, K]`) Triton copies its `[BT, K]` tile in element by element, 4 bytes at a
-time, transposing on the way: on the H200 that walk waited on those copies for most of its step. This parallel
-kernel writes each chunk's `K̃_cᵀ` once, contiguous along the tokens, so that the walk reads it in 16-byte pieces
-straight into the layout its product wants. Rows past a sequence's end are zeros.
+time, transposing on the way (64 copies per thread and step at K = 128). This parallel kernel writes each chunk's
+`K̃_cᵀ` once, contiguous along the tokens, so that the walk reads it in 16-byte pieces straight into the layout its
+product wants: on the H200 the state backward went from 6.4 to 4.8 ms at 64K tokens (bf16, H = 16, K = V = 128,
+2026-11-30). Rows past a sequence's end are zeros.
 """
 
 from __future__ import annotations
