@@ -9,7 +9,9 @@ with `Γ_C / Γ_t = exp(G_last − G_t)` (`G_last` the chunk's last real token).
 every `U_c` is stored for stage 4; the last `h` is the final state. This is the only sequential part of the
 forward: the programs run in parallel over (sequence, head, value block), each owning a `[K, BV]` tile of the
 state in float32 registers (`BK = next_pow2(K) ≤ 256`, `BV ≤ 32`, `BK · BV ≤ 4096` floats) for its whole walk.
-`tl.dot` asks for `input_precision="tf32x3"` (true float32; see `wy.py`).
+`tl.dot` asks for `input_precision="tf32x3"` (true float32; see `wy.py`). Float32 write directions without a decay
+(VLA's `α̂`) are read from a copy laid out along the tokens (`transpose.py`), so that `W_cᵀ U_c` gets its operand in
+16-byte pieces (VLA's pass 4.2 → 1.5 ms at 64K, K = 128, on the H200).
 
 Without the erase term (`ERASE` off: linear attention and scalar-decay GLA, `T = I`, `K̃ = 0`) the pseudo-values
 are the values themselves, `U_c = V_c`: the kernel reads `V` where it would read `Ũ`, skips `K̃ h`, and stores no
@@ -24,6 +26,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import sequence_coords
+from linattn.ops.delta_rule.triton.transpose import chunk_transpose
 
 
 def state_ref(
@@ -88,10 +91,12 @@ def state_fwd_kernel(
     STORE_HT: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     PRECISION: tl.constexpr,
+    W_T: tl.constexpr,
 ):
     """One program per (value block, sequence · head) walks the sequence's chunks in order. Without `ERASE`,
     `u_tilde` points at the values `V` (any float dtype) and `k_tilde`, `U` are unused. `PRECISION`: of the
-    products, `"tf32x3"` or (a bfloat16 training call, `precision.py`) `"tf32"`."""
+    products, `"tf32x3"` or (a bfloat16 training call, `precision.py`) `"tf32"`. `W_T`: `w` holds each chunk's
+    rows transposed (`[B, NT, H, K, BT]` float32, `transpose.py`; only without a decay)."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
@@ -129,16 +134,23 @@ def state_fwd_kernel(
             b_U -= tl.dot(b_kt, b_h, input_precision=PRECISION)
             tl.store(U + o_tv, b_U, mask=m_tv)
 
-        # [BT, BK] write directions of the chunk
-        b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
-        if USE_G:
-            # [BT] and the scalar at the chunk's last real token
-            b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
-            b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - i_t * BT) - 1) * H + i_h)
-            b_h *= tl.exp(b_g_last)
-            b_w *= tl.exp(b_g_last - b_g)[:, None]
+        if W_T:
+            # [BK, BT] the chunk's write directions transposed, contiguous along the tokens and 0 past the
+            # sequence's end (`transpose.py`): masked by rows only, so that they are copied in 16-byte pieces
+            b_wt = tl.load(w + ((boh + i_t) * H + i_h) * K * BT + o_k[:, None] * BT + o_i[None, :],
+                           mask=m_k[:, None], other=0)  # fmt: skip
+        else:
+            # [BT, BK] write directions of the chunk
+            b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
+            if USE_G:
+                # [BT] and the scalar at the chunk's last real token
+                b_g = tl.load(G + t0 * H + i_h + o_i * H, mask=m_t, other=0)
+                b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - i_t * BT) - 1) * H + i_h)
+                b_h *= tl.exp(b_g_last)
+                b_w *= tl.exp(b_g_last - b_g)[:, None]
+            b_wt = tl.trans(b_w)
         # [BK, BT] @ [BT, BV] -> [BK, BV]
-        b_h += tl.dot(tl.trans(b_w), b_U, input_precision=PRECISION)
+        b_h += tl.dot(b_wt, b_U, input_precision=PRECISION)
 
     if STORE_HT:
         tl.store(ht + i_nh.to(tl.int64) * K * V + o_h, b_h, mask=m_h)
@@ -173,12 +185,16 @@ def state_fwd(
     h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=w.device)
     U = torch.empty_like(u_tilde) if erase else None
     ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=w.device) if output_final_state else None
+    # float32 write directions without a decay (VLA's α̂) went from the load straight into the product that contracts
+    # over tokens: as the state backward's K̃, they would be copied in 4 bytes at a time; laid out along the tokens
+    # first (`transpose.py`). Scaled by a decay, or converted from 16 bits, they pass through registers anyway.
+    w_t = w.dtype == torch.float32 and G is None
     grid = (triton.cdiv(V, BV), layout.N * H)
     state_fwd_kernel[grid](
-        k_tilde, u_tilde, w, G, h, U, initial_state, ht, layout.cu_seqlens, layout.chunk_offsets, T,
-        H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
+        k_tilde, u_tilde, chunk_transpose(w, layout) if w_t else w, G, h, U, initial_state, ht, layout.cu_seqlens,
+        layout.chunk_offsets, T, H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         ERASE=erase, USE_G=G is not None, USE_H0=initial_state is not None, STORE_HT=ht is not None,
-        IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
+        IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision, W_T=w_t,
         # sm_90, K = V = 128: three stages prefetch the next chunks' K̃, Ũ, w while this one multiplies (the pass
         # 2.52 → 2.15 ms at 64K against two, H200 2026-11-30); at K = 256 two would take 209 KB of shared memory
         num_warps=4, num_stages=3 if BK <= 128 else 1,

@@ -1,12 +1,15 @@
 """Each chunk's rows transposed, `[B, T, H, K]` -> `[B, NT, H, K, BT]`: for a pass that contracts over tokens.
 
-The state backward's walk multiplies `K̃_cᵀ dU_c` at every chunk step, a contraction over the chunk's tokens. The
-tensor cores take float32 (tf32) operands only with the contracted dimension contiguous in shared memory, so with
-`K̃` stored token by token (`[B, T, H, K]`) Triton copies its `[BT, K]` tile in element by element, 4 bytes at a
-time, transposing on the way (64 copies per thread and step at K = 128). This parallel kernel writes each chunk's
-`K̃_cᵀ` once, contiguous along the tokens, so that the walk reads it in 16-byte pieces straight into the layout its
-product wants: on the H200 the state backward went from 6.4 to 4.8 ms at 64K tokens (bf16, H = 16, K = V = 128,
-2026-11-30). Rows past a sequence's end are zeros.
+The sequential passes multiply by a chunk's rows transposed at every step: the state backward's walk by `K̃_cᵀ`
+(`K̃_cᵀ dU_c`), the state pass by `W_cᵀ` (`W_cᵀ U_c`), contractions over the chunk's tokens. The tensor cores take
+float32 (tf32) operands only with the contracted dimension contiguous in shared memory, so with the rows stored
+token by token (`[B, T, H, K]`) and fed from the load straight into the product, Triton copies the `[BT, K]` tile
+in element by element, 4 bytes at a time, transposing on the way (64 copies per thread and step at K = 128). This
+parallel kernel writes each chunk's rows transposed once, contiguous along the tokens, so that the pass reads them
+in 16-byte pieces straight into the layout its product wants. On the H200 (bf16 model, H = 16, K = V = 128, 64K
+tokens, 2026-11-30): the state backward 6.4 → 4.8 ms (GDN), VLA's forward state pass (float32 `α̂`) 4.2 → 1.5 ms.
+Rows that are scaled or converted between the load and the product (a decay, 16-bit inputs) go through registers
+anyway and are not copied. Rows past a sequence's end are zeros.
 """
 
 from __future__ import annotations
