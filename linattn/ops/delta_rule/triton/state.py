@@ -26,7 +26,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import sequence_coords
-from linattn.ops.delta_rule.triton.transpose import chunk_transpose
+from linattn.ops.delta_rule.triton.transpose import chunk_transpose, load_chunk_transposed
 
 
 def state_ref(
@@ -135,10 +135,8 @@ def state_fwd_kernel(
             tl.store(U + o_tv, b_U, mask=m_tv)
 
         if W_T:
-            # [BK, BT] the chunk's write directions transposed, contiguous along the tokens and 0 past the
-            # sequence's end (`transpose.py`): masked by rows only, so that they are copied in 16-byte pieces
-            b_wt = tl.load(w + ((boh + i_t) * H + i_h) * K * BT + o_k[:, None] * BT + o_i[None, :],
-                           mask=m_k[:, None], other=0)  # fmt: skip
+            # [BK, BT] the chunk's write directions transposed, contiguous along the tokens (`transpose.py`)
+            b_wt = load_chunk_transposed(w, (boh + i_t) * H + i_h, o_k, m_k, o_i, K, BT)
         else:
             # [BT, BK] write directions of the chunk
             b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
@@ -188,13 +186,13 @@ def state_fwd(
     # float32 write directions without a decay (VLA's α̂) went from the load straight into the product that contracts
     # over tokens: as the state backward's K̃, they would be copied in 4 bytes at a time; laid out along the tokens
     # first (`transpose.py`). Scaled by a decay, or converted from 16 bits, they pass through registers anyway.
-    w_t = w.dtype == torch.float32 and G is None
+    transposed = w.dtype == torch.float32 and G is None
     grid = (triton.cdiv(V, BV), layout.N * H)
     state_fwd_kernel[grid](
-        k_tilde, u_tilde, chunk_transpose(w, layout) if w_t else w, G, h, U, initial_state, ht, layout.cu_seqlens,
-        layout.chunk_offsets, T, H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
+        k_tilde, u_tilde, chunk_transpose(w, layout) if transposed else w, G, h, U, initial_state, ht,
+        layout.cu_seqlens, layout.chunk_offsets, T, H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         ERASE=erase, USE_G=G is not None, USE_H0=initial_state is not None, STORE_HT=ht is not None,
-        IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision, W_T=w_t,
+        IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision, W_T=transposed,
         # sm_90, K = V = 128: three stages prefetch the next chunks' K̃, Ũ, w while this one multiplies (the pass
         # 2.52 → 2.15 ms at 64K against two, H200 2026-11-30); at K = 256 two would take 209 KB of shared memory
         num_warps=4, num_stages=3 if BK <= 128 else 1,

@@ -38,6 +38,7 @@ from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
 from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_precision
+from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
 
 
 def state_bwd_ref(
@@ -250,10 +251,8 @@ def state_bwd_kernel(
             b_dh *= tl.exp(b_g_last)
         b_dh += b_E
         if ERASE:
-            # [BK, BT] the chunk's K̃ᵀ, contiguous along the tokens and 0 past the sequence's end (`transpose.py`):
-            # masked by rows only, so that it is copied in 16-byte pieces
-            b_ktt = tl.load(k_tilde_t + ((boh + i_t) * H + i_h) * K * BT + o_k[:, None] * BT + o_i[None, :],
-                            mask=m_k[:, None], other=0)  # fmt: skip
+            # [BK, BT] the chunk's K̃ᵀ, contiguous along the tokens (`transpose.py`)
+            b_ktt = load_chunk_transposed(k_tilde_t, (boh + i_t) * H + i_h, o_k, m_k, o_i, K, BT)
             # [BK, BT] @ [BT, BV] -> [BK, BV]
             b_dh -= tl.dot(b_ktt, b_du, input_precision=PRECISION)
 

@@ -33,6 +33,13 @@ def chunk_transpose_ref(x: torch.Tensor, layout: ChunkLayout) -> torch.Tensor:
     return out
 
 
+@triton.jit
+def load_chunk_transposed(x_t, row, o_k, m_k, o_i, K: tl.constexpr, BT: tl.constexpr):
+    """`[BK, BT]` tile of `chunk_transpose`'s output at `row` (`(chunk row) · H + head`), float32 as stored: masked by
+    its rows only (the columns past a sequence's end hold zeros), so that the copy goes in 16-byte pieces."""
+    return tl.load(x_t + row * K * BT + o_k[:, None] * BT + o_i[None, :], mask=m_k[:, None], other=0)
+
+
 @triton.jit(do_not_specialize=["T"])
 def chunk_transpose_kernel(
     x,
