@@ -4,14 +4,16 @@
 registers from the group's start (`group_inverses`, a `d × d` Cholesky per group, in PyTorch) and walks its chunks:
 
     Z   = U A                                    [16, d]   rows A_c u_t (A symmetric)
-    L Lᵀ = I + U Zᵀ                              [16, 16]  Cholesky, then L⁻¹ by forward substitution
+    L Lᵀ = I + U Zᵀ                              [16, 16]  Cholesky, then L⁻¹
     W   = L⁻¹ Z                                  [16, d]
     Y   = X A − tril(X Wᵀ) W                     [16, d]   rows A_t x_t
     A  ← A − Wᵀ W                                          the next chunk's start
 
-(the chunk path's algebra at 16 tokens a chunk). Only the `16 × 16` factorisation and inverse are sequential
-(16 steps each, exact float32 multiply-adds); the products are `tl.dot` with `tf32x3` (three tf32 passes, about
-22 bits; see `linattn/ops/delta_rule/triton/precision.py`). The same kernel maps `k̂` in the forward and `∂L/∂α`
+(the chunk path's algebra at 16 tokens a chunk). Only the `16 × 16` factorisation is sequential (16 steps, exact
+float32 multiply-adds); `L⁻¹` takes 16 steps of forward substitution at `d > 64`, and at `d ≤ 64` a product of
+four factors (`_inverse_cholesky`: six `16 × 16` products in float32 FMA, where each substitution step is a
+reduction across the warps). The other products are `tl.dot` with `tf32x3` (three tf32 passes, about 22 bits; see
+`linattn/ops/delta_rule/triton/precision.py`). The same kernel maps `k̂` in the forward and `∂L/∂α`
 in the backward (`a_t = A_t g_t`), so nothing but the groups' first `A` is kept between the passes. In the forward
 its rows are then normalised in place (`α̂_t = α_t / ‖α_t‖`, the norms kept), by PyTorch in `chunk._ChunkGate`:
 done inside the kernel it cost 2.6 ms more at `d = 128`, `T = 64K` on the H200, and nothing at `d = 32` (2026-11-30).
