@@ -56,19 +56,20 @@ def _inverse_cholesky(b_G, C: tl.constexpr, PRODUCT: tl.constexpr):
         b_L = tl.where(o_c[None, :] == j, b_col[:, None], b_L)
         b_G -= b_col[:, None] * b_col[None, :]
     if PRODUCT:
-        # L = diag(d) (I + N), N strictly lower and nilpotent (N^C = 0), so that
-        # L⁻¹ = (I + N)⁻¹ diag(d)⁻¹ = (I − N)(I + N²)(I + N⁴) ⋯ (I + N^{C/2}) diag(d)⁻¹: 2 (log₂ C − 1) products
+        # L = diag(ℓ) (I + N), N strictly lower and nilpotent (N^C = 0), so that
+        # L⁻¹ = (I + N)⁻¹ diag(ℓ)⁻¹ = (I − N)(I + N²)(I + N⁴) ⋯ (I + N^{C/2}) diag(ℓ)⁻¹: 2 (log₂ C − 1) products
         # (float32 FMA) where the substitution takes C steps, each a reduction across the warps
+        tl.static_assert(C <= 128, "the factors below cover chunks of up to 128 tokens")
         eye = o_c[:, None] == o_c[None, :]
-        b_d = tl.sum(tl.where(eye, b_L, 0), 1)  # [C]
-        b_N = tl.where(o_c[:, None] > o_c[None, :], b_L / b_d[:, None], 0)
+        b_l = tl.sum(tl.where(eye, b_L, 0), 1)  # [C] the diagonal ℓ
+        b_N = tl.where(o_c[:, None] > o_c[None, :], b_L / b_l[:, None], 0)
         b_Li = tl.where(eye, 1.0, 0.0) - b_N
         for s in tl.static_range(1, 7):
             if (1 << s) < C:
                 # [C, C] @ [C, C] -> [C, C]: N^(2^s), then the factor I + N^(2^s)
                 b_N = tl.dot(b_N, b_N, input_precision="ieee")
                 b_Li = tl.dot(b_Li, tl.where(eye, 1.0, 0.0) + b_N, input_precision="ieee")
-        return b_Li / b_d[None, :]
+        return b_Li / b_l[None, :]
     # forward substitution by rows: L⁻¹[i, :] = (e_i − Σ_{k<i} L[i, k] L⁻¹[k, :]) / L[i, i]
     b_Li = tl.zeros([C, C], dtype=tl.float32)
     for i in range(C):
