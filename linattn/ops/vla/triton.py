@@ -61,14 +61,15 @@ def _inverse_cholesky(b_G, C: tl.constexpr, PRODUCT: tl.constexpr):
         # (float32 FMA) where the substitution takes C steps, each a reduction across the warps
         tl.static_assert(C <= 128, "the factors below cover chunks of up to 128 tokens")
         eye = o_c[:, None] == o_c[None, :]
+        b_I = tl.where(eye, 1.0, 0.0)  # [C, C]
         b_l = tl.sum(tl.where(eye, b_L, 0), 1)  # [C] the diagonal ℓ
         b_N = tl.where(o_c[:, None] > o_c[None, :], b_L / b_l[:, None], 0)
-        b_Li = tl.where(eye, 1.0, 0.0) - b_N
+        b_Li = b_I - b_N
         for s in tl.static_range(1, 7):
             if (1 << s) < C:
                 # [C, C] @ [C, C] -> [C, C]: N^(2^s), then the factor I + N^(2^s)
                 b_N = tl.dot(b_N, b_N, input_precision="ieee")
-                b_Li = tl.dot(b_Li, tl.where(eye, 1.0, 0.0) + b_N, input_precision="ieee")
+                b_Li = tl.dot(b_Li, b_I + b_N, input_precision="ieee")
         return b_Li / b_l[None, :]
     # forward substitution by rows: L⁻¹[i, :] = (e_i − Σ_{k<i} L[i, k] L⁻¹[k, :]) / L[i, i]
     b_Li = tl.zeros([C, C], dtype=tl.float32)
