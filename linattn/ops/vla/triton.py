@@ -10,13 +10,15 @@ registers from the group's start (`group_inverses`, a `d × d` Cholesky per grou
     A  ← A − Wᵀ W                                          the next chunk's start
 
 (the chunk path's algebra at 16 tokens a chunk). Only the `16 × 16` factorisation is sequential (16 steps, exact
-float32 multiply-adds); `L⁻¹` takes 16 steps of forward substitution at `d > 64`, and at `d ≤ 64` a product of
-four factors (`_inverse_cholesky`: six `16 × 16` products in float32 FMA, where each substitution step is a
-reduction across the warps). The other products are `tl.dot` with `tf32x3` (three tf32 passes, about 22 bits; see
-`linattn/ops/delta_rule/triton/precision.py`). The same kernel maps `k̂` in the forward and `∂L/∂α`
-in the backward (`a_t = A_t g_t`), so nothing but the groups' first `A` is kept between the passes. In the forward
-its rows are then normalised in place (`α̂_t = α_t / ‖α_t‖`, the norms kept), by PyTorch in `chunk._ChunkGate`:
-done inside the kernel it cost 2.6 ms more at `d = 128`, `T = 64K` on the H200, and nothing at `d = 32` (2026-11-30).
+float32 multiply-adds); `L⁻¹` takes 16 steps of forward substitution, except at `32 < d ≤ 64`, where a product of
+four factors replaces them (`_inverse_cholesky`: six `16 × 16` products in float32 FMA, where each substitution
+step is a reduction across the program's four warps). At `d ≤ 32` a program is one warp, whose reductions need no
+barrier: a group's walk then runs on a quarter of the threads, and eight programs share an SM. The other products
+are `tl.dot` with `tf32x3` (three tf32 passes, about 22 bits; see `linattn/ops/delta_rule/triton/precision.py`).
+The same kernel maps `k̂` in the forward and `∂L/∂α` in the backward (`a_t = A_t g_t`), so nothing but the groups'
+first `A` is kept between the passes. In the forward its rows are then normalised in place (`α̂_t = α_t / ‖α_t‖`,
+the norms kept), by PyTorch in `chunk._ChunkGate`: done inside the kernel it cost 2.6 ms more at `d = 128`,
+`T = 64K` on the H200, and nothing at `d = 32` (2026-11-30).
 
 Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of registers across the program); larger ones
 take the PyTorch path. Float64 inputs are refused, as by the other Triton backends.
@@ -142,14 +144,18 @@ def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, group
         raise ValueError(f"vla gate kernel: head dims up to {MAX_HEAD_DIM}, got {D}")
     Y = torch.empty_like(X)
     BD = max(16, triton.next_power_of_2(D))
+    # the gate alone, T = 64K, bf16, H = 16, H200, 2026-11-30, forward / forward + backward, ms:
+    # - d = 32: one warp 2.19 / 7.18 against four 3.62 / 10.0 (with the product form; 4.67 / 12.1 by substitution);
+    #   two 2.92 / 8.94; no change at 4K and 16K, where the call's fixed cost dominates
+    # - d = 64: four warps 5.55 / 15.7 with the product form, two 7.0 / 18.6 (spills)
+    # - d = 128: eight warps 19.9 / 48.2 by substitution; the product form spilled more (450 → 740 B a thread, 22.1 ms
+    #   forward), sixteen warps 31.4 / 71.0
+    warps = 1 if BD <= 32 else 4 if BD <= 64 else 8
     grid = (A_starts.shape[2], B * H)
     gate_apply_kernel[grid](
         X, U, A_starts.contiguous(), Y, T,
         H=H, D=D, BD=BD, C=grouping.C, R=grouping.R,
-        # the product form of L⁻¹ for d ≤ 64: at d = 32 the gate's forward 4.66 → 3.62 ms, forward + backward 12.1 →
-        # 10.1 ms (T = 64K, bf16, H = 16, H200, 2026-11-30); at d = 128, where the kernel already holds 255
-        # registers, its products spill more (450 → 740 B a thread) and the gate got slower (19.7 → 22.1 ms)
-        PRODUCT=BD <= 64, num_warps=4 if D <= 64 else 8,
+        PRODUCT=warps == 4, num_warps=warps,
     )  # fmt: skip
     return Y
 

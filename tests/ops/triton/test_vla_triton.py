@@ -39,16 +39,17 @@ def test_bfloat16_inputs_run_at_their_precision():
     assert rel_err(A, A_want) < 2e-3
 
 
-@pytest.mark.parametrize("C, R, T", [(16, 3, 100), (16, 1, 40), (32, 2, 64)])
-def test_gate_kernel_matches_the_token_loop(C, R, T):
+@pytest.mark.parametrize("C, R, T, d", [(16, 3, 100, 24), (16, 1, 40, 24), (32, 2, 64, 24), (16, 3, 70, 40)])
+def test_gate_kernel_matches_the_token_loop(C, R, T, d):
     """The kernel with small groups (several groups, the last one padded or cut short), from an SPD initial state:
-    α̂, `A_T` and the gradients of k, u and the initial state, float32 against the float64 token loop."""
+    α̂, `A_T` and the gradients of k, u and the initial state, float32 against the float64 token loop. `d` padded
+    inside to 32 (one warp, `L⁻¹` by substitution) or 64 (four warps, `L⁻¹` in product form)."""
     from linattn.ops.unit_rows import unit_rows
     from linattn.ops.vla.chunk import Grouping, gate
     from linattn.ops.vla.naive import naive_vla_gate
     from linattn.ops.vla.triton import triton_apply
 
-    B, H, d = 2, 2, 24  # d padded to 32 inside
+    B, H = 2, 2
     gen = torch.Generator().manual_seed(0)
     k = torch.randn(B, T, H, d, generator=gen, dtype=torch.float64)
     u = torch.randn(B, T, H, d, generator=gen, dtype=torch.float64) / d
