@@ -146,7 +146,7 @@ def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, group
     BD = max(16, triton.next_power_of_2(D))
     # the gate alone, T = 64K, bf16, H = 16, H200, 2026-11-30, forward / forward + backward, ms:
     # - d = 32: one warp 2.19 / 7.18 against four 3.62 / 10.0 (with the product form; 4.67 / 12.1 by substitution);
-    #   two 2.92 / 8.94; no change at 4K and 16K, where the call's fixed cost dominates
+    #   two 2.92 / 8.94; at 4K and 16K every launch gave 2.0 – 3.1 ms forward + backward
     # - d = 64: four warps 5.55 / 15.7 with the product form, two 7.0 / 18.6 (spills)
     # - d = 128: eight warps 19.9 / 48.2 by substitution; the product form spilled more (450 → 740 B a thread, 22.1 ms
     #   forward), sixteen warps 31.4 / 71.0
