@@ -40,9 +40,10 @@ def _grads(outs, leaves, seed=3):
     return [torch.zeros_like(x) if d is None else d for x, d in zip(leaves, grads)]
 
 
+# the second set walks more chunks than one step of the state scan takes (state.SCAN_CB = 16), in both directions
+@pytest.mark.parametrize("lengths", [[1, 70, 7, 64], [1093, 5, 1030]], ids=["short", "many-chunks"])
 @pytest.mark.parametrize("case", CCQ_CASES[:2], ids=IDS[:2])
-def test_varlen_in_one_launch(case):
-    lengths = [1, 70, 7, 64]
+def test_varlen_in_one_launch(case, lengths):
     tokens, state = draw(case, Sizes(B=1, T=sum(lengths), K=16), N=len(lengths))
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
     f32 = [x.float().requires_grad_() for x in (*tokens.values(), *state)]

@@ -1,13 +1,13 @@
 """CCQ's chunked Triton kernels as an autograd function: `ccq_query(..., backend="triton")`.
 
-Forward, two launches (packed sequences included):
-1. `state.py`   `(C_c, m_c, Z_c)` at every chunk start, one walk over the keys     sequential over chunks
+Forward, three launches (packed sequences included):
+1. `state.py`   `(C_c, m_c, Z_c)` at every chunk start: each chunk's term, then a scan     parallel, then over chunks
 2. `output.py`  `q' = q − λ/z (a − ρ b)` per chunk from its start state, written    per chunk, in parallel
 
-Backward, four launches:
-B1. `state.py`      the chunk-start states again (the forward's walk)                   sequential over chunks
+Backward, six launches:
+B1. `state.py`      the chunk-start states again (the forward's two launches)               as 1.
 B2. `local_bwd.py`  per-row scalars `s, ρ, dr, dz, dG_Γ` and `dλ`                     per chunk, in parallel
-B3. `state.py`      `(dC, dm, dZ)` at every chunk end, and the initial state's         sequential, in reverse
+B3. `state.py`      `(dC, dm, dZ)` at every chunk end, and the initial state's: terms, scan  parallel, then in reverse
 B4. `local_bwd.py`  `dq, dk, dg`                                                     per chunk, in parallel
 
 Recomputing the chunk-start states (B1) rather than saving them keeps the forward's memory at the inputs': the

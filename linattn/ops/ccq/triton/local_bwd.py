@@ -17,7 +17,7 @@ Forward per token (`output.py`): `a = C_tᵀ q`, `b = m_t`, `z = Z_t`, `r = bᵀ
     uᵀdy = Γ (rowsum(Q C_0 ⊙ dY) − ρ dyᵀ m_0) + rowsum(W ⊙ F)
 
 and stores, per row, `s, ρ, dr, dz` and `dG_Γ = Γ (s rowsum(Q C_0 ⊙ dY) + m_0ᵀdb + Z_0 dz)` (the terms of `G_t`
-through `Γ_t`), plus `dλ`. `state.state_bwd` then walks the state gradients back; `local_bwd` (one program per
+through `Γ_t`), plus `dλ`. `state.state_bwd` then scans the state gradients back; `local_bwd` (one program per
 chunk, with the chunk's start state `(C_0, m_0, Z_0)` and end-state gradient `(dC⁺, dm⁺, dZ⁺)`) finishes, with
 `P' = diag(s) (D̃ ⊙ F) + diag(dr) D̃` and `Γ_C/Γ` the decay to the chunk's end:
 
@@ -183,7 +183,8 @@ def ccq_local_bwd_kernel(
     last = tl.minimum(BT, T - i_t * BT) - 1
     o_r = t0 * H + i_h + o_i * H
 
-    b_gamma, b_to_end, b_D, b_gamma_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
+    b_gamma, b_to_end, b_D, b_G_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
+    b_gamma_last = tl.exp(b_G_last)
     # [BT] row scalars of rows_bwd (0 on padding)
     b_s = tl.load(rows + o_r, mask=m_t, other=0)
     b_rho = tl.load(rows + R + o_r, mask=m_t, other=0)

@@ -1,4 +1,4 @@
-"""The two sequential walks of CCQ's chunked kernels: the running sums forward, their gradients in reverse.
+"""CCQ's running sums at every chunk boundary: a parallel pass per chunk, then a scan over chunks.
 
 Forward, for the chunks `c = 0, 1, …` of one sequence from the initial state (or 0), with `Γ_C / Γ_s` the decay
 from token `s` to the chunk's last real token (`exp(G_last − G_s)`, 1 without `g`):
@@ -18,12 +18,23 @@ Backward, from the final state's gradient (or 0) down to the initial state's, wi
 
 storing `dh[c]` = the gradient of chunk `c`'s *end* state (what `local_bwd` pairs with `h[c]`, its start state).
 
-Both walks run one program per (column block of `C`, sequence · head), holding a `[K, BV]` float32 tile of `C`
-(or `dC`), the `[BV]` slice of `m` and the mass `Z` (carried as a one-element vector) in registers for the whole
-sequence. Each chunk costs one `[K, BT] @ [BT, BV]` product: `tf32x3` (true float32) unless both factors are raw
-inputs (no decay in the forward), where `precision.raw_precision` applies, or a bfloat16 training call allows one
-tf32 pass (the forward: `q'` the only output, `precision.state_precision`; the backward: no final state's
-gradient, `precision.grad_precision`; the delta rule's reasons hold here, `delta_rule/triton/precision.py`).
+Neither recurrence multiplies its state by anything but the scalar `Γ_C`: each chunk's term (the last column
+above) does not depend on the state. So each direction runs in two launches:
+
+1. `ccq_sums_fwd_kernel` / `ccq_sums_bwd_kernel`, one program per (column block, chunk, batch row · head), in
+   parallel: the chunk's term, one `[K, BT] @ [BT, BV]` product, written into that chunk's row of the state buffer,
+   and `log Γ_C` into `log_decay [B, NT, H]`.
+2. `ccq_scan_kernel`, one program per (block of state entries, sequence · head): the decayed prefix sum of those
+   rows over chunks, in place (forward, or in reverse), `CB` chunks a step. A step loads `CB` rows at once and scans
+   them with `tl.associative_scan` on pairs `(γ, x)`, `(γ₁, x₁) ∘ (γ₂, x₂) = (γ₁γ₂, γ₂x₁ + x₂)`; the state entering
+   the step goes to its first row and the state after row `j` to row `j + 1`. Every entry is independent, so the
+   scan is elementwise: its cost is the rows' bytes, not a chain of matrix products.
+
+(A single walk that formed each chunk's product and added it to the carried state, as this file did before, ran
+one product after another on `K / 16` programs a head.) The products take `tf32x3` (true float32) unless both
+factors are raw inputs (no decay in the forward), where `precision.raw_precision` applies, or a bfloat16 training
+call allows one tf32 pass (the forward: `q'` the only output, `precision.state_precision`; the backward: no final
+state's gradient, `precision.grad_precision`; the delta rule's reasons hold here, `delta_rule/triton/precision.py`).
 
 `chunk_decay` (the decays of one chunk from the raw `g`, by an in-register cumsum) is shared by every CCQ kernel,
 so no kernel needs a stored cumulative decay.
@@ -36,21 +47,21 @@ import triton
 import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import sequence_coords
+from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
 from linattn.ops.delta_rule.triton.precision import raw_precision
 
-# one column block of 16 per program: 8 programs per head at K = 128 (128 at B = 1, H = 16, about one per SM)
-STATE_BV = 16
-# sm_90, K = 128, bfloat16 (scripts/compile_kernels.py, Triton 3.6): 4 warps spill (104 – 148 B a thread), 8 do not
-WALK_WARPS = 8
+SUMS_BV = 32  # columns of a chunk's term per program of the sums kernels
+SCAN_CB = 16  # chunks per step of the scan
+SCAN_BE = 256  # state entries per program of the scan
 
 
 @triton.jit
 def chunk_decay(g, t0, i_h, o_i, m_t, last, H: tl.constexpr, BT: tl.constexpr, USE_G: tl.constexpr):
     """The decays of the chunk starting at token `t0`, from the raw log-decays `g` (`[B, T, H]`, any float dtype):
-    `(Γ [BT], Γ_C/Γ [BT], D [BT, BT], Γ_C)` with `G` = the chunk-local cumsum of `g`, `Γ_t = exp(G_t)`,
+    `(Γ [BT], Γ_C/Γ [BT], D [BT, BT], G_last)` with `G` = the chunk-local cumsum of `g`, `Γ_t = exp(G_t)`,
     `D_ts = exp(G_t − G_s)` on `s ≤ t` of real rows (masked *before* `exp`: the other differences are positive and
-    can overflow), `Γ_C = exp(G_last)`. Rows past the sequence's end are 0; without `USE_G` every decay is 1."""
+    can overflow), `G_last` the chunk's log-decay (`Γ_C = exp(G_last)`). Rows past the sequence's end are 0;
+    without `USE_G` every decay is 1."""
     m_O = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
     # [BT] chunk-local cumsum (padding loads 0, so it stays at G_last there); one code path with or without g
     if USE_G:
@@ -61,58 +72,185 @@ def chunk_decay(g, t0, i_h, o_i, m_t, last, H: tl.constexpr, BT: tl.constexpr, U
     b_gamma = tl.where(m_t, tl.exp(b_G), 0.0)
     b_to_end = tl.where(m_t, tl.exp(b_G_last - b_G), 0.0)
     b_D = tl.exp(tl.where(m_O, b_G[:, None] - b_G[None, :], float("-inf")))
-    b_gamma_last = tl.exp(b_G_last)
-    return b_gamma, b_to_end, b_D, b_gamma_last
+    return b_gamma, b_to_end, b_D, b_G_last
 
 
 @triton.jit
-def load_triple(C, m, Z, i_nh, o_h, m_h, o_v, m_v, o_1, K: tl.constexpr):
-    """Sequence-head `i_nh`'s `[BK, BV]` tile of a `[K, K]` matrix, `[BV]` of a `[K]` vector and its scalar `[1]`
-    (a state `(C, m, Z)` or its gradient), float32."""
-    b_C = tl.load(C + i_nh.to(tl.int64) * K * K + o_h, mask=m_h, other=0).to(tl.float32)
-    b_m = tl.load(m + i_nh.to(tl.int64) * K + o_v, mask=m_v, other=0).to(tl.float32)
-    return b_C, b_m, tl.load(Z + i_nh + o_1).to(tl.float32)
-
-
-@triton.jit
-def start_triple(C, m, Z, i_nh, o_h, m_h, o_v, m_v, o_1, K: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                 GIVEN: tl.constexpr):  # fmt: skip
-    """A walk's starting triple: `load_triple` when `GIVEN`, else zeros."""
-    if GIVEN:
-        b_C, b_m, b_Z = load_triple(C, m, Z, i_nh, o_h, m_h, o_v, m_v, o_1, K)
-    else:
-        b_C, b_m, b_Z = tl.zeros([BK, BV], tl.float32), tl.zeros([BV], tl.float32), tl.zeros([1], tl.float32)
-    return b_C, b_m, b_Z
-
-
-@triton.jit
-def walk_tile(i_v, K: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr):
-    """Column block `i_v`'s share of a state: `(o_k [BK], o_v [BV], o_1 [1], m_k, m_v, m_h, o_h)`, `o_h` the offsets
-    of its `[BK, BV]` tile inside one `[K, K]` matrix and `m_h` their mask."""
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k = o_k < K
-    m_v = o_v < K
-    return o_k, o_v, tl.arange(0, 1), m_k, m_v, m_k[:, None] & m_v[None, :], o_k[:, None] * K + o_v[None, :]
-
-
-@triton.jit
-def store_triple(C, m, Z, b_C, b_m, b_Z, i_nh, i_v, o_h, m_h, o_v, m_v, o_1, K: tl.constexpr):
-    """`load_triple`'s inverse (`i_nh` may also be a chunk row of `[rows, K, K]` buffers); the scalar is stored by
-    the first column block's program only."""
-    tl.store(C + i_nh.to(tl.int64) * K * K + o_h, b_C, mask=m_h)
-    tl.store(m + i_nh.to(tl.int64) * K + o_v, b_m, mask=m_v)
+def store_term(hC, hm, hZ, log_decay, b_C, b_m, b_Z, b_G_last, i_row, i_v, o_k, m_k, o_v, m_v, K: tl.constexpr):
+    """One chunk's term into its state row `i_row` (`[rows, K, K]`, `[rows, K]`, `[rows]` buffers): the `[BK, BV]`
+    tile of `C` and `[BV]` of `m` of column block `i_v`; its first column block's program also stores `Z` and the
+    chunk's log-decay `G_last`."""
+    tl.store(hC + i_row * K * K + o_k[:, None] * K + o_v[None, :], b_C, mask=m_k[:, None] & m_v[None, :])
+    tl.store(hm + i_row * K + o_v, b_m, mask=m_v)
     if i_v == 0:
-        tl.store(Z + i_nh + o_1, b_Z)
+        tl.store(hZ + i_row, b_Z)
+        tl.store(log_decay + i_row, b_G_last)
 
 
 @triton.jit(do_not_specialize=["T"])
-def ccq_state_fwd_kernel(
+def ccq_sums_fwd_kernel(
     k,
     g,
     hC,
     hm,
     hZ,
+    log_decay,
+    cu_seqlens,
+    chunk_indices,
+    T,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_G: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """One program per (column block, chunk, batch row · head): `(K ⊙ Γ_C/Γ)ᵀ K`, `(Γ_C/Γ)ᵀ K`, `Σ Γ_C/Γ`."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
+
+    t0 = bos + i_t * BT
+    o_i = tl.arange(0, BT)
+    m_t = o_i < T - i_t * BT
+    last = tl.minimum(BT, T - i_t * BT) - 1
+    _, b_to_end, _, b_G_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
+
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k, m_v = o_k < K, o_v < K
+    # this head at the chunk's first token; a token step is H·K elements
+    o_t = (t0 * H + i_h) * K + o_i[:, None] * (H * K)
+    # [BT, BK] the chunk's keys, decayed to its end; [BT, BV] their column block
+    b_k = tl.load(k + o_t + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0).to(tl.float32)
+    b_kv = tl.load(k + o_t + o_v[None, :], mask=m_t[:, None] & m_v[None, :], other=0).to(tl.float32)
+    if USE_G:
+        b_k *= b_to_end[:, None]
+    # [BK, BT] @ [BT, BV] -> [BK, BV]
+    b_C = tl.dot(tl.trans(b_k), b_kv, input_precision=PRECISION)
+    b_m = tl.sum(b_kv * b_to_end[:, None], axis=0)
+    store_term(hC, hm, hZ, log_decay, b_C, b_m, tl.sum(b_to_end), b_G_last, i_tg * H + i_h, i_v, o_k, m_k, o_v,
+               m_v, K)  # fmt: skip
+
+
+@triton.jit(do_not_specialize=["T", "R"])
+def ccq_sums_bwd_kernel(
+    q,
+    do,
+    g,
+    rows,
+    dhC,
+    dhm,
+    dhZ,
+    log_decay,
+    cu_seqlens,
+    chunk_indices,
+    T,
+    R,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    USE_G: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """One program per (column block, chunk, batch row · head): `(diag(Γ s) Q)ᵀ dY`, `Σ Γ (dr q − ρ s dy)`,
+    `Σ Γ dz`. `rows` holds the per-row scalars in planes of `R = B·T·H` floats: `s, ρ, dr, dz` (and `dG_Γ`, unused
+    here)."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
+
+    t0 = bos + i_t * BT
+    o_i = tl.arange(0, BT)
+    m_t = o_i < T - i_t * BT
+    last = tl.minimum(BT, T - i_t * BT) - 1
+    b_gamma, _, _, b_G_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
+    # [BT] per-row scalars (0 on padding)
+    o_r = t0 * H + i_h + o_i * H
+    b_s = tl.load(rows + o_r, mask=m_t, other=0)
+    b_rho = tl.load(rows + R + o_r, mask=m_t, other=0)
+    b_dr = tl.load(rows + 2 * R + o_r, mask=m_t, other=0)
+    b_dz = tl.load(rows + 3 * R + o_r, mask=m_t, other=0)
+
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k, m_v = o_k < K, o_v < K
+    o_t = (t0 * H + i_h) * K + o_i[:, None] * (H * K)
+    m_tv = m_t[:, None] & m_v[None, :]
+    # [BT, BK] queries scaled by Γ s; [BT, BV] column blocks of the queries and of dY
+    b_q = tl.load(q + o_t + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0).to(tl.float32)
+    b_qv = tl.load(q + o_t + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
+    b_do = tl.load(do + o_t + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
+    b_q *= (b_gamma * b_s)[:, None]
+    # [BK, BT] @ [BT, BV] -> [BK, BV]
+    b_dC = tl.dot(tl.trans(b_q), b_do, input_precision=PRECISION)
+    b_db = b_dr[:, None] * b_qv - (b_rho * b_s)[:, None] * b_do
+    b_dm = tl.sum(b_gamma[:, None] * b_db, axis=0)
+    store_term(dhC, dhm, dhZ, log_decay, b_dC, b_dm, tl.sum(b_gamma * b_dz), b_G_last, i_tg * H + i_h, i_v, o_k,
+               m_k, o_v, m_v, K)  # fmt: skip
+
+
+@triton.jit
+def scan_rows(x, x0, xt, log_log_decay, i_nh, i_h, boh, NT, o_e, m_e, H: tl.constexpr, E: tl.constexpr,
+              CB: tl.constexpr, USE_G: tl.constexpr, USE_X0: tl.constexpr, STORE_XT: tl.constexpr,
+              REVERSE: tl.constexpr):  # fmt: skip
+    """Entries `o_e` (`[BE]`, mask `m_e`) of one sequence-head's rows `x [rows, H, E]`, chunks `boh … boh + NT − 1`:
+    each row's term is replaced by the running state that enters its chunk, from `x0 [N·H, E]` (or 0); the state
+    after the last chunk goes to `xt` when `STORE_XT`. `REVERSE` walks the chunks from the last.
+
+    A step of `CB` chunks `j` (in walk order) with terms `d_j`, log-decays `l_j` and `L_j = l_1 + … + l_j` leaves
+    the state `x_j = exp(L_j) x_in + Σ_{i ≤ j} exp(L_j − L_i) d_i` after chunk `j`: one `[CB, CB] @ [CB, BE]`
+    product (float32 FMAs, `ieee`)."""
+    o_j = tl.arange(0, CB)
+    # [CB, CB] the steps' lower triangle (i ≤ j)
+    m_L = o_j[:, None] >= o_j[None, :]
+    if USE_X0:
+        b_x = tl.load(x0 + i_nh.to(tl.int64) * E + o_e, mask=m_e, other=0).to(tl.float32)
+    else:
+        b_x = tl.zeros_like(o_e).to(tl.float32)
+    for i_c in range(0, NT, CB):
+        # [CB] the step's chunks in walk order, and the rows of the chunks after them
+        i_j = i_c + o_j
+        m_j = i_j < NT
+        if REVERSE:
+            i_first = (boh + NT - 1 - i_c) * H + i_h
+            i_row = i_first - o_j * H
+            i_next = i_row - H
+        else:
+            i_first = (boh + i_c) * H + i_h
+            i_row = i_first + o_j * H
+            i_next = i_row + H
+        # [CB, BE] the chunks' terms; [CB] the cumulative log-decay over the step (0 past the end)
+        b_d = tl.load(x + i_row[:, None] * E + o_e[None, :], mask=m_j[:, None] & m_e[None, :], other=0)
+        if USE_G:
+            b_L = tl.cumsum(tl.load(log_log_decay + i_row, mask=m_j, other=0), axis=0)
+        else:
+            b_L = tl.zeros([CB], dtype=tl.float32)
+        # [CB, CB] exp(L_j − L_i) on i ≤ j (masked before exp: above the diagonal the difference is positive)
+        b_P = tl.exp(tl.where(m_L, b_L[:, None] - b_L[None, :], float("-inf")))
+        # [CB, CB] @ [CB, BE] -> [CB, BE] the state after each chunk
+        b_E = tl.exp(b_L)[:, None] * b_x[None, :] + tl.dot(b_P, b_d, input_precision="ieee")
+        # the state entering the step to its first chunk's row, the state after chunk j to chunk j + 1's
+        tl.store(x + i_first * E + o_e, b_x, mask=m_e)
+        m_next = ((o_j + 1 < CB) & (i_j + 1 < NT))[:, None] & m_e[None, :]
+        tl.store(x + i_next[:, None] * E + o_e[None, :], b_E, mask=m_next)
+        # the last row: past the sequence's end every term is 0 and every decay 1, so that is the state after it
+        b_x = tl.sum(tl.where((o_j == CB - 1)[:, None], b_E, 0.0), axis=0)
+    if STORE_XT:
+        tl.store(xt + i_nh.to(tl.int64) * E + o_e, b_x, mask=m_e)
+
+
+@triton.jit(do_not_specialize=["T"])
+def ccq_scan_kernel(
+    hC,
+    hm,
+    hZ,
+    log_decay,
     C0,
     m0,
     Z0,
@@ -126,118 +264,28 @@ def ccq_state_fwd_kernel(
     K: tl.constexpr,
     BT: tl.constexpr,
     BK: tl.constexpr,
-    BV: tl.constexpr,
+    BE: tl.constexpr,
+    CB: tl.constexpr,
     USE_G: tl.constexpr,
     USE_H0: tl.constexpr,
     STORE_HT: tl.constexpr,
     IS_VARLEN: tl.constexpr,
-    PRECISION: tl.constexpr,
+    REVERSE: tl.constexpr,
 ):
-    """One program per (column block, sequence · head) walks the sequence's chunks in order; the program of the
-    first column block also stores `Z`."""
-    i_v, i_nh = tl.program_id(0), tl.program_id(1)
+    """One program per (block of `BE` entries of `C`, sequence · head), and one more per sequence · head for `m`
+    and `Z`."""
+    i_e, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
-    bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
-
-    o_i = tl.arange(0, BT)
-    o_k, o_v, o_1, m_k, m_v, m_h, o_h = walk_tile(i_v, K, BK, BV)
-
-    # [BK, BV], [BV], [1] float32
-    b_C, b_m, b_Z = start_triple(C0, m0, Z0, i_nh, o_h, m_h, o_v, m_v, o_1, K, BK, BV, USE_H0)
-
-    for i_t in range(0, NT):
-        store_triple(hC, hm, hZ, b_C, b_m, b_Z, (boh + i_t) * H + i_h, i_v, o_h, m_h, o_v, m_v, o_1, K)
-
-        # this head at the chunk's first token; a token step is H·K elements
-        t0 = bos + i_t * BT
-        m_t = o_i < T - i_t * BT
-        last = tl.minimum(BT, T - i_t * BT) - 1
-        _, b_to_end, _, b_gamma_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
-        o_t = (t0 * H + i_h) * K + o_i[:, None] * (H * K)
-        # [BT, BK] the chunk's keys, decayed to its end; [BT, BV] their column block
-        b_k = tl.load(k + o_t + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0).to(tl.float32)
-        b_kv = tl.load(k + o_t + o_v[None, :], mask=m_t[:, None] & m_v[None, :], other=0).to(tl.float32)
-        if USE_G:
-            b_k *= b_to_end[:, None]
-        # [BK, BT] @ [BT, BV] -> [BK, BV]
-        b_C = b_C * b_gamma_last + tl.dot(tl.trans(b_k), b_kv, input_precision=PRECISION)
-        b_m = b_m * b_gamma_last + tl.sum(b_kv * b_to_end[:, None], axis=0)
-        b_Z = b_Z * b_gamma_last + tl.sum(b_to_end)
-
-    if STORE_HT:
-        store_triple(Ct, mt, Zt, b_C, b_m, b_Z, i_nh, i_v, o_h, m_h, o_v, m_v, o_1, K)
-
-
-@triton.jit(do_not_specialize=["T", "R"])
-def ccq_state_bwd_kernel(
-    q,
-    do,
-    g,
-    rows,
-    dhC,
-    dhm,
-    dhZ,
-    dCt,
-    dmt,
-    dZt,
-    dC0,
-    dm0,
-    dZ0,
-    cu_seqlens,
-    chunk_offsets,
-    T,
-    R,
-    H: tl.constexpr,
-    K: tl.constexpr,
-    BT: tl.constexpr,
-    BK: tl.constexpr,
-    BV: tl.constexpr,
-    USE_G: tl.constexpr,
-    USE_DHT: tl.constexpr,
-    STORE_DH0: tl.constexpr,
-    IS_VARLEN: tl.constexpr,
-    PRECISION: tl.constexpr,
-):
-    """One program per (column block, sequence · head) walks the sequence's chunks from the last to the first.
-    `rows` holds the per-row scalars in planes of `R = B·T·H` floats: `s, ρ, dr, dz` (and `dG_Γ`, unused here)."""
-    i_v, i_nh = tl.program_id(0), tl.program_id(1)
-    i_n, i_h = i_nh // H, i_nh % H
-    bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
-
-    o_i = tl.arange(0, BT)
-    o_k, o_v, o_1, m_k, m_v, m_h, o_h = walk_tile(i_v, K, BK, BV)
-
-    # [BK, BV], [BV], [1] gradients of the state at the end of the current chunk, float32
-    b_dC, b_dm, b_dZ = start_triple(dCt, dmt, dZt, i_nh, o_h, m_h, o_v, m_v, o_1, K, BK, BV, USE_DHT)
-
-    for i_t in range(NT - 1, -1, -1):
-        store_triple(dhC, dhm, dhZ, b_dC, b_dm, b_dZ, (boh + i_t) * H + i_h, i_v, o_h, m_h, o_v, m_v, o_1, K)
-
-        t0 = bos + i_t * BT
-        m_t = o_i < T - i_t * BT
-        last = tl.minimum(BT, T - i_t * BT) - 1
-        b_gamma, _, _, b_gamma_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
-        # [BT] per-row scalars (0 on padding)
-        o_r = t0 * H + i_h + o_i * H
-        b_s = tl.load(rows + o_r, mask=m_t, other=0)
-        b_rho = tl.load(rows + R + o_r, mask=m_t, other=0)
-        b_dr = tl.load(rows + 2 * R + o_r, mask=m_t, other=0)
-        b_dz = tl.load(rows + 3 * R + o_r, mask=m_t, other=0)
-        o_t = (t0 * H + i_h) * K + o_i[:, None] * (H * K)
-        m_tv = m_t[:, None] & m_v[None, :]
-        # [BT, BK] queries scaled by Γ s; [BT, BV] column blocks of the queries and of dY
-        b_q = tl.load(q + o_t + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0).to(tl.float32)
-        b_qv = tl.load(q + o_t + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
-        b_do = tl.load(do + o_t + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
-        b_q *= (b_gamma * b_s)[:, None]
-        # [BK, BT] @ [BT, BV] -> [BK, BV]
-        b_dC = b_dC * b_gamma_last + tl.dot(tl.trans(b_q), b_do, input_precision=PRECISION)
-        b_db = b_dr[:, None] * b_qv - (b_rho * b_s)[:, None] * b_do
-        b_dm = b_dm * b_gamma_last + tl.sum(b_gamma[:, None] * b_db, axis=0)
-        b_dZ = b_dZ * b_gamma_last + tl.sum(b_gamma * b_dz)
-
-    if STORE_DH0:
-        store_triple(dC0, dm0, dZ0, b_dC, b_dm, b_dZ, i_nh, i_v, o_h, m_h, o_v, m_v, o_1, K)
+    _, _, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
+    if i_e < tl.cdiv(K * K, BE):
+        o_e = i_e * BE + tl.arange(0, BE)
+        scan_rows(hC, C0, Ct, log_decay, i_nh, i_h, boh, NT, o_e, o_e < K * K, H, K * K, CB, USE_G, USE_H0, STORE_HT,
+                  REVERSE)  # fmt: skip
+    else:
+        o_k = tl.arange(0, BK)
+        scan_rows(hm, m0, mt, log_decay, i_nh, i_h, boh, NT, o_k, o_k < K, H, K, CB, USE_G, USE_H0, STORE_HT, REVERSE)
+        o_1 = tl.arange(0, 1)
+        scan_rows(hZ, Z0, Zt, log_decay, i_nh, i_h, boh, NT, o_1, o_1 < 1, H, 1, CB, USE_G, USE_H0, STORE_HT, REVERSE)
 
 
 State = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
@@ -259,6 +307,22 @@ def _final_buffers(N: int, H: int, K: int, device: torch.device) -> State:
     return torch.empty(N, H, K, K, **f32), torch.empty(N, H, K, **f32), torch.empty(N, H, **f32)
 
 
+def _scan(h: State, log_decay: torch.Tensor | None, start: State | None, end: State | None, layout: ChunkLayout,
+          reverse: bool) -> None:  # fmt: skip
+    """`ccq_scan_kernel` over the chunk rows `h` (each chunk's term, replaced in place by the state entering it),
+    from `start` (or 0) into `end` (when given); `log_decay` `[B, NT, H]` (each chunk's `log Γ_C`) or None."""
+    H, K = h[0].shape[2], h[0].shape[3]
+    C0, m0, Z0 = (None, None, None) if start is None else start
+    Ct, mt, Zt = (None, None, None) if end is None else end
+    grid = (triton.cdiv(K * K, SCAN_BE) + 1, layout.N * H)
+    ccq_scan_kernel[grid](
+        *h, log_decay, C0, m0, Z0, Ct, mt, Zt, layout.cu_seqlens, layout.chunk_offsets, layout.T,
+        H=H, K=K, BT=layout.BT, BK=triton.next_power_of_2(K), BE=SCAN_BE, CB=SCAN_CB,
+        USE_G=log_decay is not None, USE_H0=start is not None, STORE_HT=end is not None,
+        IS_VARLEN=layout.cu_seqlens is not None, REVERSE=reverse, num_warps=4,
+    )  # fmt: skip
+
+
 def state_fwd(
     k: torch.Tensor,
     g: torch.Tensor | None,
@@ -276,21 +340,18 @@ def state_fwd(
     """
     B, T, H, K = k.shape
     h = _state_buffers(B, H, K, layout, k.device)
-    final = _final_buffers(layout.N, H, K, k.device) if output_final_state else (None, None, None)
-    C0, m0, Z0 = (None, None, None) if initial_state is None else initial_state
-    # the whole key dim in one tile (a state row cannot be split across loop steps), columns in blocks of 16
-    BK = max(16, triton.next_power_of_2(K))
-    grid = (triton.cdiv(K, STATE_BV), layout.N * H)
-    ccq_state_fwd_kernel[grid](
-        k, g, *h, C0, m0, Z0, *final, layout.cu_seqlens, layout.chunk_offsets, T,
-        H=H, K=K, BT=layout.BT, BK=BK, BV=STATE_BV,
-        USE_G=g is not None, USE_H0=initial_state is not None, STORE_HT=output_final_state,
-        IS_VARLEN=layout.cu_seqlens is not None,
+    log_decay = torch.empty(B, layout.NT, H, dtype=torch.float32, device=k.device)
+    final = _final_buffers(layout.N, H, K, k.device) if output_final_state else None
+    BK = triton.next_power_of_2(max(16, K))
+    grid = (triton.cdiv(K, SUMS_BV), layout.NT, B * H)
+    ccq_sums_fwd_kernel[grid](
+        k, g, *h, log_decay, layout.cu_seqlens, layout.chunk_indices, T,
+        H=H, K=K, BT=layout.BT, BK=BK, BV=SUMS_BV, USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None,
         # without decay both factors of KᵀK are raw inputs
-        PRECISION=precision if g is not None else raw_precision(k.dtype),
-        num_warps=WALK_WARPS, num_stages=2 if BK <= 128 else 1,
+        PRECISION=precision if g is not None else raw_precision(k.dtype), num_warps=4,
     )  # fmt: skip
-    return h, (final if output_final_state else None)
+    _scan(h, log_decay if g is not None else None, initial_state, final, layout, reverse=False)
+    return h, final
 
 
 def state_bwd(
@@ -313,15 +374,14 @@ def state_bwd(
     """
     B, T, H, K = q.shape
     dh = _state_buffers(B, H, K, layout, q.device)
-    dh0 = _final_buffers(layout.N, H, K, q.device) if with_initial_state else (None, None, None)
-    dCt, dmt, dZt = (None, None, None) if dht is None else dht
-    BK = max(16, triton.next_power_of_2(K))
-    grid = (triton.cdiv(K, STATE_BV), layout.N * H)
-    ccq_state_bwd_kernel[grid](
-        q, do, g, rows, *dh, dCt, dmt, dZt, *dh0, layout.cu_seqlens, layout.chunk_offsets, T, B * T * H,
-        H=H, K=K, BT=layout.BT, BK=BK, BV=STATE_BV,
-        USE_G=g is not None, USE_DHT=dht is not None, STORE_DH0=with_initial_state,
-        IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
-        num_warps=WALK_WARPS, num_stages=2 if BK <= 128 else 1,
+    log_decay = torch.empty(B, layout.NT, H, dtype=torch.float32, device=q.device)
+    dh0 = _final_buffers(layout.N, H, K, q.device) if with_initial_state else None
+    BK = triton.next_power_of_2(max(16, K))
+    grid = (triton.cdiv(K, SUMS_BV), layout.NT, B * H)
+    ccq_sums_bwd_kernel[grid](
+        q, do, g, rows, *dh, log_decay, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
+        H=H, K=K, BT=layout.BT, BK=BK, BV=SUMS_BV, USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None,
+        PRECISION=precision, num_warps=4,
     )  # fmt: skip
-    return dh, (dh0 if with_initial_state else None)
+    _scan(dh, log_decay if g is not None else None, dht, dh0, layout, reverse=True)
+    return dh, dh0
