@@ -45,6 +45,9 @@ from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.precision import raw_precision
 
 ROWS = 5  # planes of the row scalars: s, ρ, dr, dz, dG_Γ
+# both kernels: H200, bf16, B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30): rows_bwd / local_bwd 2.84 / 6.39 ms
+# at K = 128 with 8 warps, 1.82 / 3.75 with 4, 1.68 / 4.92 with 2; at K = 32 0.98 / 1.37, 0.58 / 0.69, 0.67 / 0.80
+LAUNCH_WARPS = 4
 
 
 @triton.jit(do_not_specialize=["T", "R"])
@@ -283,7 +286,7 @@ def rows_bwd(
         q, k, lam, g, *h, do, rows, dlam, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
-        PRECISION=precision, num_warps=8,
+        PRECISION=precision, num_warps=LAUNCH_WARPS,
     )  # fmt: skip
     return rows, dlam
 
@@ -314,6 +317,6 @@ def local_bwd(
         PRECISION=precision,
         # one stage: the default pipelining of the inner loop's five loads asks 229 – 295 KB of shared memory at
         # K ≥ 96 (the H200 has 227 KB a block)
-        num_warps=8, num_stages=1,
+        num_warps=LAUNCH_WARPS, num_stages=1,
     )  # fmt: skip
     return dq, dk, dg

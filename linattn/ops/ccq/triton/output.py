@@ -172,8 +172,8 @@ def output_fwd(
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
         PRECISION=precision,
-        # H200, bf16, B = 1, H = 16, K = 128, T = 64K (2026-11-29): 6.70 ms with 4 warps, 9.54 with 8; a loop over
-        # the column blocks inside one program of 8 warps took 7.33 (benchmarks/h200-2026-11-29/memory/ab-ccq-*.json)
-        num_warps=4,
+        # H200, bf16, B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30): at K = 128 2.95 ms with 4 warps, 2.07 with
+        # 2, 1.98 with 1; at K = 32 0.41, 0.37, 0.48 (and 9.54 with 8 at K = 128 on 2026-11-29, tf32x3)
+        num_warps=2,
     )  # fmt: skip
     return y

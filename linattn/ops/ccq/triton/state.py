@@ -51,8 +51,20 @@ from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
 from linattn.ops.delta_rule.triton.precision import raw_precision
 
 SUMS_BV = 32  # columns of a chunk's term per program of the sums kernels
+
 SCAN_CB = 16  # chunks per step of the scan
 SCAN_BE = 256  # state entries per program of the scan
+
+
+def sums_warps(BK: int, precision: str) -> int:
+    """Warps of the sums kernels: two for one-pass products of up to 128 key rows, else four.
+
+    H200, bf16 training calls (one pass), B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30), forward / backward:
+    at K = 128 0.80 / 1.01 ms with 4 warps, 0.74 / 0.85 with 2, 0.96 / 1.10 with 8; at K = 32 0.093 / 0.141,
+    0.074 / 0.117, 0.15 / 0.20. With `tf32x3` two warps spill (sm_90, Triton 3.6, `scripts/compile_kernels.py`):
+    0.56 KB a thread at K = 128 and 29 KB at K = 256, where four hold the `[K, 32]` tile without spilling at K = 128.
+    """
+    return 2 if precision == "tf32" and BK <= 128 else 4
 
 
 @triton.jit
@@ -343,12 +355,13 @@ def state_fwd(
     log_decay = torch.empty(B, layout.NT, H, dtype=torch.float32, device=k.device)
     final = _final_buffers(layout.N, H, K, k.device) if output_final_state else None
     BK = triton.next_power_of_2(max(16, K))
+    # without decay both factors of KᵀK are raw inputs
+    precision = precision if g is not None else raw_precision(k.dtype)
     grid = (triton.cdiv(K, SUMS_BV), layout.NT, B * H)
     ccq_sums_fwd_kernel[grid](
         k, g, *h, log_decay, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, BT=layout.BT, BK=BK, BV=SUMS_BV, USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None,
-        # without decay both factors of KᵀK are raw inputs
-        PRECISION=precision if g is not None else raw_precision(k.dtype), num_warps=4,
+        PRECISION=precision, num_warps=sums_warps(BK, precision),
     )  # fmt: skip
     _scan(h, log_decay if g is not None else None, initial_state, final, layout, reverse=False)
     return h, final
@@ -381,7 +394,7 @@ def state_bwd(
     ccq_sums_bwd_kernel[grid](
         q, do, g, rows, *dh, log_decay, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=SUMS_BV, USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None,
-        PRECISION=precision, num_warps=4,
+        PRECISION=precision, num_warps=sums_warps(BK, precision),
     )  # fmt: skip
     _scan(dh, log_decay if g is not None else None, dht, dh0, layout, reverse=True)
     return dh, dh0
