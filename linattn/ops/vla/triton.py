@@ -146,7 +146,7 @@ def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, group
     BD = max(16, triton.next_power_of_2(D))
     # Warps a program, and the product form of `L⁻¹` where its reductions would cross warps and registers allow it.
     # The gate alone, T = 64K, bf16, H = 16, H200, 2026-11-30 (a scratch sweep of the launch, BENCHMARKS.md
-    # "Operators, latest"), forward / forward + backward, ms:
+    # "Operators (2026-11-30, afternoon)"), forward / forward + backward, ms:
     # - d = 32: one warp 2.19 / 7.18 against four 3.62 / 10.0 (with the product form; 4.67 / 12.1 by substitution);
     #   two 2.92 / 8.94; at 4K and 16K every launch gave 2.0 – 3.1 ms forward + backward
     # - d = 64: four warps 5.55 / 15.7 with the product form, two 7.0 / 18.6 (spills)
