@@ -130,7 +130,7 @@ def test_vla_gate_carried_between_factorisations_equals_the_token_loop(carry):
 
 
 def test_vla_gate_backward_in_slices_equals_the_token_loop(monkeypatch):
-    """A long call's gate backward walks the sequence in slices of chunks from the last (`_penalty_grads`), each
+    """A long call's gate backward walks the sequence in slices of chunks from the last (`penalty_grads`), each
     slice's later-chunk sums carried into the one before: forced here at 300 tokens, 5 chunks of 64 in slices of 2,
     the first slice shorter and the last chunk padded; the final state's gradient included."""
     from linattn.ops.vla import chunk

@@ -57,7 +57,7 @@ def gate_chunk(T: int, d: int) -> int:
 
 
 # the backward's products in this many slices of the sequence once one float32 copy of `u` would take
-# SLICE_FROM_BYTES: the gate's backward then holds one slice's blocks at a time (`_penalty_grads`)
+# SLICE_FROM_BYTES: the gate's backward then holds one slice's blocks at a time (`penalty_grads`)
 BWD_SLICES = 8
 SLICE_FROM_BYTES = 64 * 2**20
 
@@ -81,6 +81,10 @@ class Grouping:
 
 
 Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping], torch.Tensor]
+# `(u, a, α̂, max(‖α‖, EPS), F_T or None) -> (∂L/∂u, ∂L/∂M_0)`: `penalty_grads` here, Triton in `penalty_grads.py`
+PenaltyGrads = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]
+]
 
 
 def factor_dtype(x: torch.Tensor) -> torch.dtype:
@@ -169,12 +173,13 @@ def _ungroup(rows: list[torch.Tensor], N: int) -> torch.Tensor:
 class _ChunkGate(torch.autograd.Function):
     """`(k̂, u, M_0) -> (α̂, A_T)` with `α̂_t = α_t / ‖α_t‖`, `α_t = M_t⁻¹ k̂_t`; `k̂: [B, T, H, d]` and
     `M_0: [B, H, d, d]` in the compute dtype, `u: [B, T, H, d]` in its own (kept so: a float32 copy of a bfloat16 `u`
-    would double its bytes until the backward); `apply` maps rows by `A_t` inside groups of `grouping`. Saved for
+    would double its bytes until the backward); `apply` maps rows by `A_t` inside groups of `grouping`, `grads`
+    forms `∂L/∂u` and `∂L/∂M_0` in the backward. Saved for
     the backward: `A` at each group's start, `u`, `α̂` and the norms `‖α_t‖` (not `α`: the delta rule after the
     gate keeps `α̂` anyway), `A_T`."""
 
     @staticmethod
-    def forward(ctx, k_hat, u, M0, grouping: Grouping, apply: Apply):
+    def forward(ctx, k_hat, u, M0, grouping: Grouping, apply: Apply, grads: PenaltyGrads):
         A_starts, A_final = group_inverses(u, M0, grouping.L)
         # α, then its rows normalised in place (`unit_rows`' value), by PyTorch for every `apply` (inside the Triton
         # kernel it cost more, `triton.py`); a tensor of its own, as the delta rule after the gate keeps it
@@ -183,7 +188,7 @@ class _ChunkGate(torch.autograd.Function):
         alpha_hat /= n.clamp_min(EPS)[..., None]
         norms = n.to(k_hat.dtype)  # [B, T, H]; α̂ may be in a lower precision under autocast
         ctx.save_for_backward(u, A_starts, alpha_hat, norms, A_final)
-        ctx.grouping, ctx.apply_rows, ctx.u_dtype = grouping, apply, u.dtype
+        ctx.grouping, ctx.apply_rows, ctx.grads, ctx.u_dtype = grouping, apply, grads, u.dtype
         ctx.set_materialize_grads(False)  # an unused A_T gets None, not a zero matrix to multiply through
         return alpha_hat, A_final
 
@@ -197,11 +202,11 @@ class _ChunkGate(torch.autograd.Function):
         del d_alpha
         # F = −A_T sym(∂L/∂A_T) A_T, per (batch, head)
         F_T = None if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
-        du, dM0 = _penalty_grads(u, a, alpha_hat, n.clamp_min(EPS), F_T)  # α = max(‖α‖, EPS) α̂
-        return a, du.to(ctx.u_dtype), dM0, None, None
+        du, dM0 = ctx.grads(u, a, alpha_hat, n.clamp_min(EPS), F_T)  # α = max(‖α‖, EPS) α̂
+        return a, du.to(ctx.u_dtype), dM0, None, None, None
 
 
-def _penalty_grads(
+def penalty_grads(
     u: torch.Tensor, a: torch.Tensor, alpha_hat: torch.Tensor, n: torch.Tensor, F_T: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`∂L/∂u` (`[B, T, H, d]`, a's dtype) and `∂L/∂M_0` (`[B, H, d, d]`) from `a_t`, `α_t = n_t α̂_t` and
@@ -265,11 +270,12 @@ def gate(
     lam0: float,
     grouping: Grouping,
     apply: Apply,
+    grads: PenaltyGrads = penalty_grads,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`naive_vla_gate`'s contract for unit keys `k_hat` (in the compute dtype, e.g. `unit_rows(k)`), with the rows
-    mapped by `apply` in groups of `grouping`."""
+    mapped by `apply` in groups of `grouping`, and the backward's `∂L/∂u`, `∂L/∂M_0` formed by `grads`."""
     M0 = initial_penalty(k_hat, initial_state, lam0)
-    return _ChunkGate.apply(k_hat.contiguous(), u.contiguous(), M0, grouping, apply)
+    return _ChunkGate.apply(k_hat.contiguous(), u.contiguous(), M0, grouping, apply, grads)
 
 
 def chunk_vla_gate(

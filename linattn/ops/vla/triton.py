@@ -31,7 +31,9 @@ import triton
 import triton.language as tl
 
 from linattn.ops.unit_rows import unit_rows
-from linattn.ops.vla.chunk import Grouping, chunk_vla_gate, gate
+from linattn.ops.vla.chunk import Grouping, chunk_vla_gate, gate, penalty_grads
+from linattn.ops.vla.penalty_grads import MAX_HEAD_DIM as GRADS_MAX_HEAD_DIM
+from linattn.ops.vla.penalty_grads import triton_penalty_grads
 
 MAX_HEAD_DIM = 128
 GROUP_TOKENS = 512  # tokens per group: one d × d factorisation per 512 tokens, downdates between
@@ -171,10 +173,12 @@ def triton_vla_gate(
     unit_keys: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Same contract as `naive_vla_gate`, float32 inside; head dims over `MAX_HEAD_DIM` take the PyTorch chunk
-    path. `unit_keys`: `k` is already `unit_rows(k)`."""
+    path. The backward's `∂L/∂u`, `∂L/∂M_0` come from `penalty_grads.py`'s kernels up to d = 64, from PyTorch
+    above. `unit_keys`: `k` is already `unit_rows(k)`."""
     if k.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"backend 'triton': k, u must be float32, bfloat16 or float16, got {k.dtype}")
     T, d = k.shape[1], k.shape[-1]
     if d > MAX_HEAD_DIM:
         return chunk_vla_gate(k, u, initial_state, lam0=lam0, unit_keys=unit_keys)
-    return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, triton_grouping(T), triton_apply)
+    grads = triton_penalty_grads if d <= GRADS_MAX_HEAD_DIM else penalty_grads
+    return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, triton_grouping(T), triton_apply, grads)

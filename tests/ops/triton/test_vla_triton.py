@@ -41,12 +41,13 @@ def test_bfloat16_inputs_run_at_their_precision():
 
 @pytest.mark.parametrize("C, R, T, d", [(16, 3, 100, 24), (16, 1, 40, 24), (32, 2, 64, 24), (16, 3, 70, 40)])
 def test_gate_kernel_matches_the_token_loop(C, R, T, d):
-    """The kernel with small groups (several groups, the last one padded or cut short), from an SPD initial state:
+    """The kernels with small groups (several groups, the last one padded or cut short), from an SPD initial state:
     α̂, `A_T` and the gradients of k, u and the initial state, float32 against the float64 token loop. `d` padded
     inside to 32 (one warp, `L⁻¹` by substitution) or 64 (four warps, `L⁻¹` in product form)."""
     from linattn.ops.unit_rows import unit_rows
     from linattn.ops.vla.chunk import Grouping, gate
     from linattn.ops.vla.naive import naive_vla_gate
+    from linattn.ops.vla.penalty_grads import triton_penalty_grads
     from linattn.ops.vla.triton import triton_apply
 
     B, H = 2, 2
@@ -63,10 +64,32 @@ def test_gate_kernel_matches_the_token_loop(C, R, T, d):
         grads = torch.autograd.grad(sum((o.double() * c.double()).sum() for o, c in zip(outs, cot)), leaves)
         return [*outs, *grads[:2], (grads[2] + grads[2].mT) / 2]  # only the symmetric part of dA0 is defined
 
-    got = run(lambda k, u, A0: gate(unit_rows(k), u, A0, 0.1, Grouping(C, R), triton_apply), torch.float32)
+    got = run(
+        lambda k, u, A0: gate(unit_rows(k), u, A0, 0.1, Grouping(C, R), triton_apply, triton_penalty_grads),
+        torch.float32,
+    )
     want = run(lambda k, u, A0: naive_vla_gate(k, u, A0, lam0=0.1), torch.float64)
     for name, a, b in zip(("alpha_hat", "A", "dk", "du", "dA0"), got, want):
         assert rel_err(a, b) < 2e-5, f"{name}: relative error {rel_err(a, b):.2e}"
+
+
+@pytest.mark.parametrize("d", [24, 64])
+@pytest.mark.parametrize("with_F", [False, True], ids=["no-dA_T", "dA_T"])
+def test_penalty_grads_kernels_match_pytorch(d, with_F):
+    """`∂L/∂u`, `∂L/∂M_0` of the gate's backward: the Triton kernels (float32) against `chunk.penalty_grads` in
+    float64 on the same inputs, over more chunks than one step of the reverse scan (1,100 tokens: 18 chunks)."""
+    from linattn.ops.vla.chunk import penalty_grads
+    from linattn.ops.vla.penalty_grads import triton_penalty_grads
+
+    B, T, H = 2, 1100, 2
+    gen = torch.Generator().manual_seed(2)
+    u, a, alpha = (torch.randn(B, T, H, d, generator=gen, dtype=torch.float64) for _ in range(3))
+    n = alpha.norm(dim=-1, keepdim=True)
+    F_T = torch.randn(B, H, d, d, generator=gen, dtype=torch.float64) if with_F else None
+    want = penalty_grads(u, a, alpha / n, n, F_T)
+    got = triton_penalty_grads(*(x.float() for x in (u, a, alpha / n, n)), None if F_T is None else F_T.float())
+    for name, x, y in zip(("du", "dM0"), got, want):
+        assert x.dtype == torch.float32 and rel_err(x, y) < 1e-5, f"{name}: relative error {rel_err(x, y):.2e}"
 
 
 def test_gate_backend_is_public_and_packs_sequences():

@@ -25,10 +25,8 @@ above) does not depend on the state. So each direction runs in two launches:
    parallel: the chunk's term, one `[K, BT] @ [BT, BV]` product, written into that chunk's row of the state buffer,
    and `log Γ_C` into `log_decay [B, NT, H]`.
 2. `ccq_scan_kernel`, one program per (block of state entries, sequence · head): the decayed prefix sum of those
-   rows over chunks, in place (forward, or in reverse), `CB` chunks a step. A step loads `CB` rows at once and scans
-   them with `tl.associative_scan` on pairs `(γ, x)`, `(γ₁, x₁) ∘ (γ₂, x₂) = (γ₁γ₂, γ₂x₁ + x₂)`; the state entering
-   the step goes to its first row and the state after row `j` to row `j + 1`. Every entry is independent, so the
-   scan is elementwise: its cost is the rows' bytes, not a chain of matrix products.
+   rows over chunks, in place (forward, or in reverse), `CB` chunks a step (`delta_rule/triton/scan.py`). Every
+   entry is independent, so the scan is elementwise: its cost is the rows' bytes, not a chain of matrix products.
 
 (A single walk that formed each chunk's product and added it to the carried state, as this file did before, ran
 one product after another on `K / 16` programs a head.) The products take `tf32x3` (true float32) unless both
@@ -49,11 +47,9 @@ import triton.language as tl
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
 from linattn.ops.delta_rule.triton.precision import raw_precision
+from linattn.ops.delta_rule.triton.scan import SCAN_BE, SCAN_CB, scan_rows
 
 SUMS_BV = 32  # columns of a chunk's term per program of the sums kernels
-
-SCAN_CB = 16  # chunks per step of the scan
-SCAN_BE = 256  # state entries per program of the scan
 
 
 def sums_warps(BK: int, precision: str) -> int:
@@ -205,56 +201,6 @@ def ccq_sums_bwd_kernel(
     b_dm = tl.sum(b_gamma[:, None] * b_db, axis=0)
     store_term(dhC, dhm, dhZ, log_decay, b_dC, b_dm, tl.sum(b_gamma * b_dz), b_G_last, i_tg * H + i_h, i_v, o_k,
                m_k, o_v, m_v, K)  # fmt: skip
-
-
-@triton.jit
-def scan_rows(x, x0, xt, log_log_decay, i_nh, i_h, boh, NT, o_e, m_e, H: tl.constexpr, E: tl.constexpr,
-              CB: tl.constexpr, USE_G: tl.constexpr, USE_X0: tl.constexpr, STORE_XT: tl.constexpr,
-              REVERSE: tl.constexpr):  # fmt: skip
-    """Entries `o_e` (`[BE]`, mask `m_e`) of one sequence-head's rows `x [rows, H, E]`, chunks `boh … boh + NT − 1`:
-    each row's term is replaced by the running state that enters its chunk, from `x0 [N·H, E]` (or 0); the state
-    after the last chunk goes to `xt` when `STORE_XT`. `REVERSE` walks the chunks from the last.
-
-    A step of `CB` chunks `j` (in walk order) with terms `d_j`, log-decays `l_j` and `L_j = l_1 + … + l_j` leaves
-    the state `x_j = exp(L_j) x_in + Σ_{i ≤ j} exp(L_j − L_i) d_i` after chunk `j`: one `[CB, CB] @ [CB, BE]`
-    product (float32 FMAs, `ieee`)."""
-    o_j = tl.arange(0, CB)
-    # [CB, CB] the steps' lower triangle (i ≤ j)
-    m_L = o_j[:, None] >= o_j[None, :]
-    if USE_X0:
-        b_x = tl.load(x0 + i_nh.to(tl.int64) * E + o_e, mask=m_e, other=0).to(tl.float32)
-    else:
-        b_x = tl.zeros_like(o_e).to(tl.float32)
-    for i_c in range(0, NT, CB):
-        # [CB] the step's chunks in walk order, and the rows of the chunks after them
-        i_j = i_c + o_j
-        m_j = i_j < NT
-        if REVERSE:
-            i_first = (boh + NT - 1 - i_c) * H + i_h
-            i_row = i_first - o_j * H
-            i_next = i_row - H
-        else:
-            i_first = (boh + i_c) * H + i_h
-            i_row = i_first + o_j * H
-            i_next = i_row + H
-        # [CB, BE] the chunks' terms; [CB] the cumulative log-decay over the step (0 past the end)
-        b_d = tl.load(x + i_row[:, None] * E + o_e[None, :], mask=m_j[:, None] & m_e[None, :], other=0)
-        if USE_G:
-            b_L = tl.cumsum(tl.load(log_log_decay + i_row, mask=m_j, other=0), axis=0)
-        else:
-            b_L = tl.zeros([CB], dtype=tl.float32)
-        # [CB, CB] exp(L_j − L_i) on i ≤ j (masked before exp: above the diagonal the difference is positive)
-        b_P = tl.exp(tl.where(m_L, b_L[:, None] - b_L[None, :], float("-inf")))
-        # [CB, CB] @ [CB, BE] -> [CB, BE] the state after each chunk
-        b_E = tl.exp(b_L)[:, None] * b_x[None, :] + tl.dot(b_P, b_d, input_precision="ieee")
-        # the state entering the step to its first chunk's row, the state after chunk j to chunk j + 1's
-        tl.store(x + i_first * E + o_e, b_x, mask=m_e)
-        m_next = ((o_j + 1 < CB) & (i_j + 1 < NT))[:, None] & m_e[None, :]
-        tl.store(x + i_next[:, None] * E + o_e[None, :], b_E, mask=m_next)
-        # the last row: past the sequence's end every term is 0 and every decay 1, so that is the state after it
-        b_x = tl.sum(tl.where((o_j == CB - 1)[:, None], b_E, 0.0), axis=0)
-    if STORE_XT:
-        tl.store(xt + i_nh.to(tl.int64) * E + o_e, b_x, mask=m_e)
 
 
 @triton.jit(do_not_specialize=["T"])

@@ -1,0 +1,153 @@
+"""VLA's gate backward on the GPU: `∂L/∂u` and `∂L/∂M_0` (`chunk.penalty_grads`'s formulas) in three launches.
+
+With `a_t = A_t g_t` (the gate's map applied to `∂L/∂α_t`, `chunk.py`), `α_t = ‖α_t‖ α̂_t` and
+`S_c = Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)` over chunks `c` of `BT = 64` tokens:
+
+    ∂L/∂u_s = −Σ_{t ≥ s in s's chunk} (a_t (α_tᵀ u_s) + α_t (a_tᵀ u_s)) − (Σ_{c' > c} S_{c'}) u_s + 2 F u_s
+    ∂L/∂M_0 = −(Σ_c S_c) / 2 + F                                     F = −A_T sym(∂L/∂A_T) A_T, or 0
+
+1. `vla_pair_sums_kernel`, one program per (column block, chunk, batch row · head): `S_c`'s columns,
+   `Aᵀ Α[:, j] + Αᵀ A[:, j]` (`A`, `Α` the chunk's rows of `a`, `α`), into the chunk's row of `[B, NT, H, d, d]`.
+2. `delta_rule/triton/scan.py`, in reverse and without decay: each row becomes the sum over the chunks after it,
+   and the sum over all of them gives `∂L/∂M_0`.
+3. `vla_penalty_grad_kernel`, one program per (column block, chunk, batch row · head): the chunk's
+   `triu(U Αᵀ)`, `triu(U Aᵀ)` (`[BT, BT]`, query `s` ≤ key `t`), then its column block of `∂L/∂u`.
+
+Every product takes `tf32x3` (float32 operands: `a`, `α`, the sums). The per-chunk sums are float32 `d × d`
+matrices, `4 d² / 64` bytes a token and head: 256 B at d = 64, but 1 KiB at d = 128 (1 GiB at 64K tokens and 16
+heads, beside GDN's forward + backward peak of 5.0 GiB there), so `triton.py` takes this path up to
+`MAX_HEAD_DIM` (64) and leaves larger heads to `chunk.penalty_grads` (which works in slices of the sequence).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from linattn.ops.delta_rule.triton.cumsum import chunk_layout
+from linattn.ops.delta_rule.triton.scan import chunk_scan
+
+MAX_HEAD_DIM = 64
+BT = 64  # tokens per chunk
+BV = 32  # columns per program
+
+
+@triton.jit
+def load_rows(x, o_t, m_t, o_c, m_c):
+    """Rows `o_t` (`[BT]`, offsets of their first element) of columns `o_c` as a float32 `[BT, BC]` tile."""
+    return tl.load(x + o_t[:, None] + o_c[None, :], mask=m_t[:, None] & m_c[None, :], other=0).to(tl.float32)
+
+
+@triton.jit(do_not_specialize=["T"])
+def vla_pair_sums_kernel(
+    a,
+    alpha_hat,
+    n,
+    S,
+    T,
+    H: tl.constexpr,
+    D: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+):
+    """`S_c[:, j] = Aᵀ Α[:, j] + Αᵀ A[:, j]` for column block `j` of chunk `c`."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    NT = tl.cdiv(T, BT)
+    o_i = i_t * BT + tl.arange(0, BT)
+    m_t = o_i < T
+    # [BT] offsets of this head's rows (a token step is H·D elements), and of its norms (H apart)
+    o_t = ((i_b.to(tl.int64) * T + o_i) * H + i_h) * D
+    b_n = tl.load(n + (i_b.to(tl.int64) * T + o_i) * H + i_h, mask=m_t, other=0)
+    o_k, o_v = tl.arange(0, BK), i_v * BV + tl.arange(0, BV)
+    m_k, m_v = o_k < D, o_v < D
+    # [BT, BK] whole rows, [BT, BV] their column block: a, and α = ‖α‖ α̂
+    b_a, b_av = load_rows(a, o_t, m_t, o_k, m_k), load_rows(a, o_t, m_t, o_v, m_v)
+    b_al = load_rows(alpha_hat, o_t, m_t, o_k, m_k) * b_n[:, None]
+    b_alv = load_rows(alpha_hat, o_t, m_t, o_v, m_v) * b_n[:, None]
+    # [BK, BT] @ [BT, BV] -> [BK, BV], twice
+    b_S = tl.dot(tl.trans(b_a), b_alv, input_precision="tf32x3")
+    b_S += tl.dot(tl.trans(b_al), b_av, input_precision="tf32x3")
+    i_row = (i_b.to(tl.int64) * NT + i_t) * H + i_h
+    tl.store(S + i_row * D * D + o_k[:, None] * D + o_v[None, :], b_S, mask=m_k[:, None] & m_v[None, :])
+
+
+@triton.jit(do_not_specialize=["T"])
+def vla_penalty_grad_kernel(
+    u,
+    a,
+    alpha_hat,
+    n,
+    S,
+    F,
+    du,
+    T,
+    H: tl.constexpr,
+    D: tl.constexpr,
+    BT: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    HAS_F: tl.constexpr,
+):
+    """Column block `j` of `∂L/∂u` on chunk `c`, from the sums over the chunks after it (`S`'s row `c`)."""
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    NT = tl.cdiv(T, BT)
+    o_s = tl.arange(0, BT)
+    o_i = i_t * BT + o_s
+    m_t = o_i < T
+    o_t = ((i_b.to(tl.int64) * T + o_i) * H + i_h) * D
+    b_n = tl.load(n + (i_b.to(tl.int64) * T + o_i) * H + i_h, mask=m_t, other=0)
+    o_k, o_v = tl.arange(0, BK), i_v * BV + tl.arange(0, BV)
+    m_k, m_v = o_k < D, o_v < D
+    # [BT, BK] rows of u, a, α
+    b_u = load_rows(u, o_t, m_t, o_k, m_k)
+    b_a = load_rows(a, o_t, m_t, o_k, m_k)
+    b_al = load_rows(alpha_hat, o_t, m_t, o_k, m_k) * b_n[:, None]
+    # [BT, BT] u_sᵀ α_t and u_sᵀ a_t on t ≥ s
+    m_st = o_s[:, None] <= o_s[None, :]
+    b_Pal = tl.where(m_st, tl.dot(b_u, tl.trans(b_al), input_precision="tf32x3"), 0)
+    b_Pa = tl.where(m_st, tl.dot(b_u, tl.trans(b_a), input_precision="tf32x3"), 0)
+    # [BK, BV] the later chunks' sums, this column block; [BT, BV] a and α on it
+    m_kv = m_k[:, None] & m_v[None, :]
+    i_row = (i_b.to(tl.int64) * NT + i_t) * H + i_h
+    b_later = tl.load(S + i_row * D * D + o_k[:, None] * D + o_v[None, :], mask=m_kv, other=0)
+    b_av = load_rows(a, o_t, m_t, o_v, m_v)
+    b_alv = load_rows(alpha_hat, o_t, m_t, o_v, m_v) * b_n[:, None]
+    # [BT, BT] @ [BT, BV] and [BT, BK] @ [BK, BV] -> [BT, BV]
+    b_du = tl.dot(b_Pal, b_av, input_precision="tf32x3")
+    b_du += tl.dot(b_Pa, b_alv, input_precision="tf32x3")
+    b_du += tl.dot(b_u, b_later, input_precision="tf32x3")
+    b_du = -b_du
+    if HAS_F:
+        b_F = tl.load(F + i_bh.to(tl.int64) * D * D + o_k[:, None] * D + o_v[None, :], mask=m_kv, other=0)
+        b_du += 2 * tl.dot(b_u, b_F, input_precision="tf32x3")
+    tl.store(du + o_t[:, None] + o_v[None, :], b_du.to(du.dtype.element_ty), mask=m_t[:, None] & m_v[None, :])
+
+
+def triton_penalty_grads(
+    u: torch.Tensor, a: torch.Tensor, alpha_hat: torch.Tensor, n: torch.Tensor, F_T: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`chunk.penalty_grads`'s contract: `u: [B, T, H, d]` (its own dtype), `a`, `α̂: [B, T, H, d]` float32,
+    `n = max(‖α_t‖, EPS)`: `[B, T, H, 1]`, `F_T: [B, H, d, d]` or None; returns `∂L/∂u` (a's dtype, `[B, T, H, d]`)
+    and `∂L/∂M_0` (`[B, H, d, d]`). Head dims up to `MAX_HEAD_DIM`."""
+    B, T, H, D = u.shape
+    if D > MAX_HEAD_DIM:
+        raise ValueError(f"triton_penalty_grads: head dims up to {MAX_HEAD_DIM}, got d={D}")
+    u, a, alpha_hat, n = (x.contiguous() for x in (u, a, alpha_hat, n))
+    layout = chunk_layout(B, T, None, u.device, BT=BT)
+    S = torch.empty(B, layout.NT, H, D, D, dtype=torch.float32, device=u.device)
+    total = torch.empty(B, H, D, D, dtype=torch.float32, device=u.device)
+    BK = max(16, triton.next_power_of_2(D))
+    grid = (triton.cdiv(D, BV), layout.NT, B * H)
+    vla_pair_sums_kernel[grid](a, alpha_hat, n, S, T, H=H, D=D, BT=BT, BK=BK, BV=BV, num_warps=4)
+    chunk_scan(S, None, None, total, layout, reverse=True)
+    du = torch.empty_like(a)
+    F_T = None if F_T is None else F_T.contiguous()
+    vla_penalty_grad_kernel[grid](
+        u, a, alpha_hat, n, S, F_T, du, T, H=H, D=D, BT=BT, BK=BK, BV=BV, HAS_F=F_T is not None, num_warps=4
+    )
+    dM0 = (-total / 2).to(a.dtype)
+    return du, dM0 if F_T is None else dM0 + F_T
