@@ -20,8 +20,10 @@ first `A` is kept between the passes. In the forward its rows are then normalise
 the norms kept), by PyTorch in `chunk._ChunkGate`: done inside the kernel it cost 2.6 ms more at `d = 128`,
 `T = 64K` on the H200, and nothing at `d = 32` (2026-11-30).
 
-Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of registers across the program); larger ones
-take the PyTorch path. Float64 inputs are refused, as by the other Triton backends.
+The backward's other products, `∂L/∂u` and `∂L/∂M_0`, are `penalty_grads.py`'s kernels up to d = 64 and
+`chunk.penalty_grads` (PyTorch) above. Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of
+registers across the program); larger ones take the PyTorch path. Float64 inputs are refused, as by the other
+Triton backends.
 """
 
 from __future__ import annotations

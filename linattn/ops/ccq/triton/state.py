@@ -28,8 +28,8 @@ above) does not depend on the state. So each direction runs in two launches:
    rows over chunks, in place (forward, or in reverse), `CB` chunks a step (`delta_rule/triton/scan.py`). Every
    entry is independent, so the scan is elementwise: its cost is the rows' bytes, not a chain of matrix products.
 
-(A single walk that formed each chunk's product and added it to the carried state, as this file did before, ran
-one product after another on `K / 16` programs a head.) The products take `tf32x3` (true float32) unless both
+(A walk that formed each chunk's product inside its sequential loop would run one product after another, on
+`K / 16` programs a head.) The products take `tf32x3` (true float32) unless both
 factors are raw inputs (no decay in the forward), where `precision.raw_precision` applies, or a bfloat16 training
 call allows one tf32 pass (the forward: `q'` the only output, `precision.state_precision`; the backward: no final
 state's gradient, `precision.grad_precision`; the delta rule's reasons hold here, `delta_rule/triton/precision.py`).
