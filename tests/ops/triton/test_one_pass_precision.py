@@ -50,6 +50,8 @@ def _arithmetic():
         # no initial state: one pass also in the backward's B1 and B3 (its derived keys)
         Case(ONE_PASS_TOKENS, 32, 32, BF16, H=1, op="vla", initial_state=False, final_state=False),
         Case(ONE_PASS_TOKENS, 32, 32, BF16, H=1, op="ccq", initial_state=False, final_state=False),
+        # from K = 64 the one-pass output kernel takes 64 columns a program (`ccq/triton/output.py`)
+        Case(ONE_PASS_TOKENS, 64, 64, BF16, H=1, op="ccq", initial_state=False, final_state=False),
     ],
     ids=lambda c: c.label,
 )

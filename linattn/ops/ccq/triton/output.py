@@ -166,10 +166,16 @@ def output_fwd(
     B, T, H, K = q.shape
     BK = block_size(K)
     y = torch.empty_like(q)
-    grid = (triton.cdiv(K, BK), layout.NT, B * H)
+    # 64 columns a program from K = 64 on, for one-pass products: each program rebuilds the chunk's `A` and `W` over
+    # all of K, so fewer, wider column blocks rebuild them less often (H200, bf16 training call, B = 1, H = 16,
+    # T = 64K, 2 warps, `bench profile`, 2026-11-30: 2.06 → 1.22 ms at K = 128, 0.81 → 0.49 at K = 64; with 4 warps
+    # 2.16 and 0.77). With `tf32x3` they spill 2 – 3 KB a thread (sm_90, Triton 3.6, `scripts/compile_kernels.py`),
+    # so those launches keep 32 columns
+    BV = 64 if K >= 64 and precision == "tf32" else BK
+    grid = (triton.cdiv(K, BV), layout.NT, B * H)
     ccq_output_fwd_kernel[grid](
         q, k, lam, g, *h, y, layout.cu_seqlens, layout.chunk_indices, T,
-        H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
+        H=H, K=K, BT=layout.BT, BK=BK, BV=BV,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
         PRECISION=precision,
         # H200, bf16, B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30): at K = 128 2.95 ms with 4 warps, 2.07 with
