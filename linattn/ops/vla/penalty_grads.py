@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import chunk_layout
+from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.scan import chunk_scan
 
 MAX_HEAD_DIM = 64
@@ -37,6 +38,25 @@ BV = 32  # columns per program
 def load_rows(x, o_t, m_t, o_c, m_c):
     """Rows `o_t` (`[BT]`, offsets of their first element) of columns `o_c` as a float32 `[BT, BC]` tile."""
     return tl.load(x + o_t[:, None] + o_c[None, :], mask=m_t[:, None] & m_c[None, :], other=0).to(tl.float32)
+
+
+@triton.jit
+def chunk_rows(n, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
+    """The chunk of this program (axis 1; batch row · head on axis 2): `(i_row, i_bh, o_t, m_t, b_n)`, its row of the
+    per-chunk sums, the offsets `[BT]` of its tokens' rows (a token step is `H·D` elements), their mask and norms."""
+    i_t, i_bh = tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, None, None, BT, False)
+    o_i = i_t * BT + tl.arange(0, BT)
+    m_t = o_i < T
+    o_r = (bos + o_i) * H + i_h
+    return i_tg * H + i_h, i_bh, o_r * D, m_t, tl.load(n + o_r, mask=m_t, other=0)
+
+
+@triton.jit
+def pair_rows(a, alpha_hat, b_n, o_t, m_t, o_c, m_c):
+    """`a` and `α = ‖α‖ α̂` on rows `o_t`, columns `o_c`: two float32 `[BT, BC]` tiles."""
+    return load_rows(a, o_t, m_t, o_c, m_c), load_rows(alpha_hat, o_t, m_t, o_c, m_c) * b_n[:, None]
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -53,24 +73,15 @@ def vla_pair_sums_kernel(
     BV: tl.constexpr,
 ):
     """`S_c[:, j] = Aᵀ Α[:, j] + Αᵀ A[:, j]` for column block `j` of chunk `c`."""
-    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    i_b, i_h = i_bh // H, i_bh % H
-    NT = tl.cdiv(T, BT)
-    o_i = i_t * BT + tl.arange(0, BT)
-    m_t = o_i < T
-    # [BT] offsets of this head's rows (a token step is H·D elements), and of its norms (H apart)
-    o_t = ((i_b.to(tl.int64) * T + o_i) * H + i_h) * D
-    b_n = tl.load(n + (i_b.to(tl.int64) * T + o_i) * H + i_h, mask=m_t, other=0)
-    o_k, o_v = tl.arange(0, BK), i_v * BV + tl.arange(0, BV)
+    i_row, _, o_t, m_t, b_n = chunk_rows(n, T, H, D, BT)
+    o_k, o_v = tl.arange(0, BK), tl.program_id(0) * BV + tl.arange(0, BV)
     m_k, m_v = o_k < D, o_v < D
     # [BT, BK] whole rows, [BT, BV] their column block: a, and α = ‖α‖ α̂
-    b_a, b_av = load_rows(a, o_t, m_t, o_k, m_k), load_rows(a, o_t, m_t, o_v, m_v)
-    b_al = load_rows(alpha_hat, o_t, m_t, o_k, m_k) * b_n[:, None]
-    b_alv = load_rows(alpha_hat, o_t, m_t, o_v, m_v) * b_n[:, None]
+    b_a, b_al = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_k, m_k)
+    b_av, b_alv = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_v, m_v)
     # [BK, BT] @ [BT, BV] -> [BK, BV], twice
     b_S = tl.dot(tl.trans(b_a), b_alv, input_precision="tf32x3")
     b_S += tl.dot(tl.trans(b_al), b_av, input_precision="tf32x3")
-    i_row = (i_b.to(tl.int64) * NT + i_t) * H + i_h
     tl.store(S + i_row * D * D + o_k[:, None] * D + o_v[None, :], b_S, mask=m_k[:, None] & m_v[None, :])
 
 
@@ -92,30 +103,21 @@ def vla_penalty_grad_kernel(
     HAS_F: tl.constexpr,
 ):
     """Column block `j` of `∂L/∂u` on chunk `c`, from the sums over the chunks after it (`S`'s row `c`)."""
-    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    i_b, i_h = i_bh // H, i_bh % H
-    NT = tl.cdiv(T, BT)
-    o_s = tl.arange(0, BT)
-    o_i = i_t * BT + o_s
-    m_t = o_i < T
-    o_t = ((i_b.to(tl.int64) * T + o_i) * H + i_h) * D
-    b_n = tl.load(n + (i_b.to(tl.int64) * T + o_i) * H + i_h, mask=m_t, other=0)
-    o_k, o_v = tl.arange(0, BK), i_v * BV + tl.arange(0, BV)
+    i_row, i_bh, o_t, m_t, b_n = chunk_rows(n, T, H, D, BT)
+    o_k, o_v = tl.arange(0, BK), tl.program_id(0) * BV + tl.arange(0, BV)
     m_k, m_v = o_k < D, o_v < D
     # [BT, BK] rows of u, a, α
     b_u = load_rows(u, o_t, m_t, o_k, m_k)
-    b_a = load_rows(a, o_t, m_t, o_k, m_k)
-    b_al = load_rows(alpha_hat, o_t, m_t, o_k, m_k) * b_n[:, None]
+    b_a, b_al = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_k, m_k)
     # [BT, BT] u_sᵀ α_t and u_sᵀ a_t on t ≥ s
+    o_s = tl.arange(0, BT)
     m_st = o_s[:, None] <= o_s[None, :]
     b_Pal = tl.where(m_st, tl.dot(b_u, tl.trans(b_al), input_precision="tf32x3"), 0)
     b_Pa = tl.where(m_st, tl.dot(b_u, tl.trans(b_a), input_precision="tf32x3"), 0)
     # [BK, BV] the later chunks' sums, this column block; [BT, BV] a and α on it
     m_kv = m_k[:, None] & m_v[None, :]
-    i_row = (i_b.to(tl.int64) * NT + i_t) * H + i_h
     b_later = tl.load(S + i_row * D * D + o_k[:, None] * D + o_v[None, :], mask=m_kv, other=0)
-    b_av = load_rows(a, o_t, m_t, o_v, m_v)
-    b_alv = load_rows(alpha_hat, o_t, m_t, o_v, m_v) * b_n[:, None]
+    b_av, b_alv = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_v, m_v)
     # [BT, BT] @ [BT, BV] and [BT, BK] @ [BK, BV] -> [BT, BV]
     b_du = tl.dot(b_Pal, b_av, input_precision="tf32x3")
     b_du += tl.dot(b_Pa, b_alv, input_precision="tf32x3")
