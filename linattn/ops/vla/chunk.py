@@ -80,11 +80,15 @@ class Grouping:
         return self.C * self.R
 
 
-Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping], torch.Tensor]
+# `(X, U, A_starts, grouping, unit) -> (rows, norms)`: the rows `A_t x_t` and None, or with `unit` those rows
+# normalised (`unit_rows`' value) and their norms `‖A_t x_t‖` (`[B, T, H]`): `torch_apply` here, Triton in `triton.py`
+Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping, bool], tuple[torch.Tensor, torch.Tensor | None]]
 # `(u, a, α̂, max(‖α‖, EPS), F_T or None) -> (∂L/∂u, ∂L/∂M_0)`: `penalty_grads` here, Triton in `penalty_grads.py`
 PenaltyGrads = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]
 ]
+# `M⁻¹` of SPD `[..., d, d]`: `spd_inverse` here, Triton in `cholesky.py`
+Inverse = Callable[[torch.Tensor], torch.Tensor]
 
 
 def factor_dtype(x: torch.Tensor) -> torch.dtype:
@@ -106,19 +110,28 @@ def spd_inverse(M: torch.Tensor) -> torch.Tensor:
     return L_inv.mT @ L_inv
 
 
-def penalties(M0: torch.Tensor, Ug: torch.Tensor) -> torch.Tensor:
+def penalties(M0: torch.Tensor | float, Ug: torch.Tensor) -> torch.Tensor:
     """`M` at the start of every block of rows `Ug: [B, H, N, L, d]`, `M_0 + Σ_{c' < c} U_{c'}ᵀ U_{c'}`, and after
-    the last block: `[B, H, N + 1, d, d]`; `M0: [B, H, d, d]`."""
+    the last block: `[B, H, N + 1, d, d]`; `M0: [B, H, d, d]`, or a number `λ0` for `M_0 = λ0 I` (added to the
+    diagonal in place: no identity matrix is made, one kernel instead of three)."""
     gram = Ug.mT @ Ug  # [B, H, N, d, d]
-    return M0[:, :, None] + F.pad(gram.cumsum(2), (0, 0, 0, 0, 1, 0))
+    M = F.pad(gram.cumsum(2), (0, 0, 0, 0, 1, 0))
+    if isinstance(M0, torch.Tensor):
+        return M.add_(M0[:, :, None])
+    M.diagonal(dim1=-2, dim2=-1).add_(M0)
+    return M
 
 
-def group_inverses(u: torch.Tensor, M0: torch.Tensor, L: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`A` at the start of every group of `L` tokens, `[B, H, ⌈T/L⌉, d, d]`, and after the last token, `[B, H, d, d]`
-    (one batch of factorisations, in `factor_dtype(u)`), in M0's dtype. `u: [B, T, H, d]`, `M0: [B, H, d, d]`."""
-    M = penalties(M0, to_chunks(u.to(M0.dtype), L))  # padded rows are 0 and add nothing
-    A = spd_inverse(M.to(factor_dtype(u))).to(M0.dtype)
-    return A[:, :, :-1].contiguous(), A[:, :, -1].clone()
+def group_inverses(
+    u: torch.Tensor, M0: torch.Tensor | float, L: int, inverse: Inverse = spd_inverse
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`A` at the start of every group of `L` tokens, `[B, H, ⌈T/L⌉, d, d]` (a view: the groups of a head lie
+    `⌈T/L⌉ + 1` matrices apart), and after the last token, `[B, H, d, d]` (one batch of inverses by `inverse`, in
+    `factor_dtype(u)`), in u's compute dtype. `u: [B, T, H, d]`, `M0` as `penalties` takes it."""
+    dt = compute_dtype(u)
+    M = penalties(M0, to_chunks(u.to(dt), L))  # padded rows are 0 and add nothing
+    A = inverse(M.to(factor_dtype(u))).to(dt)
+    return A[:, :, :-1], A[:, :, -1].clone()
 
 
 def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
@@ -127,10 +140,18 @@ def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.
     return X @ A - (X @ W.transpose(-1, -2)).tril() @ W
 
 
-def torch_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping) -> torch.Tensor:
+def unit_rows_(Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`Y`'s rows normalised in place (`unit_rows`' value) and their norms `[...]` (before the clamp)."""
+    n = torch.linalg.vector_norm(Y, dim=-1)
+    return Y.div_(n.clamp_min(EPS)[..., None]), n
+
+
+def torch_apply(
+    X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping, unit: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Rows `A_t x_t` of `X: [B, T, H, d]`, `A_t` the inverse penalty after token t's update: per chunk a `C × C`
     Cholesky gives `W_c`, and `A_{c+1} = A_c − W_cᵀ W_c` inside each group (all groups at once, from `A_starts`).
-    `U` may be in a lower precision than `X`; it is used in `X`'s."""
+    `U` may be in a lower precision than `X`; it is used in `X`'s. `unit`: as `Apply`."""
     T = X.shape[1]
     C, R = grouping.C, grouping.R
     Xc, Uc = to_chunks(X, C), to_chunks(U.to(X.dtype), C)  # [B, H, N, C, d]
@@ -145,7 +166,8 @@ def torch_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, groupi
         rows.append(_apply_inverses(X6[:, :, :, j], A, W))
         if j < R - 1:
             A = A - W.mT @ W
-    return from_chunks(_ungroup(rows, Xc.shape[2]), T)
+    Y = from_chunks(_ungroup(rows, Xc.shape[2]), T).contiguous()
+    return unit_rows_(Y) if unit else (Y, None)
 
 
 def _sym(x: torch.Tensor) -> torch.Tensor:
@@ -172,23 +194,22 @@ def _ungroup(rows: list[torch.Tensor], N: int) -> torch.Tensor:
 
 class _ChunkGate(torch.autograd.Function):
     """`(k̂, u, M_0) -> (α̂, A_T)` with `α̂_t = α_t / ‖α_t‖`, `α_t = M_t⁻¹ k̂_t`; `k̂: [B, T, H, d]` and
-    `M_0: [B, H, d, d]` in the compute dtype, `u: [B, T, H, d]` in its own (kept so: a float32 copy of a bfloat16 `u`
-    would double its bytes until the backward); `apply` maps rows by `A_t` inside groups of `grouping`, `grads`
-    forms `∂L/∂u` and `∂L/∂M_0` in the backward. Saved for
-    the backward: `A` at each group's start, `u`, `α̂` and the norms `‖α_t‖` (not `α`: the delta rule after the
-    gate keeps `α̂` anyway), `A_T`."""
+    `M_0: [B, H, d, d]` in the compute dtype (or the number `λ0`, `M_0 = λ0 I`), `u: [B, T, H, d]` in its own (kept
+    so: a float32 copy of a bfloat16 `u` would double its bytes until the backward); `kernels` invert the groups'
+    first `A`, map rows by `A_t` inside the groups of `grouping`, and form `∂L/∂u` and `∂L/∂M_0` in the backward.
+    Saved for the backward: `A` at each group's start, `u`, `α̂` and the norms `‖α_t‖` (not `α`: the delta rule
+    after the gate keeps `α̂` anyway), `A_T`."""
 
     @staticmethod
-    def forward(ctx, k_hat, u, M0, grouping: Grouping, apply: Apply, grads: PenaltyGrads):
-        A_starts, A_final = group_inverses(u, M0, grouping.L)
-        # α, then its rows normalised in place (`unit_rows`' value), by PyTorch for every `apply` (inside the Triton
-        # kernel it cost more, `triton.py`); a tensor of its own, as the delta rule after the gate keeps it
-        alpha_hat = apply(k_hat, u, A_starts, grouping).contiguous()
-        n = torch.linalg.vector_norm(alpha_hat, dim=-1)
-        alpha_hat /= n.clamp_min(EPS)[..., None]
+    def forward(ctx, k_hat, u, M0, grouping: Grouping, kernels: GateKernels):
+        A_starts, A_final = group_inverses(u, M0, grouping.L, kernels.inverse)
+        # α's rows normalised (`unit_rows`' value), and their norms; a tensor of its own, as the delta rule after the
+        # gate keeps it
+        alpha_hat, n = kernels.apply(k_hat, u, A_starts, grouping, True)
         norms = n.to(k_hat.dtype)  # [B, T, H]; α̂ may be in a lower precision under autocast
         ctx.save_for_backward(u, A_starts, alpha_hat, norms, A_final)
-        ctx.grouping, ctx.apply_rows, ctx.grads, ctx.u_dtype = grouping, apply, grads, u.dtype
+        ctx.grouping, ctx.kernels, ctx.u_dtype = grouping, kernels, u.dtype
+        ctx.m0_grad = isinstance(M0, torch.Tensor)
         ctx.set_materialize_grads(False)  # an unused A_T gets None, not a zero matrix to multiply through
         return alpha_hat, A_final
 
@@ -198,12 +219,12 @@ class _ChunkGate(torch.autograd.Function):
         n = norms[..., None]
         # through the normalisation, as `unit_rows`' backward
         d_alpha = torch.zeros_like(alpha_hat) if d_alpha_hat is None else unit_rows_grad(alpha_hat, n, d_alpha_hat)
-        a = ctx.apply_rows(d_alpha, u, A_starts, ctx.grouping)  # a_t = A_t g_t, [B, T, H, d]
+        a, _ = ctx.kernels.apply(d_alpha, u, A_starts, ctx.grouping, False)  # a_t = A_t g_t, [B, T, H, d]
         del d_alpha
         # F = −A_T sym(∂L/∂A_T) A_T, per (batch, head)
         F_T = None if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
-        du, dM0 = ctx.grads(u, a, alpha_hat, n.clamp_min(EPS), F_T)  # α = max(‖α‖, EPS) α̂
-        return a, du.to(ctx.u_dtype), dM0, None, None, None
+        du, dM0 = ctx.kernels.grads(u, a, alpha_hat, n.clamp_min(EPS), F_T)  # α = max(‖α‖, EPS) α̂
+        return a, du.to(ctx.u_dtype), (dM0 if ctx.m0_grad else None), None, None
 
 
 def penalty_grads(
@@ -250,17 +271,26 @@ def penalty_grads(
     return du, dM0 if F_T is None else dM0 + F_T
 
 
-def initial_penalty(k: torch.Tensor, initial_state: torch.Tensor | None, lam0: float) -> torch.Tensor:
-    """`M_0 = λ0 I`, or `A_0⁻¹` (factorised in `factor_dtype(k)`), `[B, H, d, d]` in the compute dtype. `A_0` is
-    checked positive definite (on CUDA that check waits for the GPU, once per call with an initial state)."""
-    dt = compute_dtype(k)
-    B, _, H, K = k.shape
+def initial_penalty(k: torch.Tensor, initial_state: torch.Tensor | None, lam0: float) -> torch.Tensor | float:
+    """`M_0`: the number `λ0` for `λ0 I` (which `penalties` adds to the diagonal), or `A_0⁻¹` (factorised in
+    `factor_dtype(k)`), `[B, H, d, d]` in the compute dtype. `A_0` is checked positive definite (on CUDA that check
+    waits for the GPU, once per call with an initial state)."""
     if initial_state is None:
-        return (lam0 * torch.eye(K, dtype=dt, device=k.device)).expand(B, H, K, K)
+        return lam0
     try:
-        return torch.cholesky_inverse(torch.linalg.cholesky(initial_state.to(factor_dtype(k)))).to(dt)
+        return torch.cholesky_inverse(torch.linalg.cholesky(initial_state.to(factor_dtype(k)))).to(compute_dtype(k))
     except torch.linalg.LinAlgError as e:
         raise ValueError(f"initial_state: expected symmetric positive definite A_0 matrices, got: {e}") from None
+
+
+@dataclass(frozen=True)
+class GateKernels:
+    """The gate's steps a backend supplies: `apply` maps rows by `A_t` inside the groups, `grads` forms the
+    backward's `∂L/∂u` and `∂L/∂M_0`, `inverse` the groups' first `A`."""
+
+    apply: Apply
+    grads: PenaltyGrads = penalty_grads
+    inverse: Inverse = spd_inverse
 
 
 def gate(
@@ -269,13 +299,12 @@ def gate(
     initial_state: torch.Tensor | None,
     lam0: float,
     grouping: Grouping,
-    apply: Apply,
-    grads: PenaltyGrads = penalty_grads,
+    kernels: GateKernels,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`naive_vla_gate`'s contract for unit keys `k_hat` (in the compute dtype, e.g. `unit_rows(k)`), with the rows
-    mapped by `apply` in groups of `grouping`, and the backward's `∂L/∂u`, `∂L/∂M_0` formed by `grads`."""
+    """`naive_vla_gate`'s contract for unit keys `k_hat` (in the compute dtype, e.g. `unit_rows(k)`), with the
+    groups of `grouping` and the steps of `kernels`."""
     M0 = initial_penalty(k_hat, initial_state, lam0)
-    return _ChunkGate.apply(k_hat.contiguous(), u.contiguous(), M0, grouping, apply, grads)
+    return _ChunkGate.apply(k_hat.contiguous(), u.contiguous(), M0, grouping, kernels)
 
 
 def chunk_vla_gate(
@@ -292,4 +321,4 @@ def chunk_vla_gate(
     T, d = k.shape[1], k.shape[-1]
     C = gate_chunk(T, d)
     grouping = Grouping(C, min(carry, -(-T // C)))
-    return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, grouping, torch_apply)
+    return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, grouping, GateKernels(torch_apply))

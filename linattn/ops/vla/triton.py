@@ -1,7 +1,8 @@
 """VLA's gate on the GPU: the rows `x_t -> A_t x_t` inside each group of chunks as one Triton kernel.
 
 `chunk.py` holds the math. Per group of `R` chunks of 16 tokens, one program keeps `A` (`d × d`, float32) in
-registers from the group's start (`group_inverses`, a `d × d` Cholesky per group, in PyTorch) and walks its chunks:
+registers from the group's start (`group_inverses`: a `d × d` inverse per group, `cholesky.py`'s kernel up to d = 32,
+cuSOLVER above) and walks its chunks:
 
     Z   = U A                                    [16, d]   rows A_c u_t (A symmetric)
     L Lᵀ = I + U Zᵀ                              [16, 16]  Cholesky, then L⁻¹
@@ -11,14 +12,14 @@ registers from the group's start (`group_inverses`, a `d × d` Cholesky per grou
 
 (the chunk path's algebra at 16 tokens a chunk). Only the `16 × 16` factorisation is sequential (16 steps, exact
 float32 multiply-adds); `L⁻¹` takes 16 steps of forward substitution, except at `32 < d ≤ 64`, where a product of
-four factors replaces them (`_inverse_cholesky`: six `16 × 16` products in float32 FMA, where each substitution
+four factors replaces them (`cholesky.inverse_cholesky`: six `16 × 16` products in float32 FMA, where each substitution
 step is a reduction across the program's four warps). At `d ≤ 32` a program is one warp, whose reductions need no
 barrier: a group's walk then runs on a quarter of the threads, and eight programs share an SM. The other products
 are `tl.dot` with `tf32x3` (three tf32 passes, about 22 bits; see `linattn/ops/delta_rule/triton/precision.py`).
 The same kernel maps `k̂` in the forward and `∂L/∂α` in the backward (`a_t = A_t g_t`), so nothing but the groups'
-first `A` is kept between the passes. In the forward its rows are then normalised in place (`α̂_t = α_t / ‖α_t‖`,
-the norms kept), by PyTorch in `chunk._ChunkGate`: done inside the kernel it cost 2.6 ms more at `d = 128`,
-`T = 64K` on the H200, and nothing at `d = 32` (2026-11-30).
+first `A` is kept between the passes. In the forward its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms
+kept) inside the kernel up to d = 64 (at d = 32 it cost nothing on the H200 and saves three PyTorch launches), by
+PyTorch at d = 128 (inside it cost 2.6 ms more at `T = 64K`; both 2026-11-30).
 
 The backward's other products, `∂L/∂u` and `∂L/∂M_0`, are `penalty_grads.py`'s kernels up to d = 64 and
 `chunk.penalty_grads` (PyTorch) above. Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of
@@ -33,11 +34,14 @@ import triton
 import triton.language as tl
 
 from linattn.ops.unit_rows import unit_rows
-from linattn.ops.vla.chunk import Grouping, chunk_vla_gate, gate, penalty_grads
+from linattn.ops.unit_rows.api import EPS
+from linattn.ops.vla.cholesky import inverse_cholesky, triton_spd_inverse
+from linattn.ops.vla.chunk import GateKernels, Grouping, chunk_vla_gate, gate, penalty_grads, unit_rows_
 from linattn.ops.vla.penalty_grads import MAX_HEAD_DIM as GRADS_MAX_HEAD_DIM
 from linattn.ops.vla.penalty_grads import triton_penalty_grads
 
 MAX_HEAD_DIM = 128
+UNIT_MAX_HEAD_DIM = 64  # α̂'s normalisation inside the kernel up to this head dim (module docstring)
 GROUP_TOKENS = 512  # tokens per group: one d × d factorisation per 512 tokens, downdates between
 
 
@@ -49,68 +53,36 @@ def triton_grouping(T: int) -> Grouping:
     return Grouping(CHUNK, max(1, min(GROUP_TOKENS // CHUNK, triton.cdiv(T, CHUNK))))
 
 
-@triton.jit
-def _inverse_cholesky(b_G, C: tl.constexpr, PRODUCT: tl.constexpr):
-    """`L⁻¹` for `L Lᵀ = G`, `G: [C, C]` symmetric positive definite (its lower triangle is read). `PRODUCT`: the
-    triangular inverse as a product of `log₂ C` factors (C a power of two) rather than by substitution."""
-    o_c = tl.arange(0, C)
-    # Cholesky by columns: L[:, j] = G'[:, j] / √G'[j, j], then G' −= L[:, j] L[:, j]ᵀ (rows ≥ j)
-    b_L = tl.zeros([C, C], dtype=tl.float32)
-    for j in range(C):
-        b_col = tl.sum(tl.where(o_c[None, :] == j, b_G, 0), 1)  # [C]
-        b_col = tl.where(o_c >= j, b_col, 0) / tl.sqrt(tl.sum(tl.where(o_c == j, b_col, 0)))
-        b_L = tl.where(o_c[None, :] == j, b_col[:, None], b_L)
-        b_G -= b_col[:, None] * b_col[None, :]
-    if PRODUCT:
-        # L = diag(ℓ) (I + N), N strictly lower and nilpotent (N^C = 0), so that
-        # L⁻¹ = (I + N)⁻¹ diag(ℓ)⁻¹ = (I − N)(I + N²)(I + N⁴) ⋯ (I + N^{C/2}) diag(ℓ)⁻¹: 2 (log₂ C − 1) products
-        # (float32 FMA) where the substitution takes C steps, each a reduction across the warps
-        tl.static_assert(C <= 128, "the factors below cover chunks of up to 128 tokens")
-        eye = o_c[:, None] == o_c[None, :]
-        b_I = tl.where(eye, 1.0, 0.0)  # [C, C]
-        b_l = tl.sum(tl.where(eye, b_L, 0), 1)  # [C] the diagonal ℓ
-        b_N = tl.where(o_c[:, None] > o_c[None, :], b_L / b_l[:, None], 0)
-        b_Li = b_I - b_N
-        for s in tl.static_range(1, 7):
-            if (1 << s) < C:
-                # [C, C] @ [C, C] -> [C, C]: N^(2^s), then the factor I + N^(2^s)
-                b_N = tl.dot(b_N, b_N, input_precision="ieee")
-                b_Li = tl.dot(b_Li, b_I + b_N, input_precision="ieee")
-        return b_Li / b_l[None, :]
-    # forward substitution by rows: L⁻¹[i, :] = (e_i − Σ_{k<i} L[i, k] L⁻¹[k, :]) / L[i, i]
-    b_Li = tl.zeros([C, C], dtype=tl.float32)
-    for i in range(C):
-        b_row = tl.sum(tl.where(o_c[:, None] == i, b_L, 0), 0)  # [C]
-        b_r = tl.where(o_c == i, 1.0, 0.0) - tl.sum(tl.where(o_c < i, b_row, 0)[:, None] * b_Li, 0)
-        b_Li = tl.where(o_c[:, None] == i, (b_r / tl.sum(tl.where(o_c == i, b_row, 0)))[None, :], b_Li)
-    return b_Li
-
-
-@triton.jit(do_not_specialize=["T"])
+@triton.jit(do_not_specialize=["T", "SG"])
 def gate_apply_kernel(
     X,
     U,
     A0,
     Y,
+    N,
     T,
+    SG,
     H: tl.constexpr,
     D: tl.constexpr,
     BD: tl.constexpr,
     C: tl.constexpr,
     R: tl.constexpr,
     PRODUCT: tl.constexpr,
+    UNIT: tl.constexpr,
+    EPS_: tl.constexpr,
 ):
     """One program per (group, batch · head). `X, Y: [B, T, H, D]` float32, `U: [B, T, H, D]` any float dtype,
-    `A0: [B, H, NG, D, D]` float32. `PRODUCT`: `L⁻¹` in product form (`_inverse_cholesky`)."""
+    `A0`: float32 `D × D` matrices, a head's groups `SG` matrices apart (`[B, H, SG, D, D]`, `SG ≥ ⌈T / (C R)⌉`).
+    `PRODUCT`: `L⁻¹` in product form (`cholesky.inverse_cholesky`). `UNIT`: rows `y / max(‖y‖, EPS)` into `Y` and
+    the norms `‖y‖` into `N: [B, T, H]` float32 (`EPS_`: the clamp)."""
     i_g, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
-    NG = tl.cdiv(T, C * R)
     o_c = tl.arange(0, C)
     o_d = tl.arange(0, BD)
     m_d = o_d < D
 
     # [BD, BD] inverse penalty at the group's start (padding rows and columns 0)
-    o_A = (i_bh.to(tl.int64) * NG + i_g) * D * D + o_d[:, None] * D + o_d[None, :]
+    o_A = (i_bh.to(tl.int64) * SG + i_g) * D * D + o_d[:, None] * D + o_d[None, :]
     b_A = tl.load(A0 + o_A, mask=m_d[:, None] & m_d[None, :], other=0)
 
     for j in range(R):
@@ -125,21 +97,30 @@ def gate_apply_kernel(
         b_z = tl.dot(b_u, b_A, input_precision="tf32x3")
         # [C, C]: I + U A_c Uᵀ, then W = L⁻¹ Z
         b_G = tl.dot(b_u, tl.trans(b_z), input_precision="tf32x3") + tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)
-        b_w = tl.dot(_inverse_cholesky(b_G, C, PRODUCT), b_z, input_precision="tf32x3")
+        b_w = tl.dot(inverse_cholesky(b_G, C, PRODUCT), b_z, input_precision="tf32x3")
         # [C, BD] @ [BD, C] -> [C, C], kept on s ≤ t
         b_xw = tl.dot(b_x, tl.trans(b_w), input_precision="tf32x3")
         b_xw = tl.where(o_c[:, None] >= o_c[None, :], b_xw, 0)
         # [C, BD]: rows A_t x_t = A_c x_t − Σ_{s≤t} w_s (w_sᵀ x_t)
         b_y = tl.dot(b_x, b_A, input_precision="tf32x3") - tl.dot(b_xw, b_w, input_precision="tf32x3")
+        if UNIT:
+            # [C] norms of the rows (padding columns are 0)
+            b_n = tl.sqrt(tl.sum(b_y * b_y, axis=1))
+            b_y = b_y / tl.maximum(b_n, EPS_)[:, None]
+            o_tn = (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h
+            tl.store(N + o_tn, b_n, mask=(t0 + o_c) < T)
         tl.store(Y + o_td, b_y, mask=m_td)
         # [BD, C] @ [C, BD] -> [BD, BD]
         b_A -= tl.dot(tl.trans(b_w), b_w, input_precision="tf32x3")
 
 
-def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping) -> torch.Tensor:
+def triton_apply(
+    X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping, unit: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`chunk.torch_apply`'s contract on the kernel: `X: [B, T, H, d]` float32 and `U: [B, T, H, d]` float32,
-    bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32; returns rows `A_t x_t`,
-    `[B, T, H, d]` float32."""
+    bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32 (a head's groups may lie further
+    apart, as `group_inverses` leaves them); returns rows `A_t x_t`, `[B, T, H, d]` float32, and with `unit` those
+    rows normalised and their norms (inside the kernel up to d = 64, by PyTorch above)."""
     B, T, H, D = X.shape
     if X.dtype != torch.float32 or A_starts.dtype != torch.float32 or U.dtype == torch.float64:
         raise TypeError(f"vla gate kernel: float32 X and A_starts, a float32, bfloat16 or float16 U expected, got "
@@ -147,6 +128,11 @@ def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, group
     if D > MAX_HEAD_DIM:
         raise ValueError(f"vla gate kernel: head dims up to {MAX_HEAD_DIM}, got {D}")
     Y = torch.empty_like(X)
+    in_kernel = unit and D <= UNIT_MAX_HEAD_DIM
+    norms = torch.empty(X.shape[:-1], dtype=torch.float32, device=X.device) if in_kernel else None
+    SG = A_starts.stride(1) // (D * D)  # matrices from one of a head's groups to the next
+    if A_starts.stride() != (H * SG * D * D, SG * D * D, D * D, D, 1):
+        A_starts, SG = A_starts.contiguous(), A_starts.shape[2]
     BD = max(16, triton.next_power_of_2(D))
     # Warps a program, and the product form of `L⁻¹` where its reductions would cross warps and registers allow it.
     # The gate alone, T = 64K, bf16, H = 16, H200, 2026-11-30 (a scratch sweep of the launch, BENCHMARKS.md
@@ -159,11 +145,13 @@ def triton_apply(X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, group
     warps = 1 if BD <= 32 else 4 if BD <= 64 else 8
     grid = (A_starts.shape[2], B * H)
     gate_apply_kernel[grid](
-        X, U, A_starts.contiguous(), Y, T,
+        X, U, A_starts, Y, norms, T, SG,
         H=H, D=D, BD=BD, C=grouping.C, R=grouping.R,
-        PRODUCT=warps == 4, num_warps=warps,
+        PRODUCT=warps == 4, UNIT=in_kernel, EPS_=EPS, num_warps=warps,
     )  # fmt: skip
-    return Y
+    if unit and not in_kernel:
+        return unit_rows_(Y)
+    return Y, norms
 
 
 def triton_vla_gate(
@@ -183,4 +171,5 @@ def triton_vla_gate(
     if d > MAX_HEAD_DIM:
         return chunk_vla_gate(k, u, initial_state, lam0=lam0, unit_keys=unit_keys)
     grads = triton_penalty_grads if d <= GRADS_MAX_HEAD_DIM else penalty_grads
-    return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, triton_grouping(T), triton_apply, grads)
+    kernels = GateKernels(triton_apply, grads, triton_spd_inverse)
+    return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, triton_grouping(T), kernels)

@@ -45,7 +45,8 @@ def test_gate_kernel_matches_the_token_loop(C, R, T, d):
     α̂, `A_T` and the gradients of k, u and the initial state, float32 against the float64 token loop. `d` padded
     inside to 32 (one warp, `L⁻¹` by substitution) or 64 (four warps, `L⁻¹` in product form)."""
     from linattn.ops.unit_rows import unit_rows
-    from linattn.ops.vla.chunk import Grouping, gate
+    from linattn.ops.vla.cholesky import triton_spd_inverse
+    from linattn.ops.vla.chunk import GateKernels, Grouping, gate
     from linattn.ops.vla.naive import naive_vla_gate
     from linattn.ops.vla.penalty_grads import triton_penalty_grads
     from linattn.ops.vla.triton import triton_apply
@@ -64,13 +65,25 @@ def test_gate_kernel_matches_the_token_loop(C, R, T, d):
         grads = torch.autograd.grad(sum((o.double() * c.double()).sum() for o, c in zip(outs, cot)), leaves)
         return [*outs, *grads[:2], (grads[2] + grads[2].mT) / 2]  # only the symmetric part of dA0 is defined
 
-    got = run(
-        lambda k, u, A0: gate(unit_rows(k), u, A0, 0.1, Grouping(C, R), triton_apply, triton_penalty_grads),
-        torch.float32,
-    )
+    kernels = GateKernels(triton_apply, triton_penalty_grads, triton_spd_inverse)
+    got = run(lambda k, u, A0: gate(unit_rows(k), u, A0, 0.1, Grouping(C, R), kernels), torch.float32)
     want = run(lambda k, u, A0: naive_vla_gate(k, u, A0, lam0=0.1), torch.float64)
     for name, a, b in zip(("alpha_hat", "A", "dk", "du", "dA0"), got, want):
         assert rel_err(a, b) < 2e-5, f"{name}: relative error {rel_err(a, b):.2e}"
+
+
+@pytest.mark.parametrize("d", [5, 24, 32, 64])
+def test_spd_inverse_kernel_matches_float64(d):
+    """The groups' `d × d` inverses in one launch (float32, bfloat16 models' factorisation dtype; padded tiles) and,
+    at d = 64, `spd_inverse`: against float64 on penalty-like matrices `λ0 I + Σ u uᵀ`, as `group_inverses` makes
+    them."""
+    from linattn.ops.vla.cholesky import triton_spd_inverse
+
+    gen = torch.Generator().manual_seed(3)
+    u = torch.randn(2, 3, 9, 64, d, generator=gen, dtype=torch.float64) / d**0.5
+    M = (u.mT @ u).cumsum(2) + 0.1 * torch.eye(d, dtype=torch.float64)
+    got = triton_spd_inverse(M.float())
+    assert got.dtype == torch.float32 and rel_err(got, torch.linalg.inv(M)) < 1e-5
 
 
 @pytest.mark.parametrize("d", [24, 64])
