@@ -141,7 +141,7 @@ def _apply_inverses(X: torch.Tensor, A: torch.Tensor, W: torch.Tensor) -> torch.
 
 
 def unit_rows_(Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """`Y`'s rows normalised in place (`unit_rows`' value) and their norms `[...]` (before the clamp)."""
+    """`Y`'s rows normalised in place (`unit_rows`' value), and their norms before the clamp (`Y.shape[:-1]`)."""
     n = torch.linalg.vector_norm(Y, dim=-1)
     return Y.div_(n.clamp_min(EPS)[..., None]), n
 
