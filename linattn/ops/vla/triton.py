@@ -18,8 +18,9 @@ barrier: a group's walk then runs on a quarter of the threads, and eight program
 are `tl.dot` with `tf32x3` (three tf32 passes, about 22 bits; see `linattn/ops/delta_rule/triton/precision.py`).
 The same kernel maps `k̂` in the forward and `∂L/∂α` in the backward (`a_t = A_t g_t`), so nothing but the groups'
 first `A` is kept between the passes. In the forward its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms
-kept) inside the kernel up to d = 64 (at d = 32 it cost nothing on the H200 and saves three PyTorch launches), by
-PyTorch at d = 128 (inside it cost 2.6 ms more at `T = 64K`; both 2026-11-30).
+kept) inside the kernel up to d = 64 (three PyTorch launches fewer; on the H200 it cost the kernel nothing at
+d = 32, and `vla`'s forward at d = 64, 64K fell 8.72 → 8.28 ms with it), by PyTorch at d = 128 (inside it cost
+2.6 ms more at `T = 64K`; all 2026-11-30).
 
 The backward's other products, `∂L/∂u` and `∂L/∂M_0`, are `penalty_grads.py`'s kernels up to d = 64 and
 `chunk.penalty_grads` (PyTorch) above. Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of
