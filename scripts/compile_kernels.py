@@ -89,6 +89,11 @@ def _calls() -> None:
                        output_final_state=True, backend="fused_recurrent")  # fmt: skip
             delta_rule(q[:, :3], k[:, :3], v[:, :3], beta=beta[:, :3], g=g[:, :3], kaczmarz_eps=1e-6,
                        initial_state=h0, output_final_state=True, backend="fused_recurrent")  # fmt: skip
+    # VLA at d = 32, bfloat16: the gate's one-warp launch, its group inverses in one kernel (`vla/cholesky.py`) and
+    # the backward's penalty kernels
+    q, k, v, u = (torch.randn(1, 70, 2, 32, dtype=torch.bfloat16, requires_grad=True) for _ in range(4))
+    o, _ = vla(q, k, v, u / 32, backend="triton")
+    o.float().sum().backward()
 
 
 def record(path: Path) -> None:
