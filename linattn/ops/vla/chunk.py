@@ -166,8 +166,10 @@ def torch_apply(
         rows.append(_apply_inverses(X6[:, :, :, j], A, W))
         if j < R - 1:
             A = A - W.mT @ W
-    Y = from_chunks(_ungroup(rows, Xc.shape[2]), T).contiguous()
-    return unit_rows_(Y) if unit else (Y, None)
+    Y = from_chunks(_ungroup(rows, Xc.shape[2]), T)  # a view across the chunks
+    # normalised in place into a tensor of its own (the delta rule after the gate keeps α̂); the backward's rows are
+    # used as they are
+    return unit_rows_(Y.contiguous()) if unit else (Y, None)
 
 
 def _sym(x: torch.Tensor) -> torch.Tensor:
