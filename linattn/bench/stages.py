@@ -29,7 +29,6 @@ from linattn.ops.delta_rule.triton.precision import grad_precision, state_precis
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
-from linattn.ops.delta_rule.triton.transpose import chunk_transpose
 from linattn.ops.delta_rule.triton.wy import wy_fwd
 
 SEQUENTIAL = ("state_fwd", "state_fwd (recompute)", "state_bwd")
@@ -65,7 +64,7 @@ def stage_calls(x: dict[str, torch.Tensor]) -> list[tuple[str, Callable[[], obje
     T_inv, u_tilde, k_tilde, _ = wy_fwd(k, v, k, beta, G, layout, precision=fwd_precision)
     bwd = grad_precision((q, k, v, do), final_state_grad=False)
     h, U, _ = state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bwd)
-    k_tilde_t = chunk_transpose(k_tilde, layout)
+    k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, precision=bwd)[2]
     dh, dv_tilde, _ = state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bwd)
     _, _, _, _, _, dG = local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bwd)
     return [
@@ -75,7 +74,6 @@ def stage_calls(x: dict[str, torch.Tensor]) -> list[tuple[str, Callable[[], obje
         ("output_fwd", lambda: output_fwd(q, k, G, h, U, scale, layout, v.dtype)),
         ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout, precision=bwd)),
         ("state_fwd (recompute)", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bwd)),
-        ("chunk_transpose", lambda: chunk_transpose(k_tilde, layout)),
         ("state_bwd", lambda: state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bwd)),
         ("local_bwd", lambda: local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bwd)),
         ("chunk_cumsum (reverse)", lambda: chunk_cumsum(dG, layout, reverse=True)),

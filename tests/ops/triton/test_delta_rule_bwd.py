@@ -271,14 +271,19 @@ def test_backward_stages_match_references(name):
     eps = x["kaczmarz_eps"]
     T_inv, _, _, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, eps)
 
-    u_tilde, k_tilde = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm)
+    u_tilde, k_tilde, k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm)
     step = beta if eps is None else kaczmarz_beta(k.double(), beta.double(), eps)
     _, want_u, want_k = wy_ref(k, v, w, step, G, layout)
     check(u_tilde, want_u, STAGE_TOL, "recompute Ũ")
     check(k_tilde, want_k, STAGE_TOL, "recompute K̃")
+    # the transposed keys are the rows' values, stored from the same registers, whichever parts are asked for
+    assert torch.equal(k_tilde_t, chunk_transpose(k_tilde, layout))
+    assert torch.equal(wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm, values=False)[2], k_tilde_t)
+    only_rows = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm, keys_t=False)
+    assert torch.equal(only_rows[0], u_tilde) and torch.equal(only_rows[1], k_tilde) and only_rows[2] is None
     h, U, _ = state_fwd(k_tilde, u_tilde, w, G, h0, False, layout)
 
-    got = state_bwd(q, w, G, T_inv, chunk_transpose(k_tilde, layout), do, dht, scale, h0 is not None, layout)
+    got = state_bwd(q, w, G, T_inv, k_tilde_t, do, dht, scale, h0 is not None, layout)
     want = state_bwd_ref(q, w, G, T_inv, k_tilde, do, dht, scale, layout)
     for what, a, b in zip(("dh", "dṼ", "dh0"), got, want):
         if a is not None:

@@ -1,10 +1,10 @@
 """Host launcher of the chunked backward of the two-key gated delta rule: five stages, launched in order.
 
 B0. `recompute.py`  Ũ = T β V, K̃ = T β Γ K from the forward's saved T                  per chunk, in parallel
+                    (and K̃ chunk by chunk transposed, contiguous along the tokens, for B2)
 B1. `state.py`      h_c, U_c again (the forward's stage 3, unchanged)                   sequential over chunks
 B2. `state_bwd.py`  dU_c = scale tril(Q Wᵀ ⊙ D)ᵀ dO_c + W̃ dh_{c+1},  dṼ_c = Tᵀ dU_c,
                     dh_c = Γ_C dh_{c+1} + scale (diag(Γ) Q)ᵀ dO_c − K̃ᵀ dU_c              reverse over chunks
-                    (`K̃ᵀ` chunk by chunk, contiguous along the tokens: `transpose.py`)
 B3. `local_bwd.py`  dq, dk, dv, dw, dβ, dG of each chunk with h_c, dh_{c+1} fixed          per chunk, in parallel
 B4. `cumsum.py`     dg = reverse chunk-local cumsum of dG                               per chunk, in parallel
 
@@ -27,12 +27,12 @@ Memory. B1 – B3 hold four float32 buffers of the whole sequence at once: the c
 `cut ≈ 2T/3` (a chunk boundary), without redoing any sequential work:
 1. B0, B1 on `[0, cut)` from the initial state: `h`, `U` of the first part and the state at `cut` (kept);
 2. B0 – B3 on `[cut, T)` from the state at `cut`: the second part's gradients and `dh` at `cut`;
-3. B0 (for `K̃`), B2, B3 on `[0, cut)` with that `dh` as the final state's gradient: the first part's gradients.
+3. B0 (only `K̃ᵀ`), B2, B3 on `[0, cut)` with that `dh` as the final state's gradient: the first part's gradients.
 The first part's `h`, `U` stay alive through step 2, so with `a = cut / T` the buffers peak at
 `max(1.5a + 3(1 − a), 3a)` in units of `h`'s full size, against 3 for the whole sequence: 2 at `a = 2/3`. The
-extra work is B0 run twice on the first part, two launches of each parallel stage and the join of the two spans'
-gradients; on the H200 at 64K (bf16, H = 16, K = V = 128) the forward + backward peak went from 5.30 to 4.31 GiB
-for 5.6% more time (`BENCHMARKS.md`).
+extra work is B0's keys run twice on the first part, two launches of each parallel stage and the join of the two
+spans' gradients; on the H200 at 64K (bf16, H = 16, K = V = 128) the forward + backward peak went from 5.30 to
+4.31 GiB for 5.6% more time, when B0 still ran whole twice (`BENCHMARKS.md`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from linattn.ops.delta_rule.triton.precision import BackwardPrecision, backward_
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
-from linattn.ops.delta_rule.triton.transpose import chunk_transpose
 
 SPLIT_TOKENS = 16384  # a single sequence at least this long is cut in two for the backward (module docstring)
 
@@ -82,11 +81,13 @@ class _Span:
     def w_or_k(self) -> torch.Tensor:
         return self.k if self.w is None else self.w
 
-    def wy(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """B0: `(Ũ, K̃)`, or `(V, None)` without the erase term."""
+    def wy(self, values: bool = True, keys_t: bool = True) -> tuple[torch.Tensor | None, ...]:
+        """B0: `(Ũ, K̃, K̃ᵀ chunk by chunk)` (the first two None unless `values`, the last unless `keys_t`), or
+        `(V, None, None)` without the erase term."""
         if not self.erase:
-            return self.v, None
-        return wy_apply(self.k, self.v, self.beta, self.G, self.T_inv, self.layout, self.inv_sq_norm, self.precision.wy)
+            return self.v, None, None
+        x, p = self, self.precision
+        return wy_apply(x.k, x.v, x.beta, x.G, x.T_inv, x.layout, x.inv_sq_norm, p.wy, values, keys_t)
 
     def states(self, u_tilde, k_tilde, h0: torch.Tensor | None, output_final_state: bool):
         """B1 from B0's outputs: `(h, U, the state after the span)` (the last None unless asked)."""
@@ -99,12 +100,9 @@ class _Span:
 def _span_bwd(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
     """B0 – B3 on one span: `((dq, dk, dv, dw, dβ, dG), dh_0)`, `dh_0` the gradient of the state the span starts
     from (None unless `want_dh0`). `kept`: the span's `(h, U)` computed earlier, else recomputed from `h0`."""
-    u_tilde, k_tilde = x.wy()
+    u_tilde, k_tilde, k_tilde_t = x.wy(values=kept is None)
     h, U, _ = x.states(u_tilde, k_tilde, h0, False) if kept is None else (*kept, None)
-    del u_tilde, kept  # free each intermediate once its last stage has run
-    # B2 reads each chunk's K̃ᵀ (`transpose.py`); K̃ itself goes before B2 allocates its outputs
-    k_tilde_t = None if k_tilde is None else chunk_transpose(k_tilde, x.layout)
-    del k_tilde
+    del u_tilde, k_tilde, kept  # free each intermediate once its last stage has run
     dh, dv_tilde, dh0 = state_bwd(
         x.q, x.w_or_k, x.G, x.T_inv, k_tilde_t, x.do, dht, scale, want_dh0, x.layout, x.precision.walk
     )
@@ -163,10 +161,14 @@ def delta_rule_bwd(
         grads, dh0 = _span_bwd(x, dht, initial_state is not None, scale, h0=initial_state)
     else:
         first, second = x.cut(0, cut), x.cut(cut, layout.T)
-        h, U, h_cut = first.states(*first.wy(), initial_state, True)
+        u_tilde, k_tilde, _ = first.wy(keys_t=False)
+        h, U, h_cut = first.states(u_tilde, k_tilde, initial_state, True)
+        del u_tilde, k_tilde
         grads_second, dh_cut = _span_bwd(second, dht, True, scale, h0=h_cut)
         grads, dh0 = _span_bwd(first, dh_cut, initial_state is not None, scale, kept=(h, U))
         del h, U
+        # joined by copies: writing both spans into the whole sequence's gradients would keep the first span's
+        # part allocated through its state backward, 0.5 GiB more at the peak at 64K (H200, 2026-11-30)
         grads = tuple(None if a is None else torch.cat((a, b), dim=1) for a, b in zip(grads, grads_second))
     dq, dk, dv, dw, dbeta, dG = grads
     dg = None if g is None else chunk_cumsum(dG, layout, reverse=True).to(g.dtype)

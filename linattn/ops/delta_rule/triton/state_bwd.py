@@ -15,8 +15,8 @@ Three kernels: everything that does not depend on `dh` first, parallel over chun
 two products per chunk step (`W̃ dh` and `K̃ᵀ dU`), both with an operand read straight from memory, which Triton's
 pipeliner prefetches (scaling `W` by the decay inside the walk kept it in registers: 2× the instructions a step,
 spills); then `dṼ = Tᵀ dU`, parallel again. The walk reads `K̃ᵀ` chunk by chunk from a copy contiguous along the
-tokens (`transpose.py`, made by the caller): read from `K̃` itself, the tf32 product's operand came in 4 bytes at a
-time, and the state backward took 6.4 ms at 64K on the H200 against 4.8 (2026-11-30).
+tokens (`transpose.py`'s layout, written by B0, `recompute.py`): read from `K̃` itself, the tf32 product's operand
+came in 4 bytes at a time, and the state backward took 6.4 ms at 64K on the H200 against 4.8 (2026-11-30).
 
 `dṼ = Tᵀ dU` is all the chunk-local backward needs of `dU`: `Ũ = T β V` and `K̃ = T β Γ K` enter only through
 `U = Ũ − K̃ h`, so `dŨ = dU`, `dK̃ = −dU hᵀ`, and both reach the inputs through `Tᵀ` (see `local_bwd.py`).

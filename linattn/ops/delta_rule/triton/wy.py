@@ -82,23 +82,6 @@ def wy_ref(
 
 
 @triton.jit
-def apply_inverse(
-    b_T, src, dst, b_rows, o_i, m_t, H: tl.constexpr, N: tl.constexpr, BN: tl.constexpr, PRECISION: tl.constexpr
-):
-    """`dst = T diag(rows) src` for one chunk, `BN` columns at a time: `src` (any float dtype) and `dst` (float32)
-    point at the chunk's first token of one head, rows `H·N` elements apart; `b_T: [BT, BT]`, `b_rows: [BT]`;
-    `PRECISION` of the product."""
-    for i_n in range(tl.cdiv(N, BN)):
-        o_n = i_n * BN + tl.arange(0, BN)
-        m_n = m_t[:, None] & (o_n < N)[None, :]
-        # [BT, BN]
-        b_x = tl.load(src + o_i[:, None] * (H * N) + o_n[None, :], mask=m_n, other=0).to(tl.float32)
-        # [BT, BT] @ [BT, BN] -> [BT, BN]
-        b_y = tl.dot(b_T, b_x * b_rows[:, None], input_precision=PRECISION)
-        tl.store(dst + o_i[:, None] * (H * N) + o_n[None, :], b_y, mask=m_n)
-
-
-@triton.jit
 def scaled_block(b_a, b_beta_i, b_g_i, b_g_j, m, USE_G: tl.constexpr):
     """One `[16, 16]` block of `A = diag(β) (K Wᵀ ⊙ D)` from its `K Wᵀ` block: `m` keeps the entries `s < t` of real
     rows (masked before `exp`: a padding row has `G = 0`, and its `exp(0 − G_s)` could overflow)."""
