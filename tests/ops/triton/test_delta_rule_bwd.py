@@ -157,7 +157,7 @@ def test_short_packed_and_batched_inputs_are_not_cut():
     layout = chunk_layout(1, 200, None, DEVICE)
     assert backward._cut(layout) is None  # shorter than SPLIT_TOKENS
     long = backward.SPLIT_TOKENS
-    assert backward._cut(chunk_layout(1, long, None, DEVICE)) == 64 * round(2 * long / 64 / 3)
+    assert backward._cut(chunk_layout(1, long, None, DEVICE)) == 64 * round(backward.CUT * long / 64)
     assert backward._cut(chunk_layout(2, long, None, DEVICE)) is None
     assert backward._cut(chunk_layout(1, long, torch.tensor([0, 5, long]), DEVICE)) is None
 

@@ -21,18 +21,23 @@ are all bfloat16, no final state's gradient comes in and the call has at least 1
 KLA (the forward saved `r = 1 / (‖k‖² + ε)`): B0 and B3 form the step `β = η r` from it, and B3 returns the gradient
 of `η` in place of `dβ` and adds the step's dependence on `k` to `dk` (derivation in `local_bwd.py`).
 
-Memory. B1 – B3 hold four float32 buffers of the whole sequence at once: the chunk states `h` and their gradients
-`dh` (`[NT, H, K, V]` each, 1 GiB at T = 64K, H = 16, K = V = 128) and the `[T, H, V]` pseudo-values `U` and `dṼ`
-(half that each). A long single sequence (`B = 1`, not packed, `T ≥ SPLIT_TOKENS`) is therefore cut in two at
-`cut ≈ 2T/3` (a chunk boundary), without redoing any sequential work:
+Memory. B1 – B3 hold float32 buffers of the whole sequence at once: the chunk states `h` and their gradients `dh`
+(`[NT, H, K, V]` each, 1 GiB at T = 64K, H = 16, K = V = 128), and `[T, H, V | K]` ones of half that size each: the
+pseudo-values `U`, `dṼ` (B2's `dU`, in place), and for B2 only `K̃ᵀ` and (with a decay) `W̃`. A long single
+sequence (`B = 1`, not packed, `T ≥ SPLIT_TOKENS`) is therefore cut in two at `cut = a T`, `a ≈ 0.45` (a chunk
+boundary), without redoing any sequential work:
 1. B0, B1 on `[0, cut)` from the initial state: `h`, `U` of the first part and the state at `cut` (kept);
 2. B0 – B3 on `[cut, T)` from the state at `cut`: the second part's gradients and `dh` at `cut`;
-3. B0 (only `K̃ᵀ`), B2, B3 on `[0, cut)` with that `dh` as the final state's gradient: the first part's gradients.
-The first part's `h`, `U` stay alive through step 2, so with `a = cut / T` the buffers peak at
-`max(1.5a + 3(1 − a), 3a)` in units of `h`'s full size, against 3 for the whole sequence: 2 at `a = 2/3`. The
-extra work is B0's keys run twice on the first part, two launches of each parallel stage and the join of the two
-spans' gradients; on the H200 at 64K (bf16, H = 16, K = V = 128) the forward + backward peak went from 5.30 to
-4.31 GiB for 5.6% more time, when B0 still ran whole twice (`BENCHMARKS.md`).
+3. B0 (only `K̃ᵀ`), B2 on `[0, cut)` with that `dh` as the final state's gradient; then the whole sequence's
+   gradients are allocated, B3 writes the first part's tokens into them, and the second part's are copied in.
+In units of `h`'s full size at K = V = 128 (the inputs' gradients, bfloat16, are `g = 0.75` of it with `w = k`,
+1 with two keys), the largest sets alive are step 2's B2, `1.5a + 4(1 − a)` (the first part's `h`, `U` beside the
+second part's buffers), and step 3's B3, `3a + (2 − a) g` (the first part's `h, U, dh, dṼ`, the second part's
+gradients and the whole sequence's): `a ≈ 0.45` keeps both at or below 2.9, against 4 + g for the whole sequence
+at once. The extra work is B0's keys run twice on the first part, two launches of each parallel stage and the copy
+of the second part's gradients. On the H200 at 64K (bf16, H = 16, K = V = 128) the first version of the cut (at
+2T/3, B0 run whole twice, both parts' gradients copied) took the forward + backward peak from 5.30 to 4.31 GiB
+for 5.6% more time (`BENCHMARKS.md`).
 """
 
 from __future__ import annotations
@@ -43,13 +48,14 @@ import torch
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_cumsum, chunk_layout
 from linattn.ops.delta_rule.triton.forward import ForwardSaved
-from linattn.ops.delta_rule.triton.local_bwd import local_bwd
+from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_outputs
 from linattn.ops.delta_rule.triton.precision import BackwardPrecision, backward_precision
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
 
 SPLIT_TOKENS = 16384  # a single sequence at least this long is cut in two for the backward (module docstring)
+CUT = 0.45  # where, as a fraction of the tokens (module docstring)
 
 
 @dataclass(frozen=True)
@@ -97,28 +103,37 @@ class _Span:
         return h, self.v if U is None else U, ht
 
 
-def _span_bwd(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
-    """B0 – B3 on one span: `((dq, dk, dv, dw, dβ, dG), dh_0)`, `dh_0` the gradient of the state the span starts
-    from (None unless `want_dh0`). `kept`: the span's `(h, U)` computed earlier, else recomputed from `h0`."""
+def _span_walk(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
+    """B0 – B2 on one span: `((h, U, dh, dṼ), dh_0)`, `dh_0` the gradient of the state the span starts from (None
+    unless `want_dh0`). `kept`: the span's `(h, U)` computed earlier, else recomputed from `h0`."""
     u_tilde, k_tilde, k_tilde_t = x.wy(values=kept is None)
     h, U, _ = x.states(u_tilde, k_tilde, h0, False) if kept is None else (*kept, None)
     del u_tilde, k_tilde, kept  # free each intermediate once its last stage has run
     dh, dv_tilde, dh0 = state_bwd(
         x.q, x.w_or_k, x.G, x.T_inv, k_tilde_t, x.do, dht, scale, want_dh0, x.layout, x.precision.walk
     )
-    del k_tilde_t
-    grads = local_bwd(
+    return (h, U, dh, dv_tilde), dh0
+
+
+def _span_local(x: _Span, walked, scale: float, out=None) -> tuple[torch.Tensor | None, ...]:
+    """B3 on one span from `_span_walk`'s buffers: `(dq, dk, dv, dw, dβ, dG)`, into `out` if given."""
+    h, U, dh, dv_tilde = walked
+    return local_bwd(
         x.q, x.k, x.v, x.w, x.beta, x.G, h, dh, U, dv_tilde, x.do, scale, x.layout, x.erase, x.inv_sq_norm,
-        x.precision.local,
+        x.precision.local, out,
     )  # fmt: skip
-    return grads, dh0
+
+
+def _tokens(xs: tuple[torch.Tensor | None, ...], t0: int, t1: int) -> tuple[torch.Tensor | None, ...]:
+    """Tokens `[t0, t1)` of each `[1, T, ...]` tensor (contiguous views)."""
+    return tuple(None if x is None else x[:, t0:t1] for x in xs)
 
 
 def _cut(layout: ChunkLayout) -> int | None:
-    """Where to cut the sequence for the backward (a chunk boundary near 2T/3), or None to run it whole."""
+    """Where to cut the sequence for the backward (the chunk boundary nearest `CUT · T`), or None to run it whole."""
     if layout.cu_seqlens is not None or layout.B != 1 or layout.T < SPLIT_TOKENS or layout.NT < 2:
         return None
-    return layout.BT * min(max(round(2 * layout.NT / 3), 1), layout.NT - 1)
+    return layout.BT * min(max(round(CUT * layout.NT), 1), layout.NT - 1)
 
 
 def delta_rule_bwd(
@@ -158,18 +173,27 @@ def delta_rule_bwd(
     x = _Span(q, k, v, w, beta, saved.G, saved.T_inv, saved.inv_sq_norm, do, layout, precision)
     cut = _cut(layout)
     if cut is None:
-        grads, dh0 = _span_bwd(x, dht, initial_state is not None, scale, h0=initial_state)
+        walked, dh0 = _span_walk(x, dht, initial_state is not None, scale, h0=initial_state)
+        grads = _span_local(x, walked, scale)
+        del walked
     else:
         first, second = x.cut(0, cut), x.cut(cut, layout.T)
         u_tilde, k_tilde, _ = first.wy(keys_t=False)
         h, U, h_cut = first.states(u_tilde, k_tilde, initial_state, True)
         del u_tilde, k_tilde
-        grads_second, dh_cut = _span_bwd(second, dht, True, scale, h0=h_cut)
-        grads, dh0 = _span_bwd(first, dh_cut, initial_state is not None, scale, kept=(h, U))
+        walked, dh_cut = _span_walk(second, dht, True, scale, h0=h_cut)
+        grads_second = _span_local(second, walked, scale)
+        del walked
+        walked, dh0 = _span_walk(first, dh_cut, initial_state is not None, scale, kept=(h, U))
         del h, U
-        # joined by copies: writing both spans into the whole sequence's gradients would keep the first span's
-        # part allocated through its state backward, 0.5 GiB more at the peak at 64K (H200, 2026-11-30)
-        grads = tuple(None if a is None else torch.cat((a, b), dim=1) for a, b in zip(grads, grads_second))
+        # allocated after the first part's walk, so that they are not alive through it (module docstring)
+        grads = local_bwd_outputs(q, k, v, w, beta, saved.G)
+        _span_local(first, walked, scale, out=_tokens(grads, 0, cut))
+        del walked
+        for a, b in zip(_tokens(grads, cut, layout.T), grads_second):
+            if a is not None:
+                a.copy_(b)
+        del grads_second
     dq, dk, dv, dw, dbeta, dG = grads
     dg = None if g is None else chunk_cumsum(dG, layout, reverse=True).to(g.dtype)
     dbeta = None if beta is None else dbeta.to(beta.dtype)

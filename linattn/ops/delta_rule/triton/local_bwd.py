@@ -327,6 +327,23 @@ def local_bwd_kernel(
         tl.store(dG + t0 * H + i_h + o_i * H, b_dg, mask=m_t)
 
 
+def local_bwd_outputs(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    w: torch.Tensor | None,
+    beta: torch.Tensor | None,
+    G: torch.Tensor | None,
+) -> tuple[torch.Tensor | None, ...]:
+    """Uninitialised `(dq, dk, dv, dw, dβ, dG)` for `local_bwd`'s inputs, shaped and typed as it returns them."""
+    B, T, H = q.shape[:3]
+    f32 = {"dtype": torch.float32, "device": q.device}
+    dw = None if w is None else torch.empty_like(w)
+    dbeta = None if beta is None else torch.empty(B, T, H, **f32)
+    dG = None if G is None else torch.empty(B, T, H, **f32)
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), dw, dbeta, dG
+
+
 def local_bwd(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -344,6 +361,7 @@ def local_bwd(
     erase: bool = True,
     inv_sq_norm: torch.Tensor | None = None,
     precision: str = "tf32x3",
+    out: tuple[torch.Tensor | None, ...] | None = None,
 ) -> tuple[torch.Tensor | None, ...]:
     """`q, k, w: [B, T, H, K]` (w None: w = k), `v, do: [B, T, H, V]`, `beta, G: [B, T, H]` or None, and float32
     `h, dh: [B, NT, H, K, V]` (chunk start states, gradients of the chunk end states), `U, dṼ: [B, T, H, V]`.
@@ -353,7 +371,8 @@ def local_bwd(
     Returns `(dq, dk, dv, dw, dβ, dG)`: `dq, dk, dv, dw` in their inputs' dtypes (`dk` includes `dw` and `dw` is None
     when `w` is None; for KLA also the step's dependence on `k`), float32 `dβ: [B, T, H]` (for KLA the gradient of
     `η`) and `dG: [B, T, H]` (None without β, G). `precision`: of the products that involve an intermediate
-    (`precision.grad_precision`).
+    (`precision.grad_precision`). `out`: those six to write into, as `local_bwd_outputs` makes them (contiguous:
+    e.g. one span's tokens of the whole sequence's gradients, `backward.py`).
     """
     if not erase and (w is not None or beta is not None or inv_sq_norm is not None):
         raise ValueError("local_bwd: without the erase term there is one key (w None) and no beta")
@@ -362,10 +381,7 @@ def local_bwd(
     # key blocks of at least 32: on the H200 (Triton 3.6) BK = 16 beside BV = 64 faults (K ≤ 16 with V = 33)
     BK = min(64, max(32, triton.next_power_of_2(K)))
     BV = min(64, max(16, triton.next_power_of_2(V)))
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    dw = None if w is None else torch.empty_like(w)
-    dbeta = None if beta is None else torch.empty(B, T, H, dtype=torch.float32, device=q.device)
-    dG = None if G is None else torch.empty(B, T, H, dtype=torch.float32, device=q.device)
+    dq, dk, dv, dw, dbeta, dG = local_bwd_outputs(q, k, v, w, beta, G) if out is None else out
     grid = (layout.NT, B * H)
     local_bwd_kernel[grid](
         q, k, v, k if w is None else w, beta, G, h, dh, U, dv_tilde, do, inv_sq_norm, dq, dk, dv, dw, dbeta, dG,
