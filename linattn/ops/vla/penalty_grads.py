@@ -1,4 +1,4 @@
-"""VLA's gate backward on the GPU: `∂L/∂u` and `∂L/∂M_0` (`chunk.penalty_grads`'s formulas) in three launches.
+"""VLA's gate backward on the GPU: `∂L/∂u` and `∂L/∂M_0` (`chunk.penalty_grads`'s formulas) in three launches a slice.
 
 With `a_t = A_t g_t` (the gate's map applied to `∂L/∂α_t`, `chunk.py`), `α_t = ‖α_t‖ α̂_t` and
 `S_c = Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)` over chunks `c` of `BT = 64` tokens:
@@ -14,9 +14,10 @@ With `a_t = A_t g_t` (the gate's map applied to `∂L/∂α_t`, `chunk.py`), `α
    `triu(U Αᵀ)`, `triu(U Aᵀ)` (`[BT, BT]`, query `s` ≤ key `t`), then its column block of `∂L/∂u`.
 
 Every product takes `tf32x3` (float32 operands: `a`, `α`, the sums). The per-chunk sums are float32 `d × d`
-matrices, `4 d² / 64` bytes a token and head: 256 B at d = 64, but 1 KiB at d = 128 (1 GiB at 64K tokens and 16
-heads, beside GDN's forward + backward peak of 5.0 GiB there), so `triton.py` takes this path up to
-`MAX_HEAD_DIM` (64) and leaves larger heads to `chunk.penalty_grads` (which works in slices of the sequence).
+matrices, `4 d² / 64` bytes a token and head: as much as `a` itself at d = 64, but 1 KiB at d = 128 (1 GiB at 64K
+tokens and 16 heads). So the chunks are taken in `⌈d / 64⌉` slices, from the last: each slice's sums are formed,
+scanned in reverse from the sums of the slices after it (the carry, `d × d` per head), and used for its `∂L/∂u`;
+only one slice's sums are alive, never more bytes than `a`'s.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from linattn.ops.delta_rule.triton.cumsum import chunk_layout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.scan import chunk_scan
 
-MAX_HEAD_DIM = 64
+MAX_HEAD_DIM = 128
 BT = 64  # tokens per chunk
 BV = 32  # columns per program
 
@@ -41,16 +42,19 @@ def load_rows(x, o_t, m_t, o_c, m_c):
 
 
 @triton.jit
-def chunk_rows(n, T, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
-    """The chunk of this program (axis 1; batch row · head on axis 2): `(i_row, i_bh, o_t, m_t, b_n)`, its row of the
-    per-chunk sums, the offsets `[BT]` of its tokens' rows (a token step is `H·D` elements), their mask and norms."""
-    i_t, i_bh = tl.program_id(1), tl.program_id(2)
+def chunk_rows(n, T, C0, H: tl.constexpr, D: tl.constexpr, BT: tl.constexpr):
+    """The chunk of this program: chunk `C0 + (axis 1)` of batch row · head `axis 2`, in a slice of `num_programs(1)`
+    chunks from chunk `C0`. Returns `(i_row, i_bh, o_t, m_t, b_n)`: its row of the slice's per-chunk sums
+    `[B, slice, H, ...]`, the offsets `[BT]` of its tokens' rows (a token step is `H·D` elements), their mask and
+    norms."""
+    i_s, i_bh = tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
-    i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, None, None, BT, False)
+    i_t, _, bos, T = chunk_coords(C0 + i_s, i_b, T, None, None, BT, False)
     o_i = i_t * BT + tl.arange(0, BT)
     m_t = o_i < T
     o_r = (bos + o_i) * H + i_h
-    return i_tg * H + i_h, i_bh, o_r * D, m_t, tl.load(n + o_r, mask=m_t, other=0)
+    i_row = (i_b * tl.num_programs(1) + i_s) * H + i_h
+    return i_row, i_bh, o_r * D, m_t, tl.load(n + o_r, mask=m_t, other=0)
 
 
 @triton.jit
@@ -59,13 +63,14 @@ def pair_rows(a, alpha_hat, b_n, o_t, m_t, o_c, m_c):
     return load_rows(a, o_t, m_t, o_c, m_c), load_rows(alpha_hat, o_t, m_t, o_c, m_c) * b_n[:, None]
 
 
-@triton.jit(do_not_specialize=["T"])
+@triton.jit(do_not_specialize=["T", "C0"])
 def vla_pair_sums_kernel(
     a,
     alpha_hat,
     n,
     S,
     T,
+    C0,
     H: tl.constexpr,
     D: tl.constexpr,
     BT: tl.constexpr,
@@ -73,7 +78,7 @@ def vla_pair_sums_kernel(
     BV: tl.constexpr,
 ):
     """`S_c[:, j] = Aᵀ Α[:, j] + Αᵀ A[:, j]` for column block `j` of chunk `c`."""
-    i_row, _, o_t, m_t, b_n = chunk_rows(n, T, H, D, BT)
+    i_row, _, o_t, m_t, b_n = chunk_rows(n, T, C0, H, D, BT)
     o_k, o_v = tl.arange(0, BK), tl.program_id(0) * BV + tl.arange(0, BV)
     m_k, m_v = o_k < D, o_v < D
     # [BT, BK] whole rows, [BT, BV] their column block: a, and α = ‖α‖ α̂
@@ -85,7 +90,7 @@ def vla_pair_sums_kernel(
     tl.store(S + i_row * D * D + o_k[:, None] * D + o_v[None, :], b_S, mask=m_k[:, None] & m_v[None, :])
 
 
-@triton.jit(do_not_specialize=["T"])
+@triton.jit(do_not_specialize=["T", "C0"])
 def vla_penalty_grad_kernel(
     u,
     a,
@@ -95,6 +100,7 @@ def vla_penalty_grad_kernel(
     F,
     du,
     T,
+    C0,
     H: tl.constexpr,
     D: tl.constexpr,
     BT: tl.constexpr,
@@ -102,30 +108,39 @@ def vla_penalty_grad_kernel(
     BV: tl.constexpr,
     HAS_F: tl.constexpr,
 ):
-    """Column block `j` of `∂L/∂u` on chunk `c`, from the sums over the chunks after it (`S`'s row `c`)."""
-    i_row, i_bh, o_t, m_t, b_n = chunk_rows(n, T, H, D, BT)
-    o_k, o_v = tl.arange(0, BK), tl.program_id(0) * BV + tl.arange(0, BV)
-    m_k, m_v = o_k < D, o_v < D
-    # [BT, BK] rows of u, a, α
-    b_u = load_rows(u, o_t, m_t, o_k, m_k)
-    b_a, b_al = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_k, m_k)
-    # [BT, BT] u_sᵀ α_t and u_sᵀ a_t on t ≥ s
+    """Column block `j` of `∂L/∂u` on chunk `c`, from the sums over the chunks after it (`S`'s row `c`); the key dim
+    in blocks of `BK`."""
+    i_row, i_bh, o_t, m_t, b_n = chunk_rows(n, T, C0, H, D, BT)
+    o_v = tl.program_id(0) * BV + tl.arange(0, BV)
+    m_v = o_v < D
     o_s = tl.arange(0, BT)
+    # [BT, BT] u_sᵀ α_t and u_sᵀ a_t; [BT, BV] U (Σ_later S − 2 F), this column block
+    b_Pal = tl.zeros([BT, BT], dtype=tl.float32)
+    b_Pa = tl.zeros([BT, BT], dtype=tl.float32)
+    b_US = tl.zeros([BT, BV], dtype=tl.float32)
+    for i_k in range(tl.cdiv(D, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        m_k = o_k < D
+        # [BT, BK] rows of u, a, α
+        b_u = load_rows(u, o_t, m_t, o_k, m_k)
+        b_a, b_al = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_k, m_k)
+        b_Pal += tl.dot(b_u, tl.trans(b_al), input_precision="tf32x3")
+        b_Pa += tl.dot(b_u, tl.trans(b_a), input_precision="tf32x3")
+        # [BK, BV] the later chunks' sums (less 2 F)
+        m_kv = m_k[:, None] & m_v[None, :]
+        b_S = tl.load(S + i_row * D * D + o_k[:, None] * D + o_v[None, :], mask=m_kv, other=0)
+        if HAS_F:
+            b_S -= 2 * tl.load(F + i_bh.to(tl.int64) * D * D + o_k[:, None] * D + o_v[None, :], mask=m_kv, other=0)
+        b_US += tl.dot(b_u, b_S, input_precision="tf32x3")
+    # kept on t ≥ s
     m_st = o_s[:, None] <= o_s[None, :]
-    b_Pal = tl.where(m_st, tl.dot(b_u, tl.trans(b_al), input_precision="tf32x3"), 0)
-    b_Pa = tl.where(m_st, tl.dot(b_u, tl.trans(b_a), input_precision="tf32x3"), 0)
-    # [BK, BV] the later chunks' sums, this column block; [BT, BV] a and α on it
-    m_kv = m_k[:, None] & m_v[None, :]
-    b_later = tl.load(S + i_row * D * D + o_k[:, None] * D + o_v[None, :], mask=m_kv, other=0)
+    b_Pal = tl.where(m_st, b_Pal, 0)
+    b_Pa = tl.where(m_st, b_Pa, 0)
+    # [BT, BV] a and α on this column block; [BT, BT] @ [BT, BV] -> [BT, BV], twice
     b_av, b_alv = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_v, m_v)
-    # [BT, BT] @ [BT, BV] and [BT, BK] @ [BK, BV] -> [BT, BV]
     b_du = tl.dot(b_Pal, b_av, input_precision="tf32x3")
     b_du += tl.dot(b_Pa, b_alv, input_precision="tf32x3")
-    b_du += tl.dot(b_u, b_later, input_precision="tf32x3")
-    b_du = -b_du
-    if HAS_F:
-        b_F = tl.load(F + i_bh.to(tl.int64) * D * D + o_k[:, None] * D + o_v[None, :], mask=m_kv, other=0)
-        b_du += 2 * tl.dot(b_u, b_F, input_precision="tf32x3")
+    b_du = -(b_du + b_US)
     tl.store(du + o_t[:, None] + o_v[None, :], b_du.to(du.dtype.element_ty), mask=m_t[:, None] & m_v[None, :])
 
 
@@ -139,17 +154,25 @@ def triton_penalty_grads(
     if D > MAX_HEAD_DIM:
         raise ValueError(f"triton_penalty_grads: head dims up to {MAX_HEAD_DIM}, got d={D}")
     u, a, alpha_hat, n = (x.contiguous() for x in (u, a, alpha_hat, n))
-    layout = chunk_layout(B, T, None, u.device, BT=BT)
-    S = torch.empty(B, layout.NT, H, D, D, dtype=torch.float32, device=u.device)
-    total = torch.empty(B, H, D, D, dtype=torch.float32, device=u.device)
-    BK = max(16, triton.next_power_of_2(D))
-    grid = (triton.cdiv(D, BV), layout.NT, B * H)
-    vla_pair_sums_kernel[grid](a, alpha_hat, n, S, T, H=H, D=D, BT=BT, BK=BK, BV=BV, num_warps=4)
-    chunk_scan(S, None, None, total, layout, reverse=True)
-    du = torch.empty_like(a)
     F_T = None if F_T is None else F_T.contiguous()
-    vla_penalty_grad_kernel[grid](
-        u, a, alpha_hat, n, S, F_T, du, T, H=H, D=D, BT=BT, BK=BK, BV=BV, HAS_F=F_T is not None, num_warps=4
-    )
-    dM0 = (-total / 2).to(a.dtype)
+    NT = triton.cdiv(T, BT)
+    per_slice = triton.cdiv(NT, triton.cdiv(D, BT))  # the slice's sums take at most a's bytes (module docstring)
+    BK = max(16, triton.next_power_of_2(D))  # whole rows for the sums, blocks of at most 64 keys for ∂L/∂u
+    launch = {"H": H, "D": D, "BT": BT, "BV": BV, "num_warps": 4 if D <= 64 else 8}
+    du = torch.empty_like(a)
+    carry = None  # Σ S_c over the chunks after the slice, [B, H, d, d]
+    for c1 in range(NT, 0, -per_slice):
+        c0 = max(0, c1 - per_slice)
+        S = torch.empty(B, c1 - c0, H, D, D, dtype=torch.float32, device=u.device)
+        grid = (triton.cdiv(D, BV), c1 - c0, B * H)
+        vla_pair_sums_kernel[grid](a, alpha_hat, n, S, T, c0, BK=BK, **launch)
+        # in place: each program reads its entries of the carry before it writes them
+        end = torch.empty(B, H, D, D, dtype=torch.float32, device=u.device) if carry is None else carry
+        chunk_scan(S, None, carry, end, chunk_layout(B, (c1 - c0) * BT, None, u.device, BT=BT), reverse=True)
+        carry = end
+        vla_penalty_grad_kernel[grid](
+            u, a, alpha_hat, n, S, F_T, du, T, c0, BK=min(BK, 64), HAS_F=F_T is not None, **launch
+        )
+        del S
+    dM0 = (-carry / 2).to(a.dtype)
     return du, dM0 if F_T is None else dM0 + F_T

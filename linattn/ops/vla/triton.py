@@ -22,10 +22,10 @@ kept) inside the kernel up to d = 64 (three PyTorch launches fewer; on the H200 
 d = 32, and `vla`'s forward at d = 64, 64K fell 8.72 → 8.28 ms with it), by PyTorch at d = 128 (inside it cost
 2.6 ms more at `T = 64K`; all 2026-11-30).
 
-The backward's other products, `∂L/∂u` and `∂L/∂M_0`, are `penalty_grads.py`'s kernels up to d = 64 and
-`chunk.penalty_grads` (PyTorch) above. Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A` is 64 KB of
-registers across the program); larger ones take the PyTorch path. Float64 inputs are refused, as by the other
-Triton backends.
+The backward's other products, `∂L/∂u` and `∂L/∂M_0`, are `penalty_grads.py`'s kernels (in slices of the
+sequence above d = 64, to bound their per-chunk sums). Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A`
+is 64 KB of registers across the program); larger ones take the PyTorch path. Float64 inputs are refused, as by
+the other Triton backends.
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ import triton.language as tl
 from linattn.ops.unit_rows import unit_rows
 from linattn.ops.unit_rows.api import EPS
 from linattn.ops.vla.cholesky import inverse_cholesky, triton_spd_inverse
-from linattn.ops.vla.chunk import GateKernels, Grouping, chunk_vla_gate, gate, penalty_grads, unit_rows_
-from linattn.ops.vla.penalty_grads import MAX_HEAD_DIM as GRADS_MAX_HEAD_DIM
+from linattn.ops.vla.chunk import GateKernels, Grouping, chunk_vla_gate, gate, unit_rows_
 from linattn.ops.vla.penalty_grads import triton_penalty_grads
 
 MAX_HEAD_DIM = 128
@@ -164,13 +163,12 @@ def triton_vla_gate(
     unit_keys: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Same contract as `naive_vla_gate`, float32 inside; head dims over `MAX_HEAD_DIM` take the PyTorch chunk
-    path. The backward's `∂L/∂u`, `∂L/∂M_0` come from `penalty_grads.py`'s kernels up to d = 64, from PyTorch
-    above. `unit_keys`: `k` is already `unit_rows(k)`."""
+    path. The backward's `∂L/∂u`, `∂L/∂M_0` come from `penalty_grads.py`'s kernels. `unit_keys`: `k` is already
+    `unit_rows(k)`."""
     if k.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"backend 'triton': k, u must be float32, bfloat16 or float16, got {k.dtype}")
     T, d = k.shape[1], k.shape[-1]
     if d > MAX_HEAD_DIM:
         return chunk_vla_gate(k, u, initial_state, lam0=lam0, unit_keys=unit_keys)
-    grads = triton_penalty_grads if d <= GRADS_MAX_HEAD_DIM else penalty_grads
-    kernels = GateKernels(triton_apply, grads, triton_spd_inverse)
+    kernels = GateKernels(triton_apply, triton_penalty_grads, triton_spd_inverse)
     return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, triton_grouping(T), kernels)

@@ -86,11 +86,12 @@ def test_spd_inverse_kernel_matches_float64(d):
     assert got.dtype == torch.float32 and rel_err(got, torch.linalg.inv(M)) < 1e-5
 
 
-@pytest.mark.parametrize("d", [24, 64])
+@pytest.mark.parametrize("d", [24, 64, 96, 128])
 @pytest.mark.parametrize("with_F", [False, True], ids=["no-dA_T", "dA_T"])
 def test_penalty_grads_kernels_match_pytorch(d, with_F):
     """`∂L/∂u`, `∂L/∂M_0` of the gate's backward: the Triton kernels (float32) against `chunk.penalty_grads` in
-    float64 on the same inputs, over more chunks than one step of the reverse scan (1,100 tokens: 18 chunks)."""
+    float64 on the same inputs, over more chunks than one step of the reverse scan (1,100 tokens: 18 chunks); at
+    d > 64 in two slices of 9 chunks, the second's sums carried into the first's."""
     from linattn.ops.vla.chunk import penalty_grads
     from linattn.ops.vla.penalty_grads import triton_penalty_grads
 
