@@ -354,7 +354,8 @@ def against_gdn(results: dict) -> list[str]:
 
 def plot(results: dict, path: Path) -> None:
     """Log-log time against T: one panel per pass (rows) and head dim (columns), one line per contender, the
-    measured crossover and the paper's 43K as vertical lines."""
+    measured crossover (its T in the panel's title) and the paper's 43K as vertical lines; one legend below the
+    panels, where it hides no line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -370,19 +371,23 @@ def plot(results: dict, path: Path) -> None:
             if t:
                 ax.loglog(list(t), list(t.values()), marker="o", ms=4, label=name)
         cross = results["crossover"][str(K)][p]
+        title = f"{label}, K = V = {K}"
         if cross["T"] is not None:
-            ax.axvline(cross["T"], color="k", lw=0.8, label=f"crossover, {crossover_text(cross)}")
+            ax.axvline(cross["T"], color="k", lw=0.8, label="VLA below softmax from here (measured)")
+            title += f": crossover {crossover_text(cross)}"
         ax.axvline(results["paper"]["crossover_T"], color="grey", ls=":", label="paper: ≈ 43K (T4, extrapolated)")
         ax.set_xlabel("sequence length T (tokens)")
         ax.set_ylabel(f"{label} time (ms, median)")
-        ax.set_title(f"{label}, K = V = {K}")
+        ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
     env = results["environment"]
     fig.suptitle(
         f"VLA speed on {env.get('gpu') or env.get('cpu')}: {c['dtype']}, B = {c['B']}, H = {c['H']}, V = K",
     )
-    fig.tight_layout()
+    # the legend of the panel with the most entries (every panel has the same contenders' colours)
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes.flat), key=lambda hl: len(hl[1]))
+    fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     save_figure(fig, path)
     plt.close(fig)
 
