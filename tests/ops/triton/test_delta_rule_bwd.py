@@ -153,6 +153,28 @@ def test_a_long_sequence_cut_in_two_for_the_backward(name, monkeypatch):
     check_grads(x, cfg.K**-0.5, do, dS if final_grad else None, F32_TOL, f"{name} cut at {cut}")
 
 
+def test_the_cut_allocates_the_whole_gradients_after_the_first_spans_walk(monkeypatch):
+    """The memory order of `backward.py`'s docstring: the second span's walk, then the first span's, and only then
+    the whole sequence's gradients (alive through neither walk)."""
+    events = []
+
+    def recorded(name, fn):
+        def call(*args, **kwargs):
+            events.append(name)
+            return fn(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(backward, "SPLIT_TOKENS", 64)
+    monkeypatch.setattr(backward, "state_bwd", recorded("walk", backward.state_bwd))
+    monkeypatch.setattr(backward, "local_bwd_outputs", recorded("whole gradients", backward.local_bwd_outputs))
+    cfg = Config(T=200, B=1, two_key=True)
+    x = make_inputs(cfg)
+    do, dS = draw_cotangents(x, torch.float32)
+    check_grads(x, cfg.K**-0.5, do, dS, F32_TOL, "cut, in order")
+    assert events == ["walk", "walk", "whole gradients"], events
+
+
 def test_short_packed_and_batched_inputs_are_not_cut():
     layout = chunk_layout(1, 200, None, DEVICE)
     assert backward._cut(layout) is None  # shorter than SPLIT_TOKENS
