@@ -160,16 +160,16 @@ def triton_penalty_grads(
     BK = max(16, triton.next_power_of_2(D))  # whole rows for the sums, blocks of at most 64 keys for ∂L/∂u
     launch = {"H": H, "D": D, "BT": BT, "BV": BV, "num_warps": 4 if D <= 64 else 8}
     du = torch.empty_like(a)
-    carry = None  # Σ S_c over the chunks after the slice, [B, H, d, d]
+    carry = torch.empty(B, H, D, D, dtype=torch.float32, device=u.device)  # Σ S_c over the chunks after the slice
     for c1 in range(NT, 0, -per_slice):
         c0 = max(0, c1 - per_slice)
         S = torch.empty(B, c1 - c0, H, D, D, dtype=torch.float32, device=u.device)
         grid = (triton.cdiv(D, BV), c1 - c0, B * H)
         vla_pair_sums_kernel[grid](a, alpha_hat, n, S, T, c0, BK=BK, **launch)
-        # in place: each program reads its entries of the carry before it writes them
-        end = torch.empty(B, H, D, D, dtype=torch.float32, device=u.device) if carry is None else carry
-        chunk_scan(S, None, carry, end, chunk_layout(B, (c1 - c0) * BT, None, u.device, BT=BT), reverse=True)
-        carry = end
+        # from the slices after it (none for the last), in place: each program reads its entries of the carry
+        # before it writes them
+        start = None if c1 == NT else carry
+        chunk_scan(S, None, start, carry, chunk_layout(B, (c1 - c0) * BT, None, u.device, BT=BT), reverse=True)
         vla_penalty_grad_kernel[grid](
             u, a, alpha_hat, n, S, F_T, du, T, c0, BK=min(BK, 64), HAS_F=F_T is not None, **launch
         )
