@@ -1,21 +1,26 @@
 """Inverses by Cholesky in Triton: `L⁻¹` of a tile (the gate kernel's `16 × 16` step) and a batch of SPD inverses.
 
+`inverse_cholesky` forms `L⁻¹` by symmetric elimination, one unrolled loop of `C` steps (a Cholesky then a
+substitution took two loops of `C` steps, each step a few reductions across the program's warps). On the H200
+(bf16 `u`, B = 1, H = 16, 2026-11-30, night; scratch `gate_warps.py`, `BENCHMARKS.md`) one gate call at 64K fell
+0.93 → 0.52 ms at d = 32 (one warp), 2.96 → 2.39 at d = 64 (four warps, against the product form of `L⁻¹` used
+there before) and 10.0 → 7.4 at d = 128 (eight warps).
+
 `spd_inverse_kernel` is `chunk.spd_inverse` for the gate's `d × d` group starts `A_c = M_c⁻¹` (float32, d ≤ 32)
-in one launch, one program (one warp) a matrix: the tile padded with the identity, `L⁻¹` by `inverse_cholesky`
-(d steps of substitution), then `A = L⁻ᵀ L⁻¹` (float32 FMA products). `spd_inverse` (cuSOLVER's batched Cholesky,
-a triangular solve against an identity, a product) is four launches whose batched calls pass arrays of matrix
-pointers from the host. A scratch micro-benchmark on the H200 (H = 16, float32, 2026-11-30; `BENCHMARKS.md`), ms a
-call with the host's time:
+in one launch, one program (one warp) a matrix: the tile padded with the identity, `L⁻¹` by `inverse_cholesky`,
+then `A = L⁻ᵀ L⁻¹` (float32 FMA products). `spd_inverse` (cuSOLVER's batched Cholesky, a triangular solve against
+an identity, a product) is four launches whose batched calls pass arrays of matrix pointers from the host. On the
+H200 (H = 16, float32; `gate_warps.py`, 2026-11-30, night), ms a call with the host's time:
 
-| d | matrices (tokens) | `spd_inverse` | this kernel | `cholesky_ex` + `cholesky_inverse` | `inv_ex` |
-|---:|---:|---:|---:|---:|---:|
-| 32 | 128 (4K) | 0.22 | 0.035 | 0.51 | 0.60 |
-| 32 | 2,048 (64K) | 0.20 | 0.060 | 0.37 | 0.39 |
-| 64 | 128 | 0.24 | 0.11 (8 warps) | 0.44 | 0.65 |
-| 64 | 2,048 | 0.58 | 1.28 (8 warps) | 0.96 | 2.05 |
+| d | matrices (tokens) | `spd_inverse` | this kernel (substitution before) |
+|---:|---:|---:|---:|
+| 32 | 128 (4K) | 0.15 – 0.21 | 0.024 (0.025) |
+| 32 | 2,048 (64K) | 0.16 – 0.24 | 0.043 (0.063) |
 
-so wider heads (a program walks d sequential steps, each a reduction across its warps) and float64 factorisations
-(`chunk.factor_dtype`) keep `spd_inverse`. Errors against float64: 1.9e-7 here, 1.5e-7 by cuSOLVER.
+Earlier (2026-11-30, substitution), `cholesky_ex` + `cholesky_inverse` took 0.37 – 0.51 ms and `inv_ex`
+0.39 – 0.60; at d = 64 the kernel (eight warps) took 1.28 ms for 2,048 matrices against cuSOLVER's 0.58, so wider
+heads (a program walks d sequential steps, each a reduction across its warps) and float64 factorisations
+(`chunk.factor_dtype`) keep `spd_inverse`. Errors against float64: 2.0e-7 here, 1.8e-7 by cuSOLVER.
 """
 
 from __future__ import annotations
@@ -30,46 +35,32 @@ MAX_HEAD_DIM = 32
 
 
 @triton.jit
-def inverse_cholesky(b_G, C: tl.constexpr, PRODUCT: tl.constexpr):
-    """`L⁻¹` for `L Lᵀ = G`, `G: [C, C]` symmetric positive definite (its lower triangle is read). `PRODUCT`: the
-    triangular inverse as a product of `log₂ C` factors (C a power of two) rather than by substitution."""
+def inverse_cholesky(b_G, C: tl.constexpr):
+    """`L⁻¹` for `L Lᵀ = G`, `G: [C, C]` symmetric positive definite (its lower triangle and diagonal are what
+    count), by symmetric Gaussian elimination: step `j` subtracts `m_i = G'[i, j] / G'[j, j]` times row `j` from
+    each row `i > j`, of `G'` and of a copy of `I`. The copy ends as `L₁⁻¹` (`G = L₁ D L₁ᵀ`, `L₁` unit lower, `D` the
+    pivots `G'[j, j]`), and `L⁻¹ = D^{-1/2} L₁⁻¹`. Row `j` of `G'` is read as its column `j` (the rows and columns
+    still to come stay symmetric; what the other entries of row `j` put into the columns before `j` is never read).
+    One unrolled loop of `C` steps, where a Cholesky and a substitution took two loops of `C` steps each: in the gate
+    kernel at d = 128 (eight warps, each step reductions across them) the gate's call at 64K took 7.4 ms against 10.0
+    (`BENCHMARKS.md`, 2026-11-30, night)."""
     o_c = tl.arange(0, C)
-    # Cholesky by columns: L[:, j] = G'[:, j] / √G'[j, j], then G' −= L[:, j] L[:, j]ᵀ (rows ≥ j)
-    b_L = tl.zeros([C, C], dtype=tl.float32)
-    for j in range(C):
-        b_col = tl.sum(tl.where(o_c[None, :] == j, b_G, 0), 1)  # [C]
-        b_col = tl.where(o_c >= j, b_col, 0) / tl.sqrt(tl.sum(tl.where(o_c == j, b_col, 0)))
-        b_L = tl.where(o_c[None, :] == j, b_col[:, None], b_L)
-        b_G -= b_col[:, None] * b_col[None, :]
-    if PRODUCT:
-        # L = diag(ℓ) (I + N), N strictly lower and nilpotent (N^C = 0), so that
-        # L⁻¹ = (I + N)⁻¹ diag(ℓ)⁻¹ = (I − N)(I + N²)(I + N⁴) ⋯ (I + N^{C/2}) diag(ℓ)⁻¹: 2 (log₂ C − 1) products
-        # (float32 FMA) where the substitution takes C steps, each a reduction across the warps
-        tl.static_assert(C <= 128, "the factors below cover chunks of up to 128 tokens")
-        eye = o_c[:, None] == o_c[None, :]
-        b_I = tl.where(eye, 1.0, 0.0)  # [C, C]
-        b_l = tl.sum(tl.where(eye, b_L, 0), 1)  # [C] the diagonal ℓ
-        b_N = tl.where(o_c[:, None] > o_c[None, :], b_L / b_l[:, None], 0)
-        b_Li = b_I - b_N
-        for s in tl.static_range(1, 7):
-            if (1 << s) < C:
-                # [C, C] @ [C, C] -> [C, C]: N^(2^s), then the factor I + N^(2^s)
-                b_N = tl.dot(b_N, b_N, input_precision="ieee")
-                b_Li = tl.dot(b_Li, b_I + b_N, input_precision="ieee")
-        return b_Li / b_l[None, :]
-    # forward substitution by rows: L⁻¹[i, :] = (e_i − Σ_{k<i} L[i, k] L⁻¹[k, :]) / L[i, i]
-    b_Li = tl.zeros([C, C], dtype=tl.float32)
-    for i in range(C):
-        b_row = tl.sum(tl.where(o_c[:, None] == i, b_L, 0), 0)  # [C]
-        b_r = tl.where(o_c == i, 1.0, 0.0) - tl.sum(tl.where(o_c < i, b_row, 0)[:, None] * b_Li, 0)
-        b_Li = tl.where(o_c[:, None] == i, (b_r / tl.sum(tl.where(o_c == i, b_row, 0)))[None, :], b_Li)
-    return b_Li
+    b_Li = tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)  # [C, C]
+    b_p = tl.zeros([C], dtype=tl.float32)  # [C] the pivots
+    for j in tl.static_range(C):
+        b_col = tl.sum(tl.where(o_c[None, :] == j, b_G, 0), 1)  # [C] G'[:, j]
+        p = tl.sum(tl.where(o_c == j, b_col, 0))
+        b_m = tl.where(o_c > j, b_col / p, 0)  # [C] the multipliers, 0 on rows ≤ j
+        b_row = tl.sum(tl.where(o_c[:, None] == j, b_Li, 0), 0)  # [C] row j of the copy, final from here on
+        b_G -= b_m[:, None] * b_col[None, :]
+        b_Li -= b_m[:, None] * b_row[None, :]
+        b_p = tl.where(o_c == j, p, b_p)
+    return b_Li / tl.sqrt(b_p)[:, None]
 
 
 @triton.jit
 def spd_inverse_kernel(M, A, D: tl.constexpr, BD: tl.constexpr):
-    """One program per matrix: `A = M⁻¹` for `M, A: [N, D, D]` float32, `M` symmetric positive definite (its lower
-    triangle is read); `L⁻¹` by substitution."""
+    """One program per matrix: `A = M⁻¹` for `M, A: [N, D, D]` float32, `M` symmetric positive definite."""
     i_n = tl.program_id(0)
     o_d = tl.arange(0, BD)
     m_d = o_d < D
@@ -79,7 +70,7 @@ def spd_inverse_kernel(M, A, D: tl.constexpr, BD: tl.constexpr):
     # diagonal)
     b_M = tl.load(M + o_M, mask=m_dd, other=0)
     b_M += tl.where((o_d[:, None] == o_d[None, :]) & ~m_d[:, None], 1.0, 0.0)
-    b_Li = inverse_cholesky(b_M, BD, False)
+    b_Li = inverse_cholesky(b_M, BD)
     # [BD, BD]ᵀ @ [BD, BD] -> [BD, BD]: M⁻¹ = L⁻ᵀ L⁻¹
     b_A = tl.dot(tl.trans(b_Li), b_Li, input_precision="ieee")
     tl.store(A + o_M, b_A, mask=m_dd)

@@ -10,12 +10,11 @@ cuSOLVER above) and walks its chunks:
     Y   = X A − tril(X Wᵀ) W                     [16, d]   rows A_t x_t
     A  ← A − Wᵀ W                                          the next chunk's start
 
-(the chunk path's algebra at 16 tokens a chunk). Only the `16 × 16` factorisation is sequential (16 steps, exact
-float32 multiply-adds); `L⁻¹` takes 16 steps of forward substitution, except at `32 < d ≤ 64`, where a product of
-four factors replaces them (`cholesky.inverse_cholesky`: six `16 × 16` products in float32 FMA, where each substitution
-step is a reduction across the program's four warps). At `d ≤ 32` a program is one warp, whose reductions need no
-barrier: a group's walk then runs on a quarter of the threads, and eight programs share an SM. The other products
-are `tl.dot` with `tf32x3` (three tf32 passes, about 22 bits; see `linattn/ops/delta_rule/triton/precision.py`).
+(the chunk path's algebra at 16 tokens a chunk). Only `L⁻¹` is sequential: 16 unrolled steps of symmetric
+elimination in exact float32 multiply-adds (`cholesky.inverse_cholesky`), each step a few reductions across the
+program's warps. At `d ≤ 32` a program is one warp, whose reductions need no barrier: a group's walk then runs on
+a quarter of the threads, and eight programs share an SM. The other products are `tl.dot` with `tf32x3` (three
+tf32 passes, about 22 bits; see `linattn/ops/delta_rule/triton/precision.py`).
 The same kernel maps `k̂` in the forward and `∂L/∂α` in the backward (`a_t = A_t g_t`), so nothing but the groups'
 first `A` is kept between the passes. In the forward its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms
 kept) inside the kernel up to d = 64 (three PyTorch launches fewer; on the H200 it cost the kernel nothing at
@@ -67,14 +66,13 @@ def gate_apply_kernel(
     BD: tl.constexpr,
     C: tl.constexpr,
     R: tl.constexpr,
-    PRODUCT: tl.constexpr,
     UNIT: tl.constexpr,
     EPS_: tl.constexpr,
 ):
     """One program per (group, batch · head). `X, Y: [B, T, H, D]` float32, `U: [B, T, H, D]` any float dtype,
     `A0`: float32 `D × D` matrices, a head's groups `SG` matrices apart (`[B, H, SG, D, D]`, `SG ≥ ⌈T / (C R)⌉`).
-    `PRODUCT`: `L⁻¹` in product form (`cholesky.inverse_cholesky`). `UNIT`: rows `y / max(‖y‖, EPS)` into `Y` and
-    the norms `‖y‖` into `N: [B, T, H]` float32 (`EPS_`: the clamp)."""
+    `UNIT`: rows `y / max(‖y‖, EPS)` into `Y` and the norms `‖y‖` into `N: [B, T, H]` float32 (`EPS_`: the
+    clamp)."""
     i_g, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_c = tl.arange(0, C)
@@ -97,7 +95,7 @@ def gate_apply_kernel(
         b_z = tl.dot(b_u, b_A, input_precision="tf32x3")
         # [C, C]: I + U A_c Uᵀ, then W = L⁻¹ Z
         b_G = tl.dot(b_u, tl.trans(b_z), input_precision="tf32x3") + tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)
-        b_w = tl.dot(inverse_cholesky(b_G, C, PRODUCT), b_z, input_precision="tf32x3")
+        b_w = tl.dot(inverse_cholesky(b_G, C), b_z, input_precision="tf32x3")
         # [C, BD] @ [BD, C] -> [C, C], kept on s ≤ t
         b_xw = tl.dot(b_x, tl.trans(b_w), input_precision="tf32x3")
         b_xw = tl.where(o_c[:, None] >= o_c[None, :], b_xw, 0)
@@ -134,20 +132,17 @@ def triton_apply(
     if A_starts.stride() != (H * SG * D * D, SG * D * D, D * D, D, 1):
         A_starts, SG = A_starts.contiguous(), A_starts.shape[2]
     BD = max(16, triton.next_power_of_2(D))
-    # Warps a program, and the product form of `L⁻¹` where its reductions would cross warps and registers allow it.
-    # The gate alone, T = 64K, bf16, H = 16, H200, 2026-11-30 (a scratch sweep of the launch, BENCHMARKS.md
-    # "Operators (2026-11-30, afternoon)"), forward / forward + backward, ms:
-    # - d = 32: one warp 2.19 / 7.18 against four 3.62 / 10.0 (with the product form; 4.67 / 12.1 by substitution);
-    #   two 2.92 / 8.94; at 4K and 16K every launch gave 2.0 – 3.1 ms forward + backward
-    # - d = 64: four warps 5.55 / 15.7 with the product form, two 7.0 / 18.6 (spills)
-    # - d = 128: eight warps 19.9 / 48.2 by substitution; the product form spilled more (450 → 740 B a thread, 22.1 ms
-    #   forward), sixteen warps 31.4 / 71.0
+    # Warps a program. The gate alone, one call, bf16 `u`, H = 16, H200, 2026-11-30, night (scratch `gate_warps.py`,
+    # BENCHMARKS.md), ms at T = 4K / 64K:
+    # - d = 32: one warp 0.23 / 0.52, two 0.20 / 0.92, four 0.20 / 1.86
+    # - d = 64: two warps 0.38 / 2.39, four 0.27 / 2.39, eight 0.28 / 4.43
+    # - d = 128: eight warps 0.48 / 7.43, sixteen 2.08 / 32.6 (four would hold `A` in 128 registers a thread)
     warps = 1 if BD <= 32 else 4 if BD <= 64 else 8
     grid = (A_starts.shape[2], B * H)
     gate_apply_kernel[grid](
         X, U, A_starts, Y, norms, T, SG,
         H=H, D=D, BD=BD, C=grouping.C, R=grouping.R,
-        PRODUCT=warps == 4, UNIT=in_kernel, EPS_=EPS, num_warps=warps,
+        UNIT=in_kernel, EPS_=EPS, num_warps=warps,
     )  # fmt: skip
     if unit and not in_kernel:
         return unit_rows_(Y)
