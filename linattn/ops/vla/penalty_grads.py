@@ -13,7 +13,15 @@ With `a_t = A_t g_t` (the gate's map applied to `∂L/∂α_t`, `chunk.py`), `α
 3. `vla_penalty_grad_kernel`, one program per (column block, chunk, batch row · head): the chunk's
    `triu(U Αᵀ)`, `triu(U Aᵀ)` (`[BT, BT]`, query `s` ≤ key `t`), then its column block of `∂L/∂u`.
 
-Every product takes `tf32x3` (float32 operands: `a`, `α`, the sums). The per-chunk sums are float32 `d × d`
+Precision. The products' operands are float32 (`a`, `α`, the sums): three tf32 passes (`tf32x3`), or one when the
+caller says the gradients come from bfloat16 tokens alone (`triton.py`: a bfloat16 `u`, no initial `A`, at least
+`ONE_PASS_TOKENS` tokens; `delta_rule/triton/precision.py`'s rule for the engine's backward) and no final state's
+gradient comes in. `∂L/∂u` is then rounded to bfloat16, and one pass's ~2⁻¹¹ per product stays under that:
+`verify --ops vla` on the H200 (2026-11-30, night) put `du` at 1.39 – 1.45× the naive recurrence's error where three
+passes gave 1.16 – 1.22× (the `no-h0 no-ht` bfloat16 cases; the bound is 2×), and the three launches took
+12.6 → 6.5 ms at d = 128, 2.19 → 1.42 at d = 64, 0.97 → 0.60 at d = 32 (64K tokens, H = 16).
+
+The per-chunk sums are float32 `d × d`
 matrices, `4 d² / 64` bytes a token and head: as much as `a` itself at d = 64, but 1 KiB at d = 128 (1 GiB at 64K
 tokens and 16 heads). So the chunks are taken in `⌈d / 64⌉` slices, from the last: each slice's sums are formed,
 scanned in reverse from the sums of the slices after it (the carry, `d × d` per head), and used for its `∂L/∂u`;
@@ -76,6 +84,7 @@ def vla_pair_sums_kernel(
     BT: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """`S_c[:, j] = Aᵀ Α[:, j] + Αᵀ A[:, j]` for column block `j` of chunk `c`."""
     i_row, _, o_t, m_t, b_n = chunk_rows(n, T, C0, H, D, BT)
@@ -85,8 +94,8 @@ def vla_pair_sums_kernel(
     b_a, b_al = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_k, m_k)
     b_av, b_alv = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_v, m_v)
     # [BK, BT] @ [BT, BV] -> [BK, BV], twice
-    b_S = tl.dot(tl.trans(b_a), b_alv, input_precision="tf32x3")
-    b_S += tl.dot(tl.trans(b_al), b_av, input_precision="tf32x3")
+    b_S = tl.dot(tl.trans(b_a), b_alv, input_precision=PRECISION)
+    b_S += tl.dot(tl.trans(b_al), b_av, input_precision=PRECISION)
     tl.store(S + i_row * D * D + o_k[:, None] * D + o_v[None, :], b_S, mask=m_k[:, None] & m_v[None, :])
 
 
@@ -107,6 +116,7 @@ def vla_penalty_grad_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     HAS_F: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """Column block `j` of `∂L/∂u` on chunk `c`, from the sums over the chunks after it (`S`'s row `c`); the key dim
     in blocks of `BK`."""
@@ -124,32 +134,38 @@ def vla_penalty_grad_kernel(
         # [BT, BK] rows of u, a, α
         b_u = load_rows(u, o_t, m_t, o_k, m_k)
         b_a, b_al = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_k, m_k)
-        b_Pal += tl.dot(b_u, tl.trans(b_al), input_precision="tf32x3")
-        b_Pa += tl.dot(b_u, tl.trans(b_a), input_precision="tf32x3")
+        b_Pal += tl.dot(b_u, tl.trans(b_al), input_precision=PRECISION)
+        b_Pa += tl.dot(b_u, tl.trans(b_a), input_precision=PRECISION)
         # [BK, BV] the later chunks' sums (less 2 F)
         m_kv = m_k[:, None] & m_v[None, :]
         b_S = tl.load(S + i_row * D * D + o_k[:, None] * D + o_v[None, :], mask=m_kv, other=0)
         if HAS_F:
             b_S -= 2 * tl.load(F + i_bh.to(tl.int64) * D * D + o_k[:, None] * D + o_v[None, :], mask=m_kv, other=0)
-        b_US += tl.dot(b_u, b_S, input_precision="tf32x3")
+        b_US += tl.dot(b_u, b_S, input_precision=PRECISION)
     # kept on t ≥ s
     m_st = o_s[:, None] <= o_s[None, :]
     b_Pal = tl.where(m_st, b_Pal, 0)
     b_Pa = tl.where(m_st, b_Pa, 0)
     # [BT, BV] a and α on this column block; [BT, BT] @ [BT, BV] -> [BT, BV], twice
     b_av, b_alv = pair_rows(a, alpha_hat, b_n, o_t, m_t, o_v, m_v)
-    b_du = tl.dot(b_Pal, b_av, input_precision="tf32x3")
-    b_du += tl.dot(b_Pa, b_alv, input_precision="tf32x3")
+    b_du = tl.dot(b_Pal, b_av, input_precision=PRECISION)
+    b_du += tl.dot(b_Pa, b_alv, input_precision=PRECISION)
     b_du = -(b_du + b_US)
     tl.store(du + o_t[:, None] + o_v[None, :], b_du.to(du.dtype.element_ty), mask=m_t[:, None] & m_v[None, :])
 
 
 def triton_penalty_grads(
-    u: torch.Tensor, a: torch.Tensor, alpha_hat: torch.Tensor, n: torch.Tensor, F_T: torch.Tensor | None
+    u: torch.Tensor,
+    a: torch.Tensor,
+    alpha_hat: torch.Tensor,
+    n: torch.Tensor,
+    F_T: torch.Tensor | None,
+    precision: str = "tf32x3",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`chunk.penalty_grads`'s contract: `u: [B, T, H, d]` (its own dtype), `a`, `α̂: [B, T, H, d]` float32,
     `n = max(‖α_t‖, EPS)`: `[B, T, H, 1]`, `F_T: [B, H, d, d]` or None; returns `∂L/∂u` (a's dtype, `[B, T, H, d]`)
-    and `∂L/∂M_0` (`[B, H, d, d]`). Head dims up to `MAX_HEAD_DIM`."""
+    and `∂L/∂M_0` (`[B, H, d, d]`). Head dims up to `MAX_HEAD_DIM`. `precision`: the products' `input_precision`
+    when no final state's gradient comes in (`F_T` None; with one, three tf32 passes: module docstring)."""
     B, T, H, D = u.shape
     if D > MAX_HEAD_DIM:
         raise ValueError(f"triton_penalty_grads: head dims up to {MAX_HEAD_DIM}, got d={D}")
@@ -158,7 +174,8 @@ def triton_penalty_grads(
     NT = triton.cdiv(T, BT)
     per_slice = triton.cdiv(NT, triton.cdiv(D, BT))  # the slice's sums take at most a's bytes (module docstring)
     BK = max(16, triton.next_power_of_2(D))  # whole rows for the sums, blocks of at most 64 keys for ∂L/∂u
-    launch = {"H": H, "D": D, "BT": BT, "BV": BV, "num_warps": 4 if D <= 64 else 8}
+    precision = "tf32x3" if F_T is not None else precision
+    launch = {"H": H, "D": D, "BT": BT, "BV": BV, "PRECISION": precision, "num_warps": 4 if D <= 64 else 8}
     du = torch.empty_like(a)
     carry = torch.empty(B, H, D, D, dtype=torch.float32, device=u.device)  # Σ S_c over the chunks after the slice
     for c1 in range(NT, 0, -per_slice):

@@ -29,10 +29,13 @@ the other Triton backends.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import triton
 import triton.language as tl
 
+from linattn.ops.delta_rule.triton.precision import grad_precision
 from linattn.ops.unit_rows import unit_rows
 from linattn.ops.unit_rows.api import EPS
 from linattn.ops.vla.cholesky import inverse_cholesky, triton_spd_inverse
@@ -149,6 +152,13 @@ def triton_apply(
     return Y, norms
 
 
+def penalty_precision(u: torch.Tensor, initial_state: torch.Tensor | None) -> str:
+    """`input_precision` of the backward's `∂L/∂u` products (`penalty_grads.py`): one tf32 pass where the engine's
+    backward takes one (`grad_precision`: bfloat16 `u`, enough tokens) and no initial `A` is given, whose float32
+    gradient would carry that pass's error; else three."""
+    return grad_precision((u,), False) if initial_state is None else "tf32x3"
+
+
 def triton_vla_gate(
     k: torch.Tensor,
     u: torch.Tensor,
@@ -165,5 +175,6 @@ def triton_vla_gate(
     T, d = k.shape[1], k.shape[-1]
     if d > MAX_HEAD_DIM:
         return chunk_vla_gate(k, u, initial_state, lam0=lam0, unit_keys=unit_keys)
-    kernels = GateKernels(triton_apply, triton_penalty_grads, triton_spd_inverse)
+    grads = partial(triton_penalty_grads, precision=penalty_precision(u, initial_state))
+    kernels = GateKernels(triton_apply, grads, triton_spd_inverse)
     return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, triton_grouping(T), kernels)

@@ -123,6 +123,20 @@ def test_gate_backend_is_public_and_packs_sequences():
         vla_gate(k.double(), u.double(), backend="triton")
 
 
+def test_penalty_grads_take_one_pass_only_for_bfloat16_training_calls():
+    """The gate backward's `∂L/∂u` products take one tf32 pass only where the engine's backward does (bfloat16
+    tokens, at least `ONE_PASS_TOKENS` of them) and no initial `A` is given; three otherwise."""
+    from linattn.ops.delta_rule.triton.precision import ONE_PASS_TOKENS
+    from linattn.ops.vla.triton import penalty_precision
+
+    u = torch.zeros(1, ONE_PASS_TOKENS, 2, 16, dtype=torch.bfloat16)
+    A0 = torch.eye(16).expand(1, 2, 16, 16)
+    assert penalty_precision(u, None) == "tf32"
+    assert penalty_precision(u, A0) == "tf32x3"
+    assert penalty_precision(u.float(), None) == "tf32x3"
+    assert penalty_precision(u[:, 1:], None) == "tf32x3"
+
+
 def test_float32_initial_state_gradient_meets_the_verify_rule_at_wide_heads():
     """The H200 matrix's float32 `K = 128, T = 63 / 65` VLA cases (the initial `A`'s gradient sat at 1.1e-6, over
     the 1e-6 floor, until the `d × d` factorisations of float32 inputs moved to float64): within 2× the naive
