@@ -141,8 +141,8 @@ def test_verify_checks_a_backend_against_float64():
     assert "S" not in no_ht and "dq" in no_ht and no_ht["o"] < 1e-2, no_ht  # o, bf16-rounded, is the only output
     cuts = []
 
-    def recording_cut(layout, cut=backward._cut):
-        cuts.append(cut(layout))
+    def recording_cut(layout, chunk_state_bytes, cut=backward._cut):
+        cuts.append(cut(layout, chunk_state_bytes))
         return cuts[-1]
 
     with mock.patch.object(backward, "_cut", recording_cut):

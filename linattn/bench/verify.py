@@ -57,7 +57,7 @@ class Case:
     erase: bool = True  # False: the same kernels without the erase term (linear attention, or GLA when gated)
     op: str = "delta_rule"  # or "vla", "ccq", "kla"
     final_state: bool = True  # False: o is the only output (its products may then run in one tf32 pass)
-    cut: bool = False  # the backward cuts the sequence in two (as it does from SPLIT_TOKENS on), here from 64 tokens
+    cut: bool = False  # the backward cuts the sequence in two (as it does from SPLIT_BYTES on), here from 65 tokens
 
     @property
     def label(self) -> str:
@@ -218,7 +218,7 @@ def _run(case: Case, x: dict, cu, backend: str, dtype: torch.dtype, cotangents: 
     if case.cut and backend == "triton":
         from linattn.ops.delta_rule.triton import backward
 
-        with mock.patch.object(backward, "SPLIT_TOKENS", 64):
+        with mock.patch.object(backward, "SPLIT_BYTES", 1):
             return _run(replace(case, cut=False), x, cu, backend, dtype, cotangents, seed)
     if backend == "fla":
         with torch.no_grad():

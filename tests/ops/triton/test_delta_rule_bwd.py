@@ -130,7 +130,7 @@ def test_gradients_awkward_shapes(name):
     check_grads(x, cfg.K**-0.5, do, dS if final_grad else None, F32_TOL, name)
 
 
-# a single sequence of these lengths is cut in two for the backward when SPLIT_TOKENS is lowered to 64
+# a single sequence of these lengths is cut in two for the backward when SPLIT_BYTES is lowered to 1
 CUT = {
     "gdn": (Config(T=200, B=1), True),
     "two-key-odd": (Config(T=131, B=1, two_key=True), True),
@@ -145,8 +145,8 @@ def test_a_long_sequence_cut_in_two_for_the_backward(name, monkeypatch):
     """The backward of one long sequence in two spans (`backward.py`'s memory note) equals the float64 recurrence's:
     every gradient, the initial state's included, and the state handed from the first span to the second."""
     cfg, final_grad = CUT[name]
-    monkeypatch.setattr(backward, "SPLIT_TOKENS", 64)
-    cut = backward._cut(chunk_layout(1, cfg.T, None, DEVICE))
+    monkeypatch.setattr(backward, "SPLIT_BYTES", 1)
+    cut = backward._cut(chunk_layout(1, cfg.T, None, DEVICE), 4 * cfg.H * cfg.K * cfg.V)
     assert cut is not None and 0 < cut < cfg.T and cut % 64 == 0
     x = make_inputs(cfg)
     do, dS = draw_cotangents(x, torch.float32)
@@ -165,7 +165,7 @@ def test_the_cut_allocates_the_whole_gradients_after_the_first_spans_walk(monkey
 
         return call
 
-    monkeypatch.setattr(backward, "SPLIT_TOKENS", 64)
+    monkeypatch.setattr(backward, "SPLIT_BYTES", 1)
     monkeypatch.setattr(backward, "state_bwd", recorded("walk", backward.state_bwd))
     monkeypatch.setattr(backward, "local_bwd_outputs", recorded("whole gradients", backward.local_bwd_outputs))
     cfg = Config(T=200, B=1, two_key=True)
@@ -176,12 +176,14 @@ def test_the_cut_allocates_the_whole_gradients_after_the_first_spans_walk(monkey
 
 
 def test_short_packed_and_batched_inputs_are_not_cut():
-    layout = chunk_layout(1, 200, None, DEVICE)
-    assert backward._cut(layout) is None  # shorter than SPLIT_TOKENS
-    long = backward.SPLIT_TOKENS
-    assert backward._cut(chunk_layout(1, long, None, DEVICE)) == 64 * round(backward.CUT * long / 64)
-    assert backward._cut(chunk_layout(2, long, None, DEVICE)) is None
-    assert backward._cut(chunk_layout(1, long, torch.tensor([0, 5, long]), DEVICE)) is None
+    """The cut counts the bytes of the chunk states (`SPLIT_BYTES`): at H = 16, K = V = 128 from 32K tokens."""
+    chunk_state = 4 * 16 * 128 * 128
+    assert backward._cut(chunk_layout(1, 16384, None, DEVICE), chunk_state) is None  # 256 MiB of states
+    assert backward._cut(chunk_layout(1, 16384, None, DEVICE), 2 * chunk_state) is not None  # 32 heads
+    long = 32768
+    assert backward._cut(chunk_layout(1, long, None, DEVICE), chunk_state) == 64 * round(backward.CUT * long / 64)
+    assert backward._cut(chunk_layout(2, long, None, DEVICE), chunk_state) is None
+    assert backward._cut(chunk_layout(1, long, torch.tensor([0, 5, long]), DEVICE), chunk_state) is None
 
 
 def test_only_the_final_state_is_used():
