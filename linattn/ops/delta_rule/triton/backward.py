@@ -55,8 +55,8 @@ from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
 
 # a single sequence whose float32 chunk states `h` would take at least this many bytes is cut in two for the
-# backward (module docstring): the cut saves about a third of the backward's peak for 2 – 4% more time, which
-# matters once `h` and `dh` together take a GiB
+# backward (module docstring): the cut spares about a third of the backward's buffers at their peak for 1.5 – 4%
+# more time (H200, BENCHMARKS.md), worth it once `h` and `dh` together would take a GiB
 SPLIT_BYTES = 2**29
 CUT = 0.45  # where, as a fraction of the tokens (module docstring)
 
