@@ -21,11 +21,10 @@ gradient comes in. `∂L/∂u` is then rounded to bfloat16, and one pass's ~2⁻
 passes gave 1.16 – 1.22× (the `no-h0 no-ht` bfloat16 cases; the bound is 2×), and the three launches took
 12.6 → 6.5 ms at d = 128, 2.19 → 1.42 at d = 64, 0.97 → 0.60 at d = 32 (64K tokens, H = 16).
 
-The per-chunk sums are float32 `d × d`
-matrices, `4 d² / 64` bytes a token and head: as much as `a` itself at d = 64, but 1 KiB at d = 128 (1 GiB at 64K
-tokens and 16 heads). So the chunks are taken in `⌈d / 64⌉` slices, from the last: each slice's sums are formed,
-scanned in reverse from the sums of the slices after it (the carry, `d × d` per head), and used for its `∂L/∂u`;
-only one slice's sums are alive, never more bytes than `a`'s.
+The per-chunk sums are float32 `d × d` matrices, `4 d² / 64` bytes a token and head: as much as `a` itself at
+d = 64, but 1 KiB at d = 128 (1 GiB at 64K tokens and 16 heads). So the chunks are taken in `⌈d / 64⌉` slices, from
+the last: each slice's sums are formed, scanned in reverse from the sums of the slices after it (the carry, `d × d` per
+head), and used for its `∂L/∂u`; only one slice's sums are alive, never more bytes than `a`'s.
 """
 
 from __future__ import annotations
