@@ -135,9 +135,8 @@ def _tokens(xs: tuple[torch.Tensor | None, ...], t0: int, t1: int) -> tuple[torc
 def _cut(layout: ChunkLayout, chunk_state_bytes: int) -> int | None:
     """Where to cut the sequence for the backward (the chunk boundary nearest `CUT · T`), or None to run it whole;
     `chunk_state_bytes`: one chunk's float32 state over all heads, `4 · H · K · V`."""
-    if layout.cu_seqlens is not None or layout.B != 1 or layout.NT < 2:
-        return None
-    if layout.NT * chunk_state_bytes < SPLIT_BYTES:
+    whole = layout.cu_seqlens is not None or layout.B != 1 or layout.NT < 2
+    if whole or layout.NT * chunk_state_bytes < SPLIT_BYTES:
         return None
     return layout.BT * min(max(round(CUT * layout.NT), 1), layout.NT - 1)
 
