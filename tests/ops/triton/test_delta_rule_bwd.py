@@ -15,6 +15,7 @@ import torch
 
 from linattn.ops.delta_rule import delta_rule, kaczmarz_beta
 from linattn.ops.delta_rule.triton import backward
+from linattn.ops.delta_rule.triton import state_bwd as state_bwd_module
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref, chunk_layout
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_ref
 from linattn.ops.delta_rule.triton.recompute import wy_apply
@@ -323,6 +324,27 @@ def test_backward_stages_match_references(name):
     dG = got[-1]
     if dG is not None:
         check(chunk_cumsum(dG, layout, reverse=True), chunk_cumsum_ref(dG, layout, reverse=True), STAGE_TOL, "dg")
+
+
+@pytest.mark.parametrize("name", list(STAGES))
+def test_the_walk_reads_ahead_the_same_values(name, monkeypatch):
+    """The state backward's walk with its plain loads one step ahead (`reads_ahead`, one-pass launches) gives the
+    same bits as the walk that reads them in their own step, whatever the precision."""
+    cfg, final_grad = STAGES[name]
+    x = make_inputs(cfg)
+    q, k, v, beta, g, h0 = (x[n] for n in ("q", "k", "v", "beta", "g", "initial_state"))
+    w = k if x["w"] is None else x["w"]
+    do, dS = draw_cotangents(x, torch.float32)
+    layout = chunk_layout(cfg.B, cfg.T, x["cu_seqlens"], q.device)
+    G = None if g is None else chunk_cumsum(g, layout)
+    T_inv, _, _, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, x["kaczmarz_eps"])
+    _, _, k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm, values=False)
+    got = {}
+    for ahead in (False, True):
+        monkeypatch.setattr(state_bwd_module, "reads_ahead", lambda precision, ahead=ahead: ahead)
+        got[ahead] = state_bwd(q, w, G, T_inv, k_tilde_t, do, dS if final_grad else None, 0.3, h0 is not None, layout)
+    for a, b in zip(got[False], got[True]):
+        assert (a is None and b is None) or torch.equal(a, b)
 
 
 DELTA_IDS = ("deltanet-beta1", "deltanet", "gated-deltanet", "two-key", "kla", "kla-kaczmarz-eps")

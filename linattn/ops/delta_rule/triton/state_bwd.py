@@ -16,7 +16,9 @@ two products per chunk step (`W̃ dh` and `K̃ᵀ dU`), both with an operand rea
 pipeliner prefetches (scaling `W` by the decay inside the walk kept it in registers: 2× the instructions a step,
 spills); then `dṼ = Tᵀ dU`, parallel again. The walk reads `K̃ᵀ` chunk by chunk from a copy contiguous along the
 tokens (`transpose.py`'s layout, written by B0, `recompute.py`): read from `K̃` itself, the tf32 product's operand
-came in 4 bytes at a time, and the state backward took 6.4 ms at 64K on the H200 against 4.8 (2026-11-30).
+came in 4 bytes at a time, and the state backward took 6.4 ms at 64K on the H200 against 4.8 (2026-11-30). Its
+other reads (`E_c`, the local part of `dU_c`, the decay) are plain loads, which the pipeliner leaves in their step;
+one-pass launches issue them a step ahead (`reads_ahead`: the walk at 64K 4.56 → 3.58 ms).
 
 `dṼ = Tᵀ dU` is all the chunk-local backward needs of `dU`: `Ũ = T β V` and `K̃ = T β Γ K` enter only through
 `U = Ũ − K̃ h`, so `dŨ = dU`, `dK̃ = −dU hᵀ`, and both reach the inputs through `Tᵀ` (see `local_bwd.py`).
@@ -177,6 +179,22 @@ def state_bwd_local_kernel(
         tl.store(dh + o_k[:, None] * V + o_v[None, :], b_E, mask=(o_k < K)[:, None] & (o_v < V)[None, :])
 
 
+@triton.jit
+def _walk_loads(dh, du, G, bos, T, boh, i_t, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G: tl.constexpr):
+    """What step `i_t` of the state backward's walk reads besides its products' operands: `E_c` from `dh[c]`
+    (`[BK, BV]`), the local part of `dU_c` (`[BT, BV]`) and, with a decay, `G` at the chunk's last real token (0
+    without). `i_t = −1` (the step after the last) reads chunk 0's again, which nobody uses."""
+    c = tl.maximum(i_t, 0)
+    b_E = tl.load(dh + ((boh + c) * H + i_h) * K * V + o_h, mask=m_h, other=0)
+    t0 = bos + c * BT
+    m_tv = (o_i < T - c * BT)[:, None] & m_v[None, :]
+    b_du = tl.load(du + (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :], mask=m_tv, other=0)
+    b_g_last = (c * 0).to(tl.float32)  # a scalar tensor: the walk's loop carries it
+    if USE_G:
+        b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - c * BT) - 1) * H + i_h)
+    return b_E, b_du, b_g_last
+
+
 @triton.jit(do_not_specialize=["T"])
 def state_bwd_kernel(
     w_tilde,
@@ -201,10 +219,12 @@ def state_bwd_kernel(
     STORE_DH0: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     PRECISION: tl.constexpr,
+    AHEAD: tl.constexpr,
 ):
     """One program per (value block, sequence · head) walks the sequence's chunks from the last to the first:
     `dh_c = Γ_C dh_{c+1} + E_c − K̃_cᵀ dU_c`, with `E_c` read from `dh[c]` before `dh_{c+1}` is stored there, and
-    `dU_c` (the local part in `du`, plus `W̃ dh_{c+1}`) written back to `du`. Without `ERASE`, `k_tilde_t` is unused."""
+    `dU_c` (the local part in `du`, plus `W̃ dh_{c+1}`) written back to `du`. Without `ERASE`, `k_tilde_t` is unused.
+    `AHEAD`: each step's plain loads are issued in the step before (`reads_ahead`)."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
@@ -223,11 +243,26 @@ def state_bwd_kernel(
     if USE_DHT:
         b_dh += tl.load(dht + i_nh.to(tl.int64) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
 
+    # `AHEAD`: the chunk's local term `E_c`, the local part of `dU_c` and the decay are read one step ahead
+    # (`_walk_loads`). Read in the step that uses them, the two tiles went to memory and back on the step's critical
+    # path (plain loads: the pipeliner prefetches only the products' operands): half of the walk's stalls on the
+    # H200 by Nsight Compute, and the walk at 64K 4.56 → 3.58 ms with them ahead (2026-11-30, BENCHMARKS.md).
+    # Only for one-pass launches: the tf32x3 ones have no registers to spare (sm_90: 384 → 524 B of spills a thread).
+    if AHEAD:
+        b_E, b_du_loc, b_g_last = _walk_loads(
+            dh, du, G, bos, T, boh, NT - 1, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G
+        )
     for i_t in range(NT - 1, -1, -1):
-        o_dh = dh + ((boh + i_t) * H + i_h) * K * V + o_h
-        # [BK, BV] the chunk's local term E_c; then its slot takes the gradient of the chunk's end state
-        b_E = tl.load(o_dh, mask=m_h, other=0)
-        tl.store(o_dh, b_dh, mask=m_h)
+        if AHEAD:  # the next step's (chunk i_t − 1), issued before this step's products
+            b_E_next, b_du_next, b_g_next = _walk_loads(
+                dh, du, G, bos, T, boh, i_t - 1, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G
+            )
+        else:
+            b_E, b_du_loc, b_g_last = _walk_loads(
+                dh, du, G, bos, T, boh, i_t, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G
+            )
+        # the slot of E_c takes the gradient of the chunk's end state
+        tl.store(dh + ((boh + i_t) * H + i_h) * K * V + o_h, b_dh, mask=m_h)
 
         # this head at the chunk's first token; a token step is H·(K | V | 1) elements
         t0 = bos + i_t * BT
@@ -239,12 +274,9 @@ def state_bwd_kernel(
         # [BT, BK] decayed write directions W̃ of the chunk (float32, stored by the local kernel; W itself without a
         # decay): read straight into the product, so Triton's pipeliner prefetches them as it does the state pass's K̃
         b_w = tl.load(w_tilde + o_tk, mask=m_tk, other=0).to(tl.float32)
-        if USE_G:
-            # the decay at the chunk's last real token
-            b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - i_t * BT) - 1) * H + i_h)
 
         # [BT, BV] + [BT, BK] @ [BK, BV] -> [BT, BV]
-        b_du = tl.load(du + o_tv, mask=m_tv, other=0) + tl.dot(b_w, b_dh, input_precision=PRECISION)
+        b_du = b_du_loc + tl.dot(b_w, b_dh, input_precision=PRECISION)
         tl.store(du + o_tv, b_du, mask=m_tv)
 
         if USE_G:
@@ -255,6 +287,8 @@ def state_bwd_kernel(
             b_ktt = load_chunk_transposed(k_tilde_t, (boh + i_t) * H + i_h, o_k, m_k, o_i, K, BT)
             # [BK, BT] @ [BT, BV] -> [BK, BV]
             b_dh -= tl.dot(b_ktt, b_du, input_precision=PRECISION)
+        if AHEAD:
+            b_E, b_du_loc, b_g_last = b_E_next, b_du_next, b_g_next
 
     if STORE_DH0:
         tl.store(dh0 + i_nh.to(tl.int64) * K * V + o_h, b_dh, mask=m_h)
@@ -291,6 +325,12 @@ def state_bwd_dv_kernel(
     b_du = tl.load(du + o_tv, mask=m_tv, other=0)
     # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
     tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision=PRECISION), mask=m_tv)
+
+
+def reads_ahead(precision: str) -> bool:
+    """Whether the walk reads each step's plain loads one step ahead (`state_bwd_kernel`'s `AHEAD`): in one-pass
+    launches; `tf32x3` ones have no registers to spare."""
+    return precision != "tf32x3"
 
 
 def state_bwd(
@@ -340,7 +380,7 @@ def state_bwd(
         w if w_tilde is None else w_tilde, G, k_tilde_t, du, dh, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK_state, BV=16, ERASE=erase,
         USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=want_dh0, IS_VARLEN=layout.cu_seqlens is not None,
-        PRECISION=precision, num_warps=4, num_stages=2 if BK_state <= 128 else 1,
+        PRECISION=precision, AHEAD=reads_ahead(precision), num_warps=4, num_stages=2 if BK_state <= 128 else 1,
     )  # fmt: skip
     if not erase:  # T = I: dṼ = dU
         return dh, du, dh0
