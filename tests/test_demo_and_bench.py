@@ -63,6 +63,30 @@ def test_ops_table_groups_rows_by_shape_with_ratios_to_sdpa():
         ["| B=1 T=8K", "sdpa (flash)"], ["| B=1 T=8K", "ours"], ["| B=1 T=64K", "sdpa (flash)"], ["| B=1 T=64K", "ours"]
     ]  # fmt: skip
     assert "| 2.50× |" in lines[1] and "| 0.40× |" in lines[3]
+    assert lines[0].endswith("| 10% / 20% | — |")  # no forward + backward fractions in these rows
+
+
+def test_ops_fractions_count_the_minimal_bytes_and_flops_of_each_pass(tmp_path, capsys):
+    """Forward: n inputs read and o written; forward + backward: 3 n + 2 tensors and three times the FLOPs. A saved
+    run's table is printed again, without a GPU, with every fraction recomputed."""
+    from linattn.bench import ops
+
+    gdn = next(c for c in ops.CONTENDERS if c.name == "ours triton GDN")
+    row = {"contender": gdn.name, "shape": "B=1 T=8K", "B": 1, "T": 8192, "fwd_ms": 2.0, "fwdbwd_ms": 4.0}
+    limits = {"bandwidth": 1e12, "bf16_flops": 1e15}
+    got = ops.fractions(gdn, row, limits)
+    tensor = 8192 * 16 * 128 * 2  # B·T·H·K bf16 elements, bytes
+    assert got["fwd_bw_frac"] == pytest.approx(4 * tensor / 2e-3 / 1e12)
+    assert got["fwdbwd_bw_frac"] == pytest.approx(11 * tensor / 4e-3 / 1e12)
+    assert got["fwdbwd_mma_frac"] == pytest.approx(1.5 * got["fwd_mma_frac"])  # 3× the FLOPs in 2× the time
+    saved = tmp_path / "ops.json"
+    saved.write_text(json.dumps({"ceilings": limits, "rows": [row]}))
+    assert bench_main(["ops", "--table-from", str(saved)]) == 0
+    fwd, both = (f"{100 * got[f'{p}_bw_frac']:.0f}% / {100 * got[f'{p}_mma_frac']:.0f}%" for p in ("fwd", "fwdbwd"))
+    assert f"| {fwd} | {both} |" in capsys.readouterr().out
+    saved.write_text(json.dumps({"ceilings": limits, "rows": [{**row, "contender": "nobody"}]}))
+    assert bench_main(["ops", "--table-from", str(saved)]) == 2
+    assert "unknown contender 'nobody'" in capsys.readouterr().err
 
 
 def test_gate_bench_measures_float32_against_float64(capsys):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from linattn.bench.environment import describe
 from linattn.io import write_atomic
@@ -43,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_ops.add_argument(
         "--only", help="comma-separated: only the contenders whose name contains one of these (SDPA always runs)"
+    )
+    p_ops.add_argument(
+        "--table-from", metavar="FILE", help="print the table of a run saved with --json (no GPU), fractions recomputed"
     )
     p_verify = sub.add_parser("verify", help="GPU: a backend's errors against float64 over the full matrix")
     p_verify.add_argument(
@@ -82,6 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
     args = parser.parse_args(argv)
 
+    if args.command == "ops" and args.table_from:
+        from linattn.bench import ops
+
+        try:
+            saved = json.loads(Path(args.table_from).read_text())
+            print(ops.table_from(saved))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"python -m linattn.bench ops: error: --table-from {args.table_from}: {e!r}", file=sys.stderr)
+            return 2
+        return 0
     if args.command == "cpu":
         from linattn.bench import cpu
 

@@ -7,6 +7,9 @@ forward + backward, and converts times into fractions of the machine's own ceili
 the run: device-to-device copy bandwidth and the bf16 matrix rate of a large `torch.matmul`. The byte and FLOP
 counts are the minimal ones of each algorithm (each input read once, each output written once; the chunked
 delta rule's matmuls at chunk size 64), so the fractions are lower bounds on how close a kernel is to its floor.
+Forward + backward: the inputs read twice, `o`'s gradient read and the inputs' gradients written, `3 n + 2`
+tensors for `n` inputs; three times the forward's FLOPs (each forward product has two in the backward).
+`python -m linattn.bench ops --table-from FILE` prints a saved run's table again, fractions recomputed.
 
 fla is a benchmark-only dependency: when it is missing (or refuses to run, like its gated backward on Hopper
 with Triton < 3.7.1) its rows say so instead of a time.
@@ -44,7 +47,7 @@ class Contender:
     name: str
     build: Callable[[Shape, torch.dtype], tuple[Callable[[], torch.Tensor], list[torch.Tensor]]]  # fn, leaves
     flops: Callable[[Shape], float]  # forward FLOPs
-    bytes: Callable[[Shape, int], float]  # forward bytes at an element size
+    n_in: int  # [B, T, H, K] tensors the forward reads (beside o, the one it writes)
     backward: bool = True
     max_tokens: int | None = None  # B·T beyond which it is not timed (the token loop would take minutes)
 
@@ -59,8 +62,20 @@ def _delta_flops(s: Shape) -> float:
     return s.B * s.H * s.T * per_token
 
 
-def _io_bytes(n_inputs: int) -> Callable[[Shape, int], float]:
-    return lambda s, size: s.B * s.T * s.H * s.K * (n_inputs + 1) * size  # inputs read once, o written once
+def fractions(contender: Contender, row: dict, limits: dict[str, float], size: int = 2) -> dict[str, float]:
+    """The row's times as fractions of the ceilings: `{pass}_bw_frac` (minimal bytes over time against the copy
+    bandwidth) and `{pass}_mma_frac` (FLOPs over time against the bf16 matrix rate), for each pass timed."""
+    s = Shape(row["B"], row["T"])
+    tensor = s.B * s.T * s.H * s.K * size
+    work = {"fwd": ((contender.n_in + 1) * tensor, contender.flops(s)),
+            "fwdbwd": ((3 * contender.n_in + 2) * tensor, 3 * contender.flops(s))}  # fmt: skip
+    out = {}
+    for name, (nbytes, flops) in work.items():
+        if f"{name}_ms" in row:
+            seconds = row[f"{name}_ms"] * 1e-3
+            out[f"{name}_bw_frac"] = nbytes / seconds / limits["bandwidth"]
+            out[f"{name}_mma_frac"] = flops / seconds / limits["bf16_flops"]
+    return out
 
 
 def _randn(s: Shape, dtype, *, unit=False, grad=True):
@@ -121,14 +136,14 @@ def _fla(kind: str):
 
 
 CONTENDERS = [
-    Contender("sdpa (flash)", _sdpa, _sdpa_flops, _io_bytes(3)),
-    Contender("ours triton GDN", _ours("triton", False), _delta_flops, _io_bytes(3)),
-    Contender("ours triton two-key", _ours("triton", True), _delta_flops, _io_bytes(4)),
-    Contender("ours chunk GDN (PyTorch)", _ours("chunk", False), _delta_flops, _io_bytes(3)),
-    Contender("naive token loop GDN (PyTorch)", _ours("naive", False), _delta_flops, _io_bytes(3), max_tokens=4096),
-    Contender("fla GDN", _fla("gdn"), _delta_flops, _io_bytes(3)),
-    Contender("fla DeltaNet", _fla("deltanet"), _delta_flops, _io_bytes(3)),
-    Contender("fla DPLR two-key", _fla("dplr"), _delta_flops, _io_bytes(4)),
+    Contender("sdpa (flash)", _sdpa, _sdpa_flops, 3),
+    Contender("ours triton GDN", _ours("triton", False), _delta_flops, 3),
+    Contender("ours triton two-key", _ours("triton", True), _delta_flops, 4),
+    Contender("ours chunk GDN (PyTorch)", _ours("chunk", False), _delta_flops, 3),
+    Contender("naive token loop GDN (PyTorch)", _ours("naive", False), _delta_flops, 3, max_tokens=4096),
+    Contender("fla GDN", _fla("gdn"), _delta_flops, 3),
+    Contender("fla DeltaNet", _fla("deltanet"), _delta_flops, 3),
+    Contender("fla DPLR two-key", _fla("dplr"), _delta_flops, 4),
 ]
 
 
@@ -150,10 +165,7 @@ def measure(contender: Contender, shape: Shape, dtype: torch.dtype, limits: dict
         return row
     try:
         fn, leaves = contender.build(shape, dtype)
-        fwd = median_ms(fn, "cuda")
-        row["fwd_ms"] = fwd
-        row["fwd_bw_frac"] = contender.bytes(shape, dtype.itemsize) / (fwd * 1e-3) / limits["bandwidth"]
-        row["fwd_mma_frac"] = contender.flops(shape) / (fwd * 1e-3) / limits["bf16_flops"]
+        row["fwd_ms"] = median_ms(fn, "cuda")
         if contender.backward:
             fwd_bwd = forward_backward(fn, leaves)
             torch.cuda.reset_peak_memory_stats()
@@ -164,7 +176,7 @@ def measure(contender: Contender, shape: Shape, dtype: torch.dtype, limits: dict
         row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
     finally:
         torch.cuda.empty_cache()
-    return row
+    return {**row, **fractions(contender, row, limits, dtype.itemsize)}
 
 
 BATCH_SWEEP = ((16, 2048), (4, 8192), (1, 32768))  # B·T = 32K
@@ -194,12 +206,19 @@ def run(
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown: one row per shape and contender, times and ratios to SDPA in the same run."""
+    """Markdown: one row per shape and contender, times and ratios to SDPA in the same run, and each time's
+    fractions of the ceilings (`fractions`)."""
     sdpa = {r["shape"]: r for r in rows if r["contender"].startswith("sdpa")}
     lines = [
-        "| shape | contender | fwd ms | fwd+bwd ms | fwd+bwd / SDPA | peak GiB | fwd %BW | fwd %MMA |",
+        "| shape | contender | fwd ms | fwd+bwd ms | fwd+bwd / SDPA | peak GiB | fwd %BW / %MMA | fwd+bwd %BW / %MMA |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def pct(r: dict, name: str) -> str:
+        if f"{name}_bw_frac" not in r:
+            return "—"
+        return f"{100 * r[f'{name}_bw_frac']:.0f}% / {100 * r[f'{name}_mma_frac']:.0f}%"
+
     shapes = list(dict.fromkeys(r["shape"] for r in rows))  # in the order measured
     for r in sorted(rows, key=lambda r: shapes.index(r["shape"])):  # by shape, contenders in their order
         if "fwd_ms" not in r:
@@ -209,7 +228,19 @@ def table(rows: list[dict]) -> str:
         ratio = f"{r['fwdbwd_ms'] / ref:.2f}×" if ref and "fwdbwd_ms" in r else "—"
         lines.append(
             f"| {r['shape']} | {r['contender']} | {r['fwd_ms']:.3f} | {r.get('fwdbwd_ms', float('nan')):.3f} | "
-            f"{ratio} | {r.get('peak_gib', float('nan')):.2f} | {100 * r['fwd_bw_frac']:.0f}% | "
-            f"{100 * r['fwd_mma_frac']:.0f}% |" + (f" backward: {r['error']}" if "error" in r else "")
+            f"{ratio} | {r.get('peak_gib', float('nan')):.2f} | {pct(r, 'fwd')} | {pct(r, 'fwdbwd')} |"
+            + (f" backward: {r['error']}" if "error" in r else "")
         )
     return "\n".join(lines)
+
+
+def table_from(saved: dict) -> str:
+    """`table` of a run saved by `--json` (its `ceilings` and `rows`), every fraction recomputed by `fractions`
+    (runs saved before the forward + backward fractions existed get them too)."""
+    by_name = {c.name: c for c in CONTENDERS}
+    rows = []
+    for r in saved["rows"]:
+        if r["contender"] not in by_name:
+            raise ValueError(f"--table-from: unknown contender {r['contender']!r} (known: {sorted(by_name)})")
+        rows.append({**r, **fractions(by_name[r["contender"]], r, saved["ceilings"])})
+    return table(rows)
