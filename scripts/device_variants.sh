@@ -3,6 +3,8 @@
 #   here:    bash scripts/device_variants.sh pack BRANCH [BRANCH ...]   (copies each branch's linattn/ to .variants/)
 #   there:   bash scripts/device_variants.sh run [verify]                (run with carry [".variants"])
 #            STAGES="--op vla-gate --K 128" bash scripts/device_variants.sh run    (other `stages` options)
+#            PROFILE="--contenders CCQ-GDN --K 32 --lengths 65536 --passes fwdbwd" bash scripts/device_variants.sh run
+#                     (`bench profile` of a `vla-speed` contender in place of `stages`: VLA, CCQ, KLA variants)
 # `run` profiles every packed variant and the working tree (`current`) with `python -m linattn.bench stages`, and
 # with `verify` also screens each against float64 (`verify --quick`, about a fifth of the matrix, the delta rule
 # only; VERIFY="--ops ccq" (or vla, kla) screens an op's cases instead; a variant to be merged then gets the full
@@ -32,8 +34,13 @@ profile() {  # variant folder: its stage profile, and with `verify` its quick sc
   local dir=$1 name rc=0
   name=$( [ "$dir" = "$PWD" ] && echo current || basename "$dir" )
   cd "$dir" || return 1  # `python -m` puts the working directory first on the path, ahead of PYTHONPATH
-  # shellcheck disable=SC2086  # STAGES is a list of options
-  python3 -m linattn.bench stages ${STAGES:-} --json "$work/$name-stages.json" > "$work/$name-stages.txt" 2>&1 || rc=1
+  if [ -n "${PROFILE:-}" ]; then
+    # shellcheck disable=SC2086  # PROFILE is a list of options
+    python3 -m linattn.bench profile $PROFILE --json "$work/$name-stages.json" > "$work/$name-stages.txt" 2>&1 || rc=1
+  else
+    # shellcheck disable=SC2086  # STAGES is a list of options
+    python3 -m linattn.bench stages ${STAGES:-} --json "$work/$name-stages.json" > "$work/$name-stages.txt" 2>&1 || rc=1
+  fi
   if [ "$screen" = verify ]; then
     # shellcheck disable=SC2086  # VERIFY is a list of options
     python3 -m linattn.bench verify ${VERIFY:---quick} --jobs 6 --json "$work/$name-verify.json" \
@@ -47,7 +54,7 @@ status=0
 deal_over_gpus "${#dirs[@]}" profile_item || status=1
 for txt in "$work"/*-stages.txt; do
   echo "== $(basename "$txt" -stages.txt)"
-  grep -E "stages, total|delta_rule|wy_fwd|state_|local_bwd|vla gate|Error|error" "$txt"
+  grep -E "stages, total|delta_rule|wy_fwd|state_|local_bwd|vla gate|^## |Per call|ccq_|gate_|Error|error" "$txt"
   verify=${txt%-stages.txt}-verify.txt
   [ -e "$verify" ] && tail -n 3 "$verify"
 done
