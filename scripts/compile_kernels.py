@@ -90,9 +90,14 @@ def _calls() -> None:
             delta_rule(q[:, :3], k[:, :3], v[:, :3], beta=beta[:, :3], g=g[:, :3], kaczmarz_eps=1e-6,
                        initial_state=h0, output_final_state=True, backend="fused_recurrent")  # fmt: skip
     # VLA at d = 32, bfloat16: the gate's one-warp launch, its group inverses in one kernel (`vla/cholesky.py`) and
-    # the backward's penalty kernels
+    # the backward's penalty kernels; CCQ-GDN's training launches at d = 32 (`[64, 32]` tiles)
     q, k, v, u = (torch.randn(1, 70, 2, 32, dtype=torch.bfloat16, requires_grad=True) for _ in range(4))
     o, _ = vla(q, k, v, u / 32, backend="triton")
+    o.float().sum().backward()
+    beta, lam = torch.rand(1, 70, 2, requires_grad=True), torch.rand(1, 70, 2, requires_grad=True)
+    g = (-torch.rand(1, 70, 2)).requires_grad_()
+    y, _ = ccq_query(q, k, lam, g=g, backend="triton")
+    o, _ = delta_rule(y, k, v, beta=beta, g=g, backend="triton")
     o.float().sum().backward()
 
 
