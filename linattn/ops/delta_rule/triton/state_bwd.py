@@ -253,14 +253,12 @@ def state_bwd_kernel(
             dh, du, G, bos, T, boh, NT - 1, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G
         )
     for i_t in range(NT - 1, -1, -1):
-        if AHEAD:  # the next step's (chunk i_t − 1), issued before this step's products
-            b_E_next, b_du_next, b_g_next = _walk_loads(
-                dh, du, G, bos, T, boh, i_t - 1, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G
-            )
-        else:
-            b_E, b_du_loc, b_g_last = _walk_loads(
-                dh, du, G, bos, T, boh, i_t, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G
-            )
+        # this step's loads, or with `AHEAD` the next step's (chunk i_t − 1), issued before this step's products
+        b_E_read, b_du_read, b_g_read = _walk_loads(
+            dh, du, G, bos, T, boh, i_t - 1 if AHEAD else i_t, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G
+        )
+        if not AHEAD:
+            b_E, b_du_loc, b_g_last = b_E_read, b_du_read, b_g_read
         # the slot of E_c takes the gradient of the chunk's end state
         tl.store(dh + ((boh + i_t) * H + i_h) * K * V + o_h, b_dh, mask=m_h)
 
@@ -288,7 +286,7 @@ def state_bwd_kernel(
             # [BK, BT] @ [BT, BV] -> [BK, BV]
             b_dh -= tl.dot(b_ktt, b_du, input_precision=PRECISION)
         if AHEAD:
-            b_E, b_du_loc, b_g_last = b_E_next, b_du_next, b_g_next
+            b_E, b_du_loc, b_g_last = b_E_read, b_du_read, b_g_read
 
     if STORE_DH0:
         tl.store(dh0 + i_nh.to(tl.int64) * K * V + o_h, b_dh, mask=m_h)
