@@ -71,7 +71,7 @@ def stage_calls(x: dict[str, torch.Tensor]) -> list[tuple[str, Callable[[], obje
         ("chunk_cumsum", lambda: chunk_cumsum(g, layout)),
         ("wy_fwd", lambda: wy_fwd(k, v, k, beta, G, layout, precision=fwd_precision)),
         ("state_fwd", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, fwd_precision)),
-        ("output_fwd", lambda: output_fwd(q, k, G, h, U, scale, layout, v.dtype)),
+        ("output_fwd", lambda: output_fwd(q, k, G, h, U, scale, layout, v.dtype, fwd_precision)),
         ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout, precision=bwd)),
         ("state_fwd (recompute)", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bwd)),
         ("state_bwd", lambda: state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bwd)),

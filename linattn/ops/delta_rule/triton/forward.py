@@ -131,7 +131,7 @@ def delta_rule_fwd(
     layout = chunk_layout(B, T, cu_seqlens, q.device)
     G = None if g is None else chunk_cumsum(g, layout)
     out_dtype = out_dtype or v.dtype
-    # one tf32 pass for the products of Ũ, K̃ and the states when a bfloat16 o is the only output (precision.py)
+    # one tf32 pass for the products of Ũ, K̃, the states and o when a bfloat16 o is the only output (precision.py)
     precision = state_precision(out_dtype, output_final_state)
     if erase:
         rows = apply_precision(precision, k.dtype, w.dtype)
@@ -140,5 +140,6 @@ def delta_rule_fwd(
         # T = I, K̃ = 0: stage 3 reads the values as Ũ and the pseudo-values are the values
         T_inv, u_tilde, k_tilde, inv_sq_norm = None, v, None, None
     h, U, final_state = state_fwd(k_tilde, u_tilde, w, G, initial_state, output_final_state, layout, precision)
-    o = output_fwd(q, w, G, h, v if U is None else U, scale, layout, out_dtype)
+    o_precision = apply_precision(precision, q.dtype, w.dtype)
+    o = output_fwd(q, w, G, h, v if U is None else U, scale, layout, out_dtype, o_precision)
     return o, final_state, ForwardSaved(G=G, T_inv=T_inv, layout=layout, inv_sq_norm=inv_sq_norm)

@@ -6,8 +6,9 @@ Per chunk, from its start state `h_c` and pseudo-values `U_c` (stage 3):
 
 the inter-chunk part (what the state held at the chunk's start, decayed to each token) plus the intra-chunk part
 (the writes of tokens `s ≤ t` of the same chunk). `D_ts = exp(G_t − G_s)` is masked to `s ≤ t` before `exp`.
-`tl.dot` asks for `input_precision="tf32x3"` (true float32; see `wy.py`), but `Q Wᵀ` of two raw inputs, exact
-in one tf32 pass for bfloat16 / float16 (`precision.py`).
+The products with `h` and `U` take the launcher's `precision` (`"tf32x3"`, true float32, or one tf32 pass when a
+bfloat16 `o` is the forward's only output: `precision.apply_precision`); `Q Wᵀ` of two raw inputs is exact in one
+tf32 pass for bfloat16 / float16 (`precision.py`).
 
 Without the erase term (linear attention, scalar-decay GLA) the pseudo-values are the values, and the launcher is
 handed `V` itself as `U`: no mode flag is needed here.
@@ -71,6 +72,7 @@ def output_fwd_kernel(
     USE_G: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (value block, chunk, batch row · head)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -101,7 +103,7 @@ def output_fwd_kernel(
         b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
         b_h = tl.load(h + o_k[:, None] * V + o_v[None, :], mask=m_k[:, None] & m_v[None, :], other=0)
         # [BT, BK] @ [BK, BV] -> [BT, BV]
-        b_o += tl.dot(b_q, b_h, input_precision="tf32x3")
+        b_o += tl.dot(b_q, b_h, input_precision=PRECISION)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
         b_A += tl.dot(b_q, tl.trans(b_w), input_precision=RAW)
 
@@ -119,7 +121,7 @@ def output_fwd_kernel(
     # [BT, BV] (float32 from stage 3, or the values in their own dtype without the erase term)
     b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
     # [BT, BT] @ [BT, BV] -> [BT, BV]
-    b_o = (b_o + tl.dot(b_A, b_U, input_precision="tf32x3")) * scale
+    b_o = (b_o + tl.dot(b_A, b_U, input_precision=PRECISION)) * scale
     tl.store(o + o_tv, b_o.to(o.dtype.element_ty), mask=m_tv)
 
 
@@ -132,11 +134,13 @@ def output_fwd(
     scale: float,
     layout: ChunkLayout,
     out_dtype: torch.dtype,
+    precision: str = "tf32x3",
 ) -> torch.Tensor:
     """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, float32 `h: [B, NT, H, K, V]` and `U: [B, T, H, V]` (stage 3;
     without the erase term the values `v`, in any float dtype).
 
-    Returns `o: [B, T, H, V]` in `out_dtype` (accumulated in float32).
+    Returns `o: [B, T, H, V]` in `out_dtype` (accumulated in float32). `precision`: `input_precision` of the
+    products with `h` and `U`.
     """
     B, T, H, K = q.shape
     V = U.shape[-1]
@@ -153,6 +157,6 @@ def output_fwd(
         q, w, G, h, U, o, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(q.dtype, w.dtype), num_warps=2 if narrow else 4, num_stages=3,
+        RAW=raw_precision(q.dtype, w.dtype), PRECISION=precision, num_warps=2 if narrow else 4, num_stages=3,
     )  # fmt: skip
     return o
