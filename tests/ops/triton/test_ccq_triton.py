@@ -124,3 +124,46 @@ def test_float64_is_refused():
     tokens, _ = draw(CCQ_CASES[0], Sizes(B=1, T=5, K=8))
     with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
         ccq_query(tokens["q"], tokens["k"], tokens["lam"], backend="triton")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kept_states_give_the_recomputed_gradients(dtype, monkeypatch):
+    """Up to `KEEP_STATES_MAX_K` the backward takes the forward's chunk-start states instead of recomputing them
+    (one state pass instead of two); the gradients are the same bits either way."""
+    from linattn.ops.ccq.triton import function
+    from linattn.ops.delta_rule.triton import precision
+
+    monkeypatch.setattr(precision, "ONE_PASS_TOKENS", 1)  # a bfloat16 training call at a short length
+    gen = torch.Generator().manual_seed(0)
+    shape = (1, 140, 2, 32)
+    q = torch.randn(*shape, generator=gen).to(dtype).requires_grad_()
+    k = torch.nn.functional.normalize(torch.randn(*shape, generator=gen), dim=-1).to(dtype).requires_grad_()
+    lam = torch.rand(*shape[:3], generator=gen).requires_grad_()
+    g = (-0.1 * torch.rand(*shape[:3], generator=gen)).requires_grad_()
+    w = torch.randn(*shape, generator=gen)
+    passes = []
+    state_fwd = function.state_fwd
+    monkeypatch.setattr(function, "state_fwd", lambda *a: passes.append(1) or state_fwd(*a))
+
+    def grads():
+        y, _ = ccq_query(q, k, lam, g=g, normalize_keys=False, backend="triton")
+        return torch.autograd.grad((y.float() * w).sum(), (q, k, lam, g))
+
+    kept = grads()
+    assert len(passes) == 1
+    monkeypatch.setattr(function, "KEEP_STATES_MAX_K", 0)
+    recomputed = grads()
+    assert len(passes) == 3
+    for a, b in zip(kept, recomputed):
+        assert torch.equal(a, b)
+
+
+def test_states_are_kept_only_where_the_backward_would_recompute_them_alike():
+    from linattn.ops.ccq.triton.function import keeps_states
+    from linattn.ops.delta_rule.triton.precision import ONE_PASS_TOKENS
+
+    x = torch.zeros(1, ONE_PASS_TOKENS, 1, 32, dtype=torch.bfloat16)
+    assert keeps_states(x, x, None, False, "tf32")
+    assert not keeps_states(x, x.float(), None, False, "tf32")  # float32 keys: the backward takes three passes
+    assert not keeps_states(x, x, None, True, "tf32") and not keeps_states(x, x, (x,), False, "tf32")
+    assert not keeps_states(torch.zeros(1, 8, 1, 64), torch.zeros(1, 8, 1, 64), None, False, "tf32x3")  # K > 32

@@ -39,6 +39,20 @@ class Options:
     cu_seqlens: torch.Tensor | None  # integer [N + 1], or None
 
 
+# the forward's chunk-start states are kept for the backward up to this head dim: `K² + K + 1` floats a chunk of 64
+# tokens and head, no more bytes than a bfloat16 `q` at K = 32 (66 against 64 a token); above, recomputed (B1)
+KEEP_STATES_MAX_K = 32
+
+
+def keeps_states(q: torch.Tensor, k: torch.Tensor, initial_state, output_final_state: bool, precision: str) -> bool:
+    """Whether the forward keeps its chunk-start states for the backward instead of B1 recomputing them: small
+    head dims, and only where the backward would recompute them at the forward's precision (no final state, so no
+    final state's gradient; no initial state; `grad_precision` of `q`, `k` and `dy`, which takes `q`'s dtype)."""
+    if q.shape[-1] > KEEP_STATES_MAX_K or initial_state is not None or output_final_state:
+        return False
+    return grad_precision((q, k), False) == precision
+
+
 class CCQTriton(torch.autograd.Function):
     """`(q, k, lam, g, C0, m0, Z0, options) -> (q', C, m, Z)`; `g` and the initial state `(C0, m0, Z0)` may be None,
     and the final state is `(None, None, None)` unless `options.output_final_state`."""
@@ -51,7 +65,8 @@ class CCQTriton(torch.autograd.Function):
         precision = state_precision(q.dtype, options.output_final_state)
         h, final = state_fwd(k, g, initial_state, options.output_final_state, layout, precision)
         y = output_fwd(q, k, lam, g, h, options.centered, layout, precision)
-        ctx.save_for_backward(q, k, lam, g, C0, m0, Z0)
+        kept = h if keeps_states(q, k, initial_state, options.output_final_state, precision) else (None, None, None)
+        ctx.save_for_backward(q, k, lam, g, C0, m0, Z0, *kept)
         ctx.layout, ctx.centered = layout, options.centered
         # an unused output's gradient arrives as None instead of a tensor of zeros
         ctx.set_materialize_grads(False)
@@ -59,7 +74,7 @@ class CCQTriton(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy, dCt, dmt, dZt):
-        q, k, lam, g, C0, m0, Z0 = ctx.saved_tensors
+        q, k, lam, g, C0, m0, Z0, *kept = ctx.saved_tensors
         layout = ctx.layout
         dy = torch.zeros_like(q) if dy is None else dy.to(q.dtype).contiguous()
         dht = None
@@ -73,7 +88,10 @@ class CCQTriton(torch.autograd.Function):
         # gradient is one number per sequence and head, where DESIGN §4's ratio of norms is a coin toss between two
         # errors of one order (in the interpreter with the H200's rounding, 2 – 13× at K = 32)
         precision = grad_precision((q, k, dy), final_state_grad=dht is not None) if C0 is None else "tf32x3"
-        h, _ = state_fwd(k, g, initial_state, False, layout, precision)
+        if kept[0] is not None and dht is None:  # the forward's states, at this precision (`keeps_states`)
+            h = tuple(kept)
+        else:
+            h, _ = state_fwd(k, g, initial_state, False, layout, precision)
         rows, dlam = rows_bwd(q, k, lam, g, h, dy, ctx.centered, layout, precision)
         dh, dh0 = state_bwd(q, dy, g, rows, dht, initial_state is not None, layout, precision)
         dq, dk, dg = local_bwd(q, k, g, h, dh, dy, rows, layout, precision)
