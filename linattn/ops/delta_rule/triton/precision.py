@@ -8,14 +8,14 @@ of two raw inputs is different: a tf32 operand carries 11 significant bits, so b
 inputs enter it exactly and one pass gives the same float32-accumulated result as three.
 
 One case more: when the forward's only output is a bfloat16 `o` (no final state asked, as in training), the products
-that form `Ũ`, `K̃` (stage 2, `T` applied to the chunk's rows), the state pass's (stage 3) and the output stage's
-with `h` and `U` (stage 4; in stages 2 and 4 for bfloat16 / float16 keys only, `apply_precision`) take one tf32
-pass. Their error, ~2⁻¹¹ relative, is then under `o`'s own bfloat16 rounding (2⁻⁹), so `o` errs as the float32
+that form `T` and apply it to the chunk's rows for `Ũ`, `K̃` (stage 2), the state pass's (stage 3) and the output
+stage's with `h` and `U` (stage 4; in stages 2 and 4 for bfloat16 / float16 keys only, `apply_precision`) take one
+tf32 pass. Their error, ~2⁻¹¹ relative, is then under `o`'s own bfloat16 rounding (2⁻⁹), so `o` errs as the float32
 recurrence rounded to bfloat16 does, which is what DESIGN §4 asks (`verify`'s `no-ht` cases on the H200: `o` at
 1.0 – 1.2× the naive recurrence's error); the state pass runs 2.2× as fast, stage 2 1.27× (1.98 → 1.56 ms at 64K,
-2026-11-30), stage 4 1.55× (1.60 → 1.04 ms at 64K with its two-warp launch, 2026-12-01; with the four-warp one
-of 2026-11-29 one pass had been 6% slower). A float32 final state (or a float16 / float32 `o`, rounded to 11 or 24
-bits) keeps three passes.
+2026-11-30; 1.22 → 0.81 ms with `T`'s inversion in one pass too, 2026-12-01), stage 4 1.55× (1.60 → 1.04 ms at
+64K with its two-warp launch, 2026-12-01; with the four-warp one of 2026-11-29 one pass had been 6% slower). A
+float32 final state (or a float16 / float32 `o`, rounded to 11 or 24 bits) keeps three passes.
 
 The backward likewise, when every token input (`q, k, v, w`) and `o`'s gradient `dO` are bfloat16 and no final
 state's gradient comes in (as in training): all its products take one tf32 pass (B0 – B3). Every gradient then

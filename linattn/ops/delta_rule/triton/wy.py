@@ -26,8 +26,12 @@ spills a thread and 22 KB of shared memory, against 3.4 KB and 80 KB for the ful
 Numerics: everything is float32 after the loads. The inversion's products are `ieee` (exact float32 multiply-adds;
 16³ each), the application's `tf32x3` (three tf32 passes, about 22 bits), and `K Wᵀ` `tf32x3` for float32
 inputs but one tf32 pass for bfloat16 / float16 ones, which that pass holds exactly (`precision.py`). Triton's
-default on NVIDIA GPUs is tf32 (10-bit mantissa, relative error ~1e-3 per product), which would make the chunked
-result far less accurate than the float32 recurrence it must match (DESIGN §4). The decay exponent is masked to
+default on NVIDIA GPUs, one tf32 pass (10-bit mantissa, relative error ~1e-3 per product), would make the chunked
+result far less accurate than the float32 recurrence it must match (DESIGN §4), but for one case: where the
+application takes one pass (`PRECISION`: a bfloat16 `o` the forward's only output, `precision.apply_precision`),
+the inversion does too (`INVERSE`). `T` then errs by ~2⁻¹¹ relative, as the application's rounding of `T` to tf32
+does anyway; on the H200 the stage went 1.22 → 0.81 ms at 64K (K = V = 128, 2026-12-01), and `verify`'s bfloat16
+cases kept their errors, those whose backward takes three passes (T = 65) too. The decay exponent is masked to
 `s < t` and real rows before `exp`, so the positive differences above the diagonal, and those of padding rows,
 never overflow.
 """
@@ -91,7 +95,7 @@ def scaled_block(b_a, b_beta_i, b_g_i, b_g_j, m, USE_G: tl.constexpr):
 
 
 @triton.jit
-def inverse16(b_a, o_r):
+def inverse16(b_a, o_r, PRECISION: tl.constexpr):
     """`(I + a)⁻¹` of a strictly lower triangular `[16, 16]` block by recursive doubling of its diagonal blocks
     (1 → 2 → 4 → 8 → 16): if `T_b` inverts the `b×b` diagonal blocks, `T_2b = T_b − T_b M T_b` with `M` the entries
     whose row and column share their `2b` block but not their `b` block (highest differing bit `log2 b`)."""
@@ -99,15 +103,15 @@ def inverse16(b_a, o_r):
     b_t = (o_x == 0).to(tl.float32)
     for level in tl.static_range(4):
         b_m = tl.where((o_x >> level) == 1, b_a, 0.0)
-        # [16, 16] @ [16, 16] @ [16, 16], exact products (16³ multiply-adds)
-        b_t -= tl.dot(tl.dot(b_t, b_m, input_precision="ieee"), b_t, input_precision="ieee")
+        # [16, 16] @ [16, 16] @ [16, 16]
+        b_t -= tl.dot(tl.dot(b_t, b_m, input_precision=PRECISION), b_t, input_precision=PRECISION)
     return b_t
 
 
 @triton.jit
-def neg_product(b_t, b_x):
-    """`−T X` for `[16, 16]` blocks, exact products."""
-    return -tl.dot(b_t, b_x, input_precision="ieee")
+def neg_product(b_t, b_x, PRECISION: tl.constexpr):
+    """`−T X` for `[16, 16]` blocks."""
+    return -tl.dot(b_t, b_x, input_precision=PRECISION)
 
 
 @triton.jit
@@ -184,10 +188,11 @@ def wy_fwd_kernel(
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
     PRECISION: tl.constexpr,
+    INVERSE: tl.constexpr,
 ):
     """One program per (chunk, batch row · head), the chunk (`BT = 64`) as four row blocks of 16: the ten lower
-    `[16, 16]` blocks of `A`, of `T = (I + A)⁻¹` (blockwise forward substitution), then `Ũ`, `K̃` block by block
-    (their products in `PRECISION`).
+    `[16, 16]` blocks of `A`, of `T = (I + A)⁻¹` (blockwise forward substitution, products in `INVERSE`), then `Ũ`,
+    `K̃` block by block (their products in `PRECISION`).
     With `KACZMARZ`, `β = η / (‖k‖² + eps)` from the key blocks of `K Wᵀ`, and `r = 1 / (‖k‖² + eps)` is stored."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -287,14 +292,23 @@ def wy_fwd_kernel(
     a32 = scaled_block(a32, b3, g3, g2, m_full & m3[:, None], USE_G)
 
     # T = (I + A)⁻¹ blockwise: the diagonal blocks' inverses, then T_ij = −T_ii Σ_{j ≤ l < i} A_il T_lj
-    t00, t11, t22, t33 = inverse16(a00, o_r), inverse16(a11, o_r), inverse16(a22, o_r), inverse16(a33, o_r)
-    t10 = neg_product(t11, tl.dot(a10, t00, input_precision="ieee"))
-    t21 = neg_product(t22, tl.dot(a21, t11, input_precision="ieee"))
-    t20 = neg_product(t22, tl.dot(a20, t00, input_precision="ieee") + tl.dot(a21, t10, input_precision="ieee"))
-    t32 = neg_product(t33, tl.dot(a32, t22, input_precision="ieee"))
-    t31 = neg_product(t33, tl.dot(a31, t11, input_precision="ieee") + tl.dot(a32, t21, input_precision="ieee"))
-    t30 = tl.dot(a30, t00, input_precision="ieee") + tl.dot(a31, t10, input_precision="ieee")
-    t30 = neg_product(t33, t30 + tl.dot(a32, t20, input_precision="ieee"))
+    t00, t11, t22, t33 = (
+        inverse16(a00, o_r, INVERSE),
+        inverse16(a11, o_r, INVERSE),
+        inverse16(a22, o_r, INVERSE),
+        inverse16(a33, o_r, INVERSE),
+    )
+    t10 = neg_product(t11, tl.dot(a10, t00, input_precision=INVERSE), INVERSE)
+    t21 = neg_product(t22, tl.dot(a21, t11, input_precision=INVERSE), INVERSE)
+    t20 = neg_product(
+        t22, tl.dot(a20, t00, input_precision=INVERSE) + tl.dot(a21, t10, input_precision=INVERSE), INVERSE
+    )
+    t32 = neg_product(t33, tl.dot(a32, t22, input_precision=INVERSE), INVERSE)
+    t31 = neg_product(
+        t33, tl.dot(a31, t11, input_precision=INVERSE) + tl.dot(a32, t21, input_precision=INVERSE), INVERSE
+    )
+    t30 = tl.dot(a30, t00, input_precision=INVERSE) + tl.dot(a31, t10, input_precision=INVERSE)
+    t30 = neg_product(t33, t30 + tl.dot(a32, t20, input_precision=INVERSE), INVERSE)
     # rows of T (zeros above the diagonal blocks), real rows only
     zero = tl.zeros([16, 16], dtype=tl.float32)
     m_all = o_r >= 0
@@ -366,6 +380,6 @@ def wy_fwd(
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=kaczmarz, IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_precision(k.dtype, w.dtype), PRECISION=precision,
-        num_warps=2 if narrow else 4, num_stages=3,
+        INVERSE="ieee" if precision == "tf32x3" else "tf32", num_warps=2 if narrow else 4, num_stages=3,
     )  # fmt: skip
     return T_inv, u_tilde, k_tilde, inv_sq_norm
