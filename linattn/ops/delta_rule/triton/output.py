@@ -146,11 +146,12 @@ def output_fwd(
     V = U.shape[-1]
     # key and value blocks (tl.dot wants every dimension ≥ 16; masks cover the rest) of at most 32 columns and two
     # warps for 16-bit keys: on the H200 at K = V = 128, 64K tokens, 1.61 ms against 1.95 with 64 and four warps
-    # (BENCHMARKS.md); float32 keys: 64 columns, four warps
+    # (BENCHMARKS.md); one-pass launches take value blocks of 64 (fewer programs rebuilding `Q Wᵀ`: 1.05 → 0.79 ms,
+    # the same bits, 2026-12-01); float32 keys: 64 columns, four warps
     narrow = narrow_launch(q.dtype, w.dtype)
     block = 32 if narrow else 64
     BK = min(block, max(16, triton.next_power_of_2(K)))
-    BV = min(block, max(16, triton.next_power_of_2(V)))
+    BV = min(64 if precision == "tf32" else block, max(16, triton.next_power_of_2(V)))
     o = torch.empty(B, T, H, V, dtype=out_dtype, device=q.device)
     grid = (triton.cdiv(V, BV), layout.NT, B * H)
     output_fwd_kernel[grid](
