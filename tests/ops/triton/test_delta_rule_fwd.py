@@ -280,6 +280,21 @@ def test_stages_match_references(name):
     check(o, output_ref(q, w, G, h, U, 0.3, layout), STAGE_TOL, "output o")
 
 
+def test_output_stage_one_pass_launch_matches_reference():
+    """The output stage as a training call launches it (16-bit keys, one pass: 32-wide key and 64-wide value
+    blocks) on a value dim its blocks do not divide and a short last chunk, against the float64 reference."""
+    cfg = Config(T=130, K=48, V=96)
+    x = make_inputs(cfg, torch.bfloat16)
+    q, k, g = x["q"], x["k"], x["g"]
+    layout = chunk_layout(cfg.B, cfg.T, None, q.device)
+    G = chunk_cumsum(g, layout)
+    gen = torch.Generator(device=q.device).manual_seed(1)
+    h = torch.randn(cfg.B, layout.NT, cfg.H, cfg.K, cfg.V, device=q.device, generator=gen)
+    U = torch.randn(cfg.B, cfg.T, cfg.H, cfg.V, device=q.device, generator=gen)
+    o = output_fwd(q, k, G, h, U, 0.3, layout, torch.float32, precision="tf32")
+    check(o, output_ref(q, k, G, h, U, 0.3, layout), STAGE_TOL, "one-pass output o")
+
+
 def test_launcher_asserts_its_assumptions():
     x = make_inputs(Config(T=8))
     q, k, v = x["q"], x["k"], x["v"]
