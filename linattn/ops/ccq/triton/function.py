@@ -88,7 +88,7 @@ class CCQTriton(torch.autograd.Function):
         # gradient is one number per sequence and head, where DESIGN §4's ratio of norms is a coin toss between two
         # errors of one order (in the interpreter with the H200's rounding, 2 – 13× at K = 32)
         precision = grad_precision((q, k, dy), final_state_grad=dht is not None) if C0 is None else "tf32x3"
-        if kept[0] is not None and dht is None:  # the forward's states, at this precision (`keeps_states`)
+        if kept[0] is not None:  # the forward's states, at this precision (`keeps_states`: no final state, no dht)
             h = tuple(kept)
         else:
             h, _ = state_fwd(k, g, initial_state, False, layout, precision)
