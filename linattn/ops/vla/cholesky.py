@@ -6,21 +6,28 @@ substitution took two loops of `C` steps, each step a few reductions across the 
 0.93 → 0.52 ms at d = 32 (one warp), 2.96 → 2.39 at d = 64 (four warps, against the product form of `L⁻¹` used
 there before) and 10.0 → 7.4 at d = 128 (eight warps).
 
-`spd_inverse_kernel` is `chunk.spd_inverse` for the gate's `d × d` group starts `A_c = M_c⁻¹` (float32, d ≤ 32)
-in one launch, one program (one warp) a matrix: the tile padded with the identity, `L⁻¹` by `inverse_cholesky`,
-then `A = L⁻ᵀ L⁻¹` (float32 FMA products). `spd_inverse` (cuSOLVER's batched Cholesky, a triangular solve against
-an identity, a product) is four launches whose batched calls pass arrays of matrix pointers from the host. On the
-H200 (H = 16, float32; `gate_warps.py`, 2026-11-30, night), ms a call with the host's time:
+`spd_inverse_kernel` is `chunk.spd_inverse` for the gate's `d × d` group starts `A_c = M_c⁻¹` (float32, the
+factorisation dtype of bfloat16 and float16 models; d ≤ 128) in one launch, one program a matrix, in `BB × BB`
+blocks: a blocked Cholesky `M = L Lᵀ` by block columns (each diagonal block's `L_kk⁻¹` by `inverse_cholesky`, the
+other blocks by products with it), then `X = L⁻¹` by block substitution, then `A = Xᵀ X`. The blocks pass between
+the steps through a scratch copy in global memory (a program's own, read after a barrier); the products are float32
+FMA (`ieee`). `spd_inverse` (cuSOLVER's batched Cholesky, a triangular solve against an identity, a product) is
+four launches whose batched calls pass arrays of matrix pointers from the host. On the H200 (random penalty-like
+matrices `0.1 I + Σ u uᵀ`; scratch `benchmarks/h200-2026-12-01/session21/screen_inv.py`, 2026-12-01), ms a call
+(`do_bench`) and the host's ms a call:
 
-| d | matrices (tokens) | `spd_inverse` | this kernel (substitution before) |
-|---:|---:|---:|---:|
-| 32 | 128 (4K) | 0.15 – 0.21 | 0.024 (0.025) |
-| 32 | 2,048 (64K) | 0.16 – 0.24 | 0.043 (0.063) |
+| d | matrices (tokens at H = 16) | `spd_inverse` | this kernel: 16-blocks, 1 warp | 32-blocks, 2 warps |
+|---:|---:|---:|---:|---:|
+| 32 | 144 (4K) | 0.082 (host 0.117) | **0.017** | 0.017 |
+| 32 | 2,064 (64K) | 0.158 (host 0.204) | **0.034** | 0.066 |
+| 128 | 144 (4K) | 0.314 (host 0.278) | 0.195 | **0.132** |
+| 128 | 2,064 (64K) | 2.38 (host 0.222) | 0.703 | **0.787** |
 
-Earlier (2026-11-30, substitution), `cholesky_ex` + `cholesky_inverse` took 0.37 – 0.51 ms and `inv_ex`
-0.39 – 0.60; at d = 64 the kernel (eight warps) took 1.28 ms for 2,048 matrices against cuSOLVER's 0.58, so wider
-heads (a program walks d sequential steps, each a reduction across its warps) and float64 factorisations
-(`chunk.factor_dtype`) keep `spd_inverse`. Errors against float64: 2.0e-7 here, 1.8e-7 by cuSOLVER.
+(the kernel's host time 0.02 – 0.04 ms; the one-warp kernel on whole 32-wide tiles it replaces took 0.024 and
+0.043 ms at d = 32). Hence 16-blocks on one warp up to d = 64, 32-blocks on two warps above: with one warp a
+32-block spills at d = 128 (sm_90, `scripts/compile_kernels.py`). `vla`'s forward at T = 4K, K = 128 fell
+1.53 → 1.36 ms with it (the kernel on 16-blocks, two warps), at 64K 19.9 → 18.7 ms. Errors against float64:
+2.7e-7 here, 2.6e-7 by cuSOLVER. Float64 factorisations (`chunk.factor_dtype`) keep `spd_inverse`.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import triton.language as tl
 
 from linattn.ops.vla.chunk import spd_inverse
 
-MAX_HEAD_DIM = 32
+MAX_HEAD_DIM = 128
 
 
 @triton.jit
@@ -59,21 +66,80 @@ def inverse_cholesky(b_G, C: tl.constexpr):
 
 
 @triton.jit
-def spd_inverse_kernel(M, A, D: tl.constexpr, BD: tl.constexpr):
-    """One program per matrix: `A = M⁻¹` for `M, A: [N, D, D]` float32, `M` symmetric positive definite."""
+def _offsets(i, j, D: tl.constexpr, BB: tl.constexpr):
+    """Offsets and mask of block `(i, j)` (`BB × BB`) of a row-major `D × D` matrix."""
+    o_r, o_c = i * BB + tl.arange(0, BB), j * BB + tl.arange(0, BB)
+    return o_r[:, None] * D + o_c[None, :], (o_r < D)[:, None] & (o_c < D)[None, :]
+
+
+@triton.jit
+def _load(X, i, j, D: tl.constexpr, BB: tl.constexpr, PAD: tl.constexpr):
+    """Block `(i, j)` of a `D × D` matrix; with `PAD`, the identity where it lies past `D` (a diagonal block's padding,
+    which keeps it positive definite and its inverse block diagonal)."""
+    o, m = _offsets(i, j, D, BB)
+    b_x = tl.load(X + o, mask=m, other=0)
+    if PAD:
+        o_b = i * BB + tl.arange(0, BB)
+        b_x += tl.where((o_b[:, None] == o_b[None, :]) & (o_b >= D)[:, None], 1.0, 0.0)
+    return b_x
+
+
+@triton.jit
+def spd_inverse_kernel(M, A, W, D: tl.constexpr, BB: tl.constexpr, NB: tl.constexpr):
+    """One program per matrix: `A = M⁻¹` for `M, A: [N, D, D]` float32, `M` symmetric positive definite, in blocks
+    of `BB × BB` (`NB` a side). `W: [N, NB·BB, NB·BB]` float32 scratch: `L_ik` below the diagonal, `L_kk⁻¹` on it,
+    and `X_ik` (`i > k`) of `X = L⁻¹` at block `(k, i)`. Blocks written to `W` are read by other threads only after
+    a barrier."""
     i_n = tl.program_id(0)
-    o_d = tl.arange(0, BD)
-    m_d = o_d < D
-    m_dd = m_d[:, None] & m_d[None, :]
-    o_M = i_n.to(tl.int64) * D * D + o_d[:, None] * D + o_d[None, :]
-    # [BD, BD] M, with the identity on the padding (which keeps the tile positive definite and its inverse block
-    # diagonal)
-    b_M = tl.load(M + o_M, mask=m_dd, other=0)
-    b_M += tl.where((o_d[:, None] == o_d[None, :]) & ~m_d[:, None], 1.0, 0.0)
-    b_Li = inverse_cholesky(b_M, BD)
-    # [BD, BD]ᵀ @ [BD, BD] -> [BD, BD]: M⁻¹ = L⁻ᵀ L⁻¹
-    b_A = tl.dot(tl.trans(b_Li), b_Li, input_precision="ieee")
-    tl.store(A + o_M, b_A, mask=m_dd)
+    S: tl.constexpr = NB * BB
+    M += i_n.to(tl.int64) * D * D
+    A += i_n.to(tl.int64) * D * D
+    W += i_n.to(tl.int64) * S * S
+    # 1. M = L Lᵀ by block columns: S_kk = M_kk − Σ_j L_kj L_kjᵀ, L_kk⁻¹ by elimination,
+    #    L_ik = (M_ik − Σ_j L_ij L_kjᵀ) L_kk⁻ᵀ                                    [BB, BB] blocks, j < k < i
+    for k in range(NB):
+        b_S = _load(M, k, k, D, BB, True)
+        for j in range(k):
+            b_L = _load(W, k, j, S, BB, False)
+            b_S -= tl.dot(b_L, tl.trans(b_L), input_precision="ieee")
+        b_Li = inverse_cholesky(b_S, BB)
+        tl.store(W + _offsets(k, k, S, BB)[0], b_Li)
+        for i in range(k + 1, NB):
+            b_P = _load(M, i, k, D, BB, False)
+            for j in range(k):
+                b_P -= tl.dot(
+                    _load(W, i, j, S, BB, False), tl.trans(_load(W, k, j, S, BB, False)), input_precision="ieee"
+                )
+            tl.store(W + _offsets(i, k, S, BB)[0], tl.dot(b_P, tl.trans(b_Li), input_precision="ieee"))
+        tl.debug_barrier()
+    # 2. X = L⁻¹ by block columns: X_kk = L_kk⁻¹, X_ik = −L_ii⁻¹ Σ_{k ≤ j < i} L_ij X_jk
+    for k in range(NB):
+        for i in range(k + 1, NB):
+            b_P = tl.dot(_load(W, i, k, S, BB, False), _load(W, k, k, S, BB, False), input_precision="ieee")
+            for j in range(k + 1, i):
+                b_P += tl.dot(_load(W, i, j, S, BB, False), _load(W, k, j, S, BB, False), input_precision="ieee")
+            b_X = -tl.dot(_load(W, i, i, S, BB, False), b_P, input_precision="ieee")
+            tl.store(W + _offsets(k, i, S, BB)[0], b_X)
+            tl.debug_barrier()
+    # 3. A = Xᵀ X: A_ij = Σ_{k ≥ i} X_kiᵀ X_kj for i ≥ j, mirrored above the diagonal
+    for i in range(NB):
+        for j in range(i + 1):
+            b_A = tl.zeros([BB, BB], dtype=tl.float32)
+            for k in range(i, NB):
+                # X_ki and X_kj lie at blocks (i, k) and (j, k)
+                b_A += tl.dot(
+                    tl.trans(_load(W, i, k, S, BB, False)), _load(W, j, k, S, BB, False), input_precision="ieee"
+                )
+            o, m = _offsets(i, j, D, BB)
+            tl.store(A + o, b_A, mask=m)
+            if i != j:
+                o, m = _offsets(j, i, D, BB)
+                tl.store(A + o, tl.trans(b_A), mask=m)
+
+
+def spd_inverse_launch(D: int) -> tuple[int, int]:
+    """`(BB, warps)`: the block side and warps a program at head dim `D` (the module docstring's table)."""
+    return (16, 1) if D <= 64 else (32, 2)
 
 
 def triton_spd_inverse(M: torch.Tensor) -> torch.Tensor:
@@ -84,7 +150,8 @@ def triton_spd_inverse(M: torch.Tensor) -> torch.Tensor:
         return spd_inverse(M)
     M = M.contiguous()
     A = torch.empty_like(M)
-    BD = max(16, triton.next_power_of_2(D))
-    # one warp: its reductions need no barrier (sm_90, Triton 3.6: 197 registers, no spills)
-    spd_inverse_kernel[(M.numel() // (D * D),)](M, A, D=D, BD=BD, num_warps=1)
+    BB, warps = spd_inverse_launch(D)
+    NB = triton.cdiv(D, BB)
+    W = torch.empty(M.numel() // (D * D), NB * BB, NB * BB, dtype=M.dtype, device=M.device)  # scratch
+    spd_inverse_kernel[(W.shape[0],)](M, A, W, D=D, BB=BB, NB=NB, num_warps=warps)
     return A

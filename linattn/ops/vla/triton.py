@@ -1,8 +1,8 @@
 """VLA's gate on the GPU: the rows `x_t -> A_t x_t` inside each group of chunks as one Triton kernel.
 
 `chunk.py` holds the math. Per group of `R` chunks of 16 tokens, one program keeps `A` (`d × d`, float32) in
-registers from the group's start (`group_inverses`: a `d × d` inverse per group, `cholesky.py`'s kernel up to d = 32,
-cuSOLVER above) and walks its chunks:
+registers from the group's start (`group_inverses`: a `d × d` inverse per group, `cholesky.py`'s blocked kernel in
+float32, cuSOLVER for float64 factorisations) and walks its chunks:
 
     Z   = U A                                    [16, d]   rows A_c u_t (A symmetric)
     L Lᵀ = I + U Zᵀ                              [16, 16]  Cholesky, then L⁻¹

@@ -72,15 +72,15 @@ def test_gate_kernel_matches_the_token_loop(C, R, T, d):
         assert rel_err(a, b) < 2e-5, f"{name}: relative error {rel_err(a, b):.2e}"
 
 
-@pytest.mark.parametrize("d", [5, 24, 32, 64])
+@pytest.mark.parametrize("d", [5, 24, 32, 64, 96, 128])
 def test_spd_inverse_kernel_matches_float64(d):
-    """The groups' `d × d` inverses in one launch (float32, bfloat16 models' factorisation dtype; padded tiles) and,
-    at d = 64, `spd_inverse`: against float64 on penalty-like matrices `λ0 I + Σ u uᵀ`, as `group_inverses` makes
-    them."""
+    """The groups' `d × d` inverses in one launch (float32, bfloat16 models' factorisation dtype): against float64 on
+    penalty-like matrices `λ0 I + Σ u uᵀ`, as `group_inverses` makes them; one 16-block (d = 5), padded blocks
+    (24: a 32-wide tile of 16-blocks, 96: three 32-blocks), whole ones (32, 64: 16-blocks; 128: 32-blocks)."""
     from linattn.ops.vla.cholesky import triton_spd_inverse
 
     gen = torch.Generator().manual_seed(3)
-    u = torch.randn(2, 3, 9, 64, d, generator=gen, dtype=torch.float64) / d**0.5
+    u = torch.randn(2, 1, 3, 64, d, generator=gen, dtype=torch.float64) / d**0.5
     M = (u.mT @ u).cumsum(2) + 0.1 * torch.eye(d, dtype=torch.float64)
     got = triton_spd_inverse(M.float())
     assert got.dtype == torch.float32 and rel_err(got, torch.linalg.inv(M)) < 1e-5
