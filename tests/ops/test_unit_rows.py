@@ -56,3 +56,18 @@ def test_triton_kernels_equal_the_pytorch_path(dtype):
     assert y.dtype == torch.float32 and dx.dtype == dtype
     torch.testing.assert_close(y, y_ref, rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(dx, dx_ref, rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=1e-5)
+
+
+def test_in_place_kernel_gives_the_rows_and_their_norms():
+    """`unit_rows_in_place` (the gate's normalisation of `α` above d = 64, here in Triton's interpreter): the rows
+    of `chunk.unit_rows_` in the same tensor and the norms before the clamp, a zero row included."""
+    from linattn.ops.unit_rows.triton import unit_rows_in_place
+    from linattn.ops.vla.chunk import unit_rows_
+
+    x = torch.randn(2, 70, 3, 96)
+    x[1, 5, 2] = 0
+    y_ref, n_ref = unit_rows_(x.clone())
+    y, n = unit_rows_in_place(x)
+    assert y.data_ptr() == x.data_ptr() and n.shape == x.shape[:-1]
+    torch.testing.assert_close(y, y_ref, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(n, n_ref, rtol=1e-6, atol=0)

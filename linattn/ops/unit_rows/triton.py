@@ -23,14 +23,18 @@ def _tile(R, D: tl.constexpr, BD: tl.constexpr, BR: tl.constexpr):
 
 
 @triton.jit
-def unit_rows_fwd_kernel(x, y, R, D: tl.constexpr, BD: tl.constexpr, BR: tl.constexpr, EPS_: tl.constexpr):
-    """`y = x / max(‖x‖, ε)`, `x: [R, D]` any float dtype, `y: [R, D]` float32."""
+def unit_rows_fwd_kernel(x, y, n, R, D: tl.constexpr, BD: tl.constexpr, BR: tl.constexpr, EPS_: tl.constexpr):
+    """`y = x / max(‖x‖, ε)`, `x: [R, D]` any float dtype, `y: [R, D]` float32 (may be `x`); the norms `‖x‖` into
+    `n: [R]` float32 unless it is None."""
     o, m = _tile(R, D, BD, BR)
     # [BR, BD]
     b_x = tl.load(x + o, mask=m, other=0).to(tl.float32)
     # [BR]
-    b_n = tl.maximum(tl.sqrt(tl.sum(b_x * b_x, 1)), EPS_)
-    tl.store(y + o, b_x / b_n[:, None], mask=m)
+    b_n = tl.sqrt(tl.sum(b_x * b_x, 1))
+    tl.store(y + o, b_x / tl.maximum(b_n, EPS_)[:, None], mask=m)
+    if n is not None:
+        o_r = tl.program_id(0) * BR + tl.arange(0, BR)
+        tl.store(n + o_r, b_n, mask=o_r < R)
 
 
 @triton.jit
@@ -58,6 +62,14 @@ def _launch(kernel, *tensors: torch.Tensor) -> None:
     kernel[(triton.cdiv(R, BR),)](*tensors, R, D=D, BD=BD, BR=BR, EPS_=EPS, num_warps=4)
 
 
+def unit_rows_in_place(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`chunk.unit_rows_`'s contract in one launch: `y`'s rows (contiguous float32) normalised in place, and their
+    norms before the clamp (`y.shape[:-1]`). Not differentiable."""
+    n = torch.empty(y.shape[:-1], dtype=torch.float32, device=y.device)
+    _launch(unit_rows_fwd_kernel, y, y, n)
+    return y, n
+
+
 class UnitRowsTriton(torch.autograd.Function):
     """`unit_rows` for float32, bfloat16 or float16 inputs; keeps only `x` for the backward."""
 
@@ -65,7 +77,7 @@ class UnitRowsTriton(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         y = torch.empty(x.shape, dtype=torch.float32, device=x.device)
-        _launch(unit_rows_fwd_kernel, x, y)
+        _launch(unit_rows_fwd_kernel, x, y, None)
         ctx.save_for_backward(x)
         return y
 

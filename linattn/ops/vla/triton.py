@@ -18,8 +18,8 @@ tf32 passes, about 22 bits; see `linattn/ops/delta_rule/triton/precision.py`).
 The same kernel maps `k̂` in the forward and `∂L/∂α` in the backward (`a_t = A_t g_t`), so nothing but the groups'
 first `A` is kept between the passes. In the forward its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms
 kept) inside the kernel up to d = 64 (three PyTorch launches fewer; on the H200 it cost the kernel nothing at
-d = 32, and `vla`'s forward at d = 64, 64K fell 8.72 → 8.28 ms with it), by PyTorch at d = 128 (inside it cost
-2.6 ms more at `T = 64K`; all 2026-11-30).
+d = 32, and `vla`'s forward at d = 64, 64K fell 8.72 → 8.28 ms with it), above by one pass over the rows after it
+(`unit_rows_in_place`; inside the kernel it cost 2.6 ms more at d = 128, `T = 64K`; all 2026-11-30).
 
 The backward's other products, `∂L/∂u` and `∂L/∂M_0`, are `penalty_grads.py`'s kernels (in slices of the
 sequence above d = 64, to bound their per-chunk sums). Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A`
@@ -38,8 +38,9 @@ import triton.language as tl
 from linattn.ops.delta_rule.triton.precision import grad_precision
 from linattn.ops.unit_rows import unit_rows
 from linattn.ops.unit_rows.api import EPS
+from linattn.ops.unit_rows.triton import unit_rows_in_place
 from linattn.ops.vla.cholesky import inverse_cholesky, triton_spd_inverse
-from linattn.ops.vla.chunk import GateKernels, Grouping, chunk_vla_gate, gate, unit_rows_
+from linattn.ops.vla.chunk import GateKernels, Grouping, chunk_vla_gate, gate
 from linattn.ops.vla.penalty_grads import triton_penalty_grads
 
 MAX_HEAD_DIM = 128
@@ -121,7 +122,7 @@ def triton_apply(
     """`chunk.torch_apply`'s contract on the kernel: `X: [B, T, H, d]` float32 and `U: [B, T, H, d]` float32,
     bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32 (a head's groups may lie further
     apart, as `group_inverses` leaves them); returns rows `A_t x_t`, `[B, T, H, d]` float32, and with `unit` those
-    rows normalised and their norms (inside the kernel up to d = 64, by PyTorch above)."""
+    rows normalised and their norms (inside the kernel up to d = 64, by one more launch above)."""
     B, T, H, D = X.shape
     if X.dtype != torch.float32 or A_starts.dtype != torch.float32 or U.dtype == torch.float64:
         raise TypeError(f"vla gate kernel: float32 X and A_starts, a float32, bfloat16 or float16 U expected, got "
@@ -148,7 +149,7 @@ def triton_apply(
         UNIT=in_kernel, EPS_=EPS, num_warps=warps,
     )  # fmt: skip
     if unit and not in_kernel:
-        return unit_rows_(Y)
+        return unit_rows_in_place(Y)
     return Y, norms
 
 
