@@ -18,16 +18,18 @@ matrices `0.1 I + Σ u uᵀ`; scratch `benchmarks/h200-2026-12-01/session21/scre
 
 | d | matrices (tokens at H = 16) | `spd_inverse` | this kernel: 16-blocks, 1 warp | 32-blocks, 2 warps |
 |---:|---:|---:|---:|---:|
-| 32 | 144 (4K) | 0.082 (host 0.117) | **0.017** | 0.017 |
-| 32 | 2,064 (64K) | 0.158 (host 0.204) | **0.034** | 0.066 |
-| 128 | 144 (4K) | 0.314 (host 0.278) | 0.195 | **0.132** |
-| 128 | 2,064 (64K) | 2.38 (host 0.222) | 0.703 | **0.787** |
+| 32 | 144 (4K) | 0.082 (host 0.117) | 0.017 | 0.017 |
+| 32 | 2,064 (64K) | 0.158 (host 0.204) | 0.034 | 0.066 |
+| 128 | 144 (4K) | 0.314 (host 0.278) | 0.195 | 0.132 |
+| 128 | 2,064 (64K) | 2.38 (host 0.222) | 0.703 | 0.787 |
 
 (the kernel's host time 0.02 – 0.04 ms; the one-warp kernel on whole 32-wide tiles it replaces took 0.024 and
-0.043 ms at d = 32). Hence 16-blocks on one warp up to d = 64, 32-blocks on two warps above: with one warp a
-32-block spills at d = 128 (sm_90, `scripts/compile_kernels.py`). `vla`'s forward at T = 4K, K = 128 fell
-1.53 → 1.36 ms with it (the kernel on 16-blocks, two warps), at 64K 19.9 → 18.7 ms. Errors against float64:
-2.7e-7 here, 2.6e-7 by cuSOLVER. Float64 factorisations (`chunk.factor_dtype`) keep `spd_inverse`.
+0.043 ms at d = 32). Hence 16-blocks on one warp up to d = 64 (d = 64 not timed: it compiles without spills there),
+32-blocks on two warps above, which win at 4K and lose 12% at 64K, where the inverses are a smaller share of the
+call; with one warp a 32-block spills at d = 128 (sm_90, `scripts/compile_kernels.py`). `vla`'s forward at T = 4K,
+K = 128 fell 1.53 → 1.36 ms with it (the kernel on 16-blocks, two warps), at 64K 19.9 → 18.7 ms; with the launch
+above, 1.28 ms at 4K (`vla-speed`), the inverses 0.129 ms of it (`bench profile`). Errors against float64: 2.7e-7
+here, 2.6e-7 by cuSOLVER. Float64 factorisations (`chunk.factor_dtype`) keep `spd_inverse`.
 """
 
 from __future__ import annotations
