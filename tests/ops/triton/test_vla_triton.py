@@ -75,8 +75,8 @@ def test_gate_kernel_matches_the_token_loop(C, R, T, d):
 @pytest.mark.parametrize("d", [5, 24, 32, 64, 96, 128])
 def test_spd_inverse_kernel_matches_float64(d):
     """The groups' `d × d` inverses in one launch (float32, bfloat16 models' factorisation dtype): against float64 on
-    penalty-like matrices `λ0 I + Σ u uᵀ`, as `group_inverses` makes them; one 16-block (d = 5), padded blocks
-    (24: a 32-wide tile of 16-blocks, 96: three 32-blocks), whole ones (32, 64: 16-blocks; 128: 32-blocks)."""
+    penalty-like matrices `λ0 I + Σ u uᵀ`, as `group_inverses` makes them: one padded 16-block (d = 5), a padded
+    second one (24), whole 16-blocks (32, 64) and whole 32-blocks (96, 128: three and four a side)."""
     from linattn.ops.vla.cholesky import triton_spd_inverse
 
     gen = torch.Generator().manual_seed(3)
