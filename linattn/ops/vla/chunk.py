@@ -89,6 +89,9 @@ PenaltyGrads = Callable[
 ]
 # `M⁻¹` of SPD `[..., d, d]`: `spd_inverse` here, Triton in `cholesky.py`
 Inverse = Callable[[torch.Tensor], torch.Tensor]
+# `(u, M_0 or λ0, L) -> M` at every group start and after the last token: `group_penalties` here, Triton in
+# `group_penalties.py`
+GroupPenalties = Callable[[torch.Tensor, torch.Tensor | float, int], torch.Tensor]
 
 
 def factor_dtype(x: torch.Tensor) -> torch.dtype:
@@ -122,15 +125,25 @@ def penalties(M0: torch.Tensor | float, Ug: torch.Tensor) -> torch.Tensor:
     return M
 
 
+def group_penalties(u: torch.Tensor, M0: torch.Tensor | float, L: int) -> torch.Tensor:
+    """`M` at the start of every group of `L` tokens and after the last, `[B, H, ⌈T/L⌉ + 1, d, d]` in u's compute
+    dtype: `penalties` over `u: [B, T, H, d]` in groups (padded rows are 0 and add nothing)."""
+    return penalties(M0, to_chunks(u.to(compute_dtype(u)), L))
+
+
 def group_inverses(
-    u: torch.Tensor, M0: torch.Tensor | float, L: int, inverse: Inverse = spd_inverse
+    u: torch.Tensor,
+    M0: torch.Tensor | float,
+    L: int,
+    inverse: Inverse = spd_inverse,
+    group_sums: GroupPenalties = group_penalties,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`A` at the start of every group of `L` tokens, `[B, H, ⌈T/L⌉, d, d]` (a view: the groups of a head lie
     `⌈T/L⌉ + 1` matrices apart), and after the last token, `[B, H, d, d]` (one batch of inverses by `inverse`, in
-    `factor_dtype(u)`), in u's compute dtype. `u: [B, T, H, d]`, `M0` as `penalties` takes it."""
+    `factor_dtype(u)`, of the penalties `group_sums` forms), in u's compute dtype. `u: [B, T, H, d]`, `M0` as
+    `penalties` takes it."""
     dt = compute_dtype(u)
-    M = penalties(M0, to_chunks(u.to(dt), L))  # padded rows are 0 and add nothing
-    A = inverse(M.to(factor_dtype(u))).to(dt)
+    A = inverse(group_sums(u, M0, L).to(factor_dtype(u))).to(dt)
     return A[:, :, :-1], A[:, :, -1].clone()
 
 
@@ -204,7 +217,7 @@ class _ChunkGate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, k_hat, u, M0, grouping: Grouping, kernels: GateKernels):
-        A_starts, A_final = group_inverses(u, M0, grouping.L, kernels.inverse)
+        A_starts, A_final = group_inverses(u, M0, grouping.L, kernels.inverse, kernels.group_sums)
         # α's rows normalised (`unit_rows`' value), and their norms; a tensor of its own, as the delta rule after the
         # gate keeps it
         alpha_hat, n = kernels.apply(k_hat, u, A_starts, grouping, True)
@@ -288,11 +301,12 @@ def initial_penalty(k: torch.Tensor, initial_state: torch.Tensor | None, lam0: f
 @dataclass(frozen=True)
 class GateKernels:
     """The gate's steps a backend supplies: `apply` maps rows by `A_t` inside the groups, `grads` forms the
-    backward's `∂L/∂u` and `∂L/∂M_0`, `inverse` the groups' first `A`."""
+    backward's `∂L/∂u` and `∂L/∂M_0`, `inverse` the groups' first `A` from the penalties `group_sums` forms."""
 
     apply: Apply
     grads: PenaltyGrads = penalty_grads
     inverse: Inverse = spd_inverse
+    group_sums: GroupPenalties = group_penalties
 
 
 def gate(

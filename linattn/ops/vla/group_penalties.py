@@ -1,0 +1,81 @@
+"""VLA's group penalties on the GPU: `M` at the start of every group of `L` tokens in one launch and a prefix sum.
+
+`chunk.group_penalties`' contract: `M_g = M_0 + Σ_{t < g L} u_t u_tᵀ` for `g = 0 … ⌈T/L⌉`, `[B, H, N + 1, d, d]`
+float32, `M_0 = λ0 I` or a given `[B, H, d, d]`. `group_grams_kernel` writes `M_0` into slot 0 and each group's
+Gram `Σ_{t ∈ g} u_t u_tᵀ` into slot `g + 1`, reading `u` in its own dtype: bfloat16 and float16 rows are exact in
+tf32, so one tf32 pass on the tensor cores multiplies them exactly into a float32 sum; float32 rows take float32 FMA
+(`ieee`), as PyTorch's float32 product does. A prefix sum over the slots (`cumsum_`, in place) then gives the
+`M_g`. PyTorch's path (`chunk.penalties`) copies `u` to float32, multiplies it on the CUDA cores, pads the prefix
+sum into a new tensor and adds `λ0` to its diagonal: five launches and a float32 copy of `u`.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+BT = 64  # tokens a step of a program's sum
+BN = 32  # columns of M a program
+
+
+@triton.jit(do_not_specialize=["T", "L", "NG1"])
+def group_grams_kernel(
+    u,
+    M0,
+    M,
+    T,
+    L,
+    NG1,
+    lam0,
+    H: tl.constexpr,
+    D: tl.constexpr,
+    BD: tl.constexpr,
+    BN: tl.constexpr,
+    BT: tl.constexpr,
+    M0_GIVEN: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """One program per (column block, slot, batch · head). `u: [B, T, H, D]`; `M: [B, H, NG1, D, D]` float32;
+    `M0: [B, H, D, D]` float32 if `M0_GIVEN`, else `λ0 I` from `lam0`."""
+    i_n, i_g, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    o_d = tl.arange(0, BD)
+    o_c = i_n * BN + tl.arange(0, BN)
+    m_d, m_c = o_d < D, o_c < D
+    if i_g == 0:
+        if M0_GIVEN:
+            o_0 = i_bh.to(tl.int64) * D * D + o_d[:, None] * D + o_c[None, :]
+            b_M = tl.load(M0 + o_0, mask=m_d[:, None] & m_c[None, :], other=0)
+        else:
+            b_M = tl.where(o_d[:, None] == o_c[None, :], lam0, 0.0)
+    else:
+        # [BD, BN] the Gram's column block over the group's tokens (past T: rows of 0)
+        b_M = tl.zeros([BD, BN], dtype=tl.float32)
+        for t in range(0, L, BT):
+            o_t = (i_g - 1) * L + t + tl.arange(0, BT)
+            m_t = o_t < T
+            o_u = ((i_b.to(tl.int64) * T + o_t) * H + i_h) * D
+            # [BT, BD] the rows, [BT, BN] their columns of the block
+            b_u = tl.load(u + o_u[:, None] + o_d[None, :], mask=m_t[:, None] & m_d[None, :], other=0).to(tl.float32)
+            b_c = tl.load(u + o_u[:, None] + o_c[None, :], mask=m_t[:, None] & m_c[None, :], other=0).to(tl.float32)
+            b_M = tl.dot(tl.trans(b_u), b_c, b_M, input_precision=PRECISION)
+    o_M = ((i_bh.to(tl.int64) * NG1 + i_g) * D + o_d[:, None]) * D + o_c[None, :]
+    tl.store(M + o_M, b_M, mask=m_d[:, None] & m_c[None, :])
+
+
+def triton_group_penalties(u: torch.Tensor, M0: torch.Tensor | float, L: int) -> torch.Tensor:
+    """`chunk.group_penalties`' contract on the kernel: `u: [B, T, H, d]` float32, bfloat16 or float16 (contiguous),
+    `M0` a number `λ0` or `[B, H, d, d]` float32; returns `[B, H, ⌈T/L⌉ + 1, d, d]` float32."""
+    B, T, H, D = u.shape
+    NG1 = triton.cdiv(T, L) + 1
+    M = torch.empty(B, H, NG1, D, D, dtype=torch.float32, device=u.device)
+    given = isinstance(M0, torch.Tensor)
+    BD = max(16, triton.next_power_of_2(D))
+    bn = min(BN, BD)
+    group_grams_kernel[(triton.cdiv(D, bn), NG1, B * H)](
+        u, M0.contiguous() if given else None, M, T, L, NG1, 0.0 if given else float(M0),
+        H=H, D=D, BD=BD, BN=bn, BT=BT, M0_GIVEN=given,
+        PRECISION="ieee" if u.dtype == torch.float32 else "tf32", num_warps=4,
+    )  # fmt: skip
+    return M.cumsum_(2)
