@@ -40,7 +40,7 @@ from linattn.ops.unit_rows import unit_rows
 from linattn.ops.unit_rows.api import EPS
 from linattn.ops.unit_rows.triton import unit_rows_in_place
 from linattn.ops.vla.cholesky import inverse_cholesky, triton_spd_inverse
-from linattn.ops.vla.chunk import GateKernels, Grouping, chunk_vla_gate, gate
+from linattn.ops.vla.chunk import GateKernels, Grouping, chunk_vla_gate, gate, group_penalties
 from linattn.ops.vla.group_penalties import triton_group_penalties
 from linattn.ops.vla.penalty_grads import triton_penalty_grads
 
@@ -178,5 +178,7 @@ def triton_vla_gate(
     if d > MAX_HEAD_DIM:
         return chunk_vla_gate(k, u, initial_state, lam0=lam0, unit_keys=unit_keys)
     grads = partial(triton_penalty_grads, precision=penalty_precision(u, initial_state))
-    kernels = GateKernels(triton_apply, grads, triton_spd_inverse, triton_group_penalties)
+    # the groups' penalties on the tensor cores for bfloat16 u only (`group_penalties.py` says why)
+    sums = triton_group_penalties if u.dtype == torch.bfloat16 else group_penalties
+    kernels = GateKernels(triton_apply, grads, triton_spd_inverse, sums)
     return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, triton_grouping(T), kernels)

@@ -151,21 +151,22 @@ def test_float32_initial_state_gradient_meets_the_verify_rule_at_wide_heads():
         assert row["ok"], {n: v for n, v in row.items() if n.startswith("dstate_A")}
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("d, given", [(24, False), (128, True)], ids=["d24-lam0", "d128-M0"])
-def test_group_penalties_kernel_matches_pytorch(d, given, dtype):
-    """`M` at every group start and after the last token (the kernel's Grams, then a prefix sum): against
-    `chunk.group_penalties` in float64 on the same rows, a last group cut short (T = 300, groups of 128), `M_0` as
-    `λ0 I` and as a given matrix."""
+def test_group_penalties_kernel_matches_pytorch(d, given):
+    """`M` at every group start and after the last token (the kernel's Grams, then a prefix sum) for bfloat16 `u`:
+    against `chunk.group_penalties` in float64 on the same rows, a last group cut short (T = 300, groups of 128),
+    `M_0` as `λ0 I` and as a given matrix; other dtypes are refused (they keep PyTorch's path)."""
     from linattn.ops.vla.chunk import group_penalties
     from linattn.ops.vla.group_penalties import triton_group_penalties
 
     B, T, H, L = 2, 300, 2, 128
     gen = torch.Generator().manual_seed(4)
-    u = (torch.randn(B, T, H, d, generator=gen) / d**0.5).to(dtype)
+    u = (torch.randn(B, T, H, d, generator=gen) / d**0.5).bfloat16()
     X = torch.randn(B, H, d, d, generator=gen)
     M0 = X @ X.mT / d + torch.eye(d) if given else 0.1
     got = triton_group_penalties(u, M0, L)
     want = group_penalties(u.double(), M0.double() if given else M0, L)
     assert got.dtype == torch.float32 and got.shape == (B, H, 4, d, d)
     assert rel_err(got, want) < 1e-6
+    with pytest.raises(TypeError, match="bfloat16 u expected"):
+        triton_group_penalties(u.half(), M0, L)
