@@ -2,7 +2,8 @@
 
 `chunk.py` holds the math. Per group of `R` chunks of 16 tokens, one program keeps `A` (`d × d`, float32) in
 registers from the group's start (`group_inverses`: a `d × d` inverse per group, `cholesky.py`'s blocked kernel in
-float32, cuSOLVER for float64 factorisations) and walks its chunks:
+float32, cuSOLVER for float64 factorisations, of the penalties `group_penalties.py` forms for bfloat16 `u`) and walks
+its chunks:
 
     Z   = U A                                    [16, d]   rows A_c u_t (A symmetric)
     L Lᵀ = I + U Zᵀ                              [16, 16]  Cholesky, then L⁻¹
