@@ -164,7 +164,9 @@ def _compile(entry: dict, arch: int, out: Path) -> str:
         kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32), options=entry["options"])
     except Exception as error:  # one kernel's compile error should not hide the others'
         return f"FAIL  {label}\n      {type(error).__name__}: {str(error)[:3000]}"
-    ptx_file = out / f"{source.hash()[:16]}_{entry['name']}.ptx"
+    # the launch options are not in the source's hash: two launches of one source must not share a file
+    options = "_".join(f"{k}{v}" for k, v in sorted(entry["options"].items()))
+    ptx_file = out / f"{source.hash()[:16]}_{entry['name']}_{options}.ptx"
     ptx_file.write_text(kernel.asm["ptx"])
     cubin_file = ptx_file.with_suffix(".cubin")
     cubin_file.write_bytes(kernel.asm["cubin"])
