@@ -1,0 +1,145 @@
+"""Scratch (not part of the library): VLA's gate kernel at d = 128 in transposed form, for a screen on the H200.
+
+The library's `gate_apply_kernel` (`linattn/ops/vla/triton.py`) multiplies `[16, d] @ [d, d]`: with 16 rows the
+products are `mma.sync` (312 of them a warp a chunk at d = 128, sm_90, Triton 3.6), `A` staged through shared memory
+as their right operand (188 KB). The same walk on columns, `Zᵀ = A Uᵀ`, `(A Xᵀ)`, puts `A` on the left with 128
+rows: Hopper's `wgmma` (`m64n16k8`), `A` from registers (`scripts/compile_kernels.py`: 64 KB of shared memory, but
+1.1 KB of spills a thread at eight warps against 0.4 KB). Per chunk of 16 tokens (`A` symmetric):
+
+    Zᵀ  = A Uᵀ                       [d, 16]
+    L⁻¹ of I + U Zᵀ                  [16, 16]
+    Wᵀ  = Zᵀ L⁻ᵀ                     [d, 16]
+    Yᵀ  = A Xᵀ − Wᵀ tril(X Wᵀ)ᵀ       [d, 16]   (columns A_t x_t)
+    A  ← A − Wᵀ W
+
+`MERGE`: `A [Uᵀ | Xᵀ]` as one `[d, 32]` product, the rest on `[32, 32]` tiles with the unused blocks masked
+(`m64n32k8`, 80 KB of shared memory, 1.1 KB of spills).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from linattn.ops.vla.cholesky import inverse_cholesky
+
+
+@triton.jit
+def _inverse_cholesky_steps(b_G, C: tl.constexpr, STEPS: tl.constexpr):
+    """`cholesky.inverse_cholesky` on the leading `STEPS × STEPS` block of `b_G` (identity elsewhere)."""
+    o_c = tl.arange(0, C)
+    b_Li = tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)
+    b_p = tl.full([C], 1.0, dtype=tl.float32)
+    for j in tl.static_range(STEPS):
+        b_col = tl.sum(tl.where(o_c[None, :] == j, b_G, 0), 1)
+        p = tl.sum(tl.where(o_c == j, b_col, 0))
+        b_m = tl.where(o_c > j, b_col / p, 0)
+        b_row = tl.sum(tl.where(o_c[:, None] == j, b_Li, 0), 0)
+        b_G -= b_m[:, None] * b_col[None, :]
+        b_Li -= b_m[:, None] * b_row[None, :]
+        b_p = tl.where(o_c == j, p, b_p)
+    return b_Li / tl.sqrt(b_p)[:, None]
+
+
+@triton.jit
+def _walk(X, U, Y, N, T, b_A, i_g, i_b, i_h, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
+          R: tl.constexpr, UNIT: tl.constexpr, EPS_: tl.constexpr):  # fmt: skip
+    o_c = tl.arange(0, C)
+    o_d = tl.arange(0, BD)
+    m_d = o_d < D
+    eye = tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)
+    for j in range(R):
+        t0 = (i_g * R + j) * C
+        m_dt = m_d[:, None] & ((t0 + o_c) < T)[None, :]
+        o_dt = ((i_b.to(tl.int64) * T + t0 + o_c[None, :]) * H + i_h) * D + o_d[:, None]
+        # [BD, C] columns u_t, x_t
+        b_ut = tl.load(U + o_dt, mask=m_dt, other=0).to(tl.float32)
+        b_xt = tl.load(X + o_dt, mask=m_dt, other=0)
+        # [BD, BD] @ [BD, C] -> [BD, C]
+        b_zt = tl.dot(b_A, b_ut, input_precision="tf32x3")
+        b_ax = tl.dot(b_A, b_xt, input_precision="tf32x3")
+        # [C, C]
+        b_Li = inverse_cholesky(tl.dot(tl.trans(b_ut), b_zt, input_precision="tf32x3") + eye, C)
+        # [BD, C] @ [C, C] -> [BD, C]
+        b_wt = tl.dot(b_zt, tl.trans(b_Li), input_precision="tf32x3")
+        # [C, C]: (W Xᵀ)[s, t] = w_sᵀ x_t, kept on s ≤ t
+        b_wx = tl.dot(tl.trans(b_wt), b_xt, input_precision="tf32x3")
+        b_wx = tl.where(o_c[:, None] <= o_c[None, :], b_wx, 0)
+        b_yt = b_ax - tl.dot(b_wt, b_wx, input_precision="tf32x3")
+        if UNIT:
+            b_n = tl.sqrt(tl.sum(b_yt * b_yt, axis=0))
+            b_yt = b_yt / tl.maximum(b_n, EPS_)[None, :]
+            tl.store(N + (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h, b_n, mask=(t0 + o_c) < T)
+        tl.store(Y + o_dt, b_yt, mask=m_dt)
+        # [BD, C] @ [C, BD] -> [BD, BD]
+        b_A -= tl.dot(b_wt, tl.trans(b_wt), input_precision="tf32x3")
+
+
+@triton.jit
+def _merged_walk(X, U, Y, N, T, b_A, i_g, i_b, i_h, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
+                 C: tl.constexpr, R: tl.constexpr, UNIT: tl.constexpr, EPS_: tl.constexpr):  # fmt: skip
+    C2: tl.constexpr = 2 * C
+    o_d = tl.arange(0, BD)
+    m_d = o_d < D
+    o_e = tl.arange(0, C2)  # columns e < C: u_t, e ≥ C: x_t (t = e mod C)
+    o_t = o_e % C
+    first = o_e < C
+    eye = tl.where(o_e[:, None] == o_e[None, :], 1.0, 0.0)
+    lead = (o_e[:, None] < C) & (o_e[None, :] < C)
+    sel = tl.where((o_e[:, None] >= C) & (o_e[:, None] == o_e[None, :]), 1.0, 0.0)
+    for j in range(R):
+        t0 = (i_g * R + j) * C
+        m_t = (t0 + o_t) < T
+        o_dt = ((i_b.to(tl.int64) * T + t0 + o_t[None, :]) * H + i_h) * D + o_d[:, None]
+        m_dt = m_d[:, None] & m_t[None, :]
+        # [BD, 2C]: [Uᵀ | Xᵀ], then [Zᵀ | A Xᵀ]
+        b_v = tl.load(U + o_dt, mask=m_dt & first[None, :], other=0).to(tl.float32)
+        b_v += tl.load(X + o_dt, mask=m_dt & ~first[None, :], other=0)
+        b_p = tl.dot(b_A, b_v, input_precision="tf32x3")
+        # [2C, 2C]: [[U Zᵀ, ·], [X Zᵀ, ·]]; L⁻¹ of I + U Zᵀ in the leading block, L⁻ᵀ there too
+        b_S = tl.dot(tl.trans(b_v), b_p, input_precision="tf32x3")
+        b_Lt = tl.where(lead, tl.trans(_inverse_cholesky_steps(tl.where(lead, b_S + eye, eye), C2, C)), 0)
+        # X Wᵀ = X Zᵀ L⁻ᵀ in block (1, 0), moved to block (0, 1) transposed and kept on s ≤ t
+        b_Q = tl.trans(tl.dot(b_S, b_Lt, input_precision="tf32x3"))
+        b_F = tl.where((o_e[:, None] < C) & (o_e[None, :] >= C) & (o_e[:, None] <= o_e[None, :] - C), b_Q, 0)
+        # [BD, 2C]: [Wᵀ | Yᵀ]
+        b_r = tl.dot(b_p, b_Lt + sel - tl.dot(b_Lt, b_F, input_precision="tf32x3"), input_precision="tf32x3")
+        if UNIT:
+            b_n = tl.sqrt(tl.sum(b_r * b_r, axis=0))
+            b_r = tl.where(first[None, :], b_r, b_r / tl.maximum(b_n, EPS_)[None, :])
+            tl.store(N + (i_b.to(tl.int64) * T + t0 + o_t) * H + i_h, b_n, mask=m_t & ~first)
+        tl.store(Y + o_dt, b_r, mask=m_dt & ~first[None, :])
+        b_wt = tl.where(first[None, :], b_r, 0)
+        b_A -= tl.dot(b_wt, tl.trans(b_wt), input_precision="tf32x3")
+
+
+@triton.jit(do_not_specialize=["T", "SG"])
+def gate_columns_kernel(X, U, A0, Y, N, T, SG, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
+                        R: tl.constexpr, UNIT: tl.constexpr, EPS_: tl.constexpr, MERGE: tl.constexpr):  # fmt: skip
+    """`gate_apply_kernel`'s contract (one program per (group, batch · head)), the walk on columns."""
+    i_g, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    o_d = tl.arange(0, BD)
+    m_d = o_d < D
+    o_A = (i_bh.to(tl.int64) * SG + i_g) * D * D + o_d[:, None] * D + o_d[None, :]
+    b_A = tl.load(A0 + o_A, mask=m_d[:, None] & m_d[None, :], other=0)
+    if MERGE:
+        _merged_walk(X, U, Y, N, T, b_A, i_g, i_b, i_h, H, D, BD, C, R, UNIT, EPS_)
+    else:
+        _walk(X, U, Y, N, T, b_A, i_g, i_b, i_h, H, D, BD, C, R, UNIT, EPS_)
+
+
+def columns_apply(X, U, A_starts, grouping, unit=False, *, merge=False, warps=8):
+    """`triton.triton_apply`'s contract on `gate_columns_kernel` (`unit` inside the kernel at every head dim)."""
+    B, T, H, D = X.shape
+    Y = torch.empty_like(X)
+    norms = torch.empty(X.shape[:-1], dtype=torch.float32, device=X.device) if unit else None
+    A_starts = A_starts.contiguous()
+    SG = A_starts.shape[2]
+    BD = max(16, triton.next_power_of_2(D))
+    gate_columns_kernel[(SG, B * H)](
+        X, U, A_starts, Y, norms, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit, EPS_=1e-12,
+        MERGE=merge, num_warps=warps,
+    )  # fmt: skip
+    return Y, norms

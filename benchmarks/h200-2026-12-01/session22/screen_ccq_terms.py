@@ -1,0 +1,80 @@
+"""Scratch (not part of the library): CCQ's backward with the state terms formed by the rows kernel
+(`state.TERMS_IN_ROWS_MAX_K = 32`, the library's choice) against their own launch (0), one process, one GPU.
+
+    PYTHONPATH=. python benchmarks/h200-2026-12-01/session22/screen_ccq_terms.py [--out DIR]
+
+`ccq_query` alone (decayed, centred, bf16, B = 1, H = 16) and CCQ on GDN (`ccq_query` then `delta_rule`, as
+`vla-speed`'s CCQ-GDN contender), forward + backward, ms by `triton.testing.do_bench`, the two settings alternated
+over three rounds; and the gradients' relative difference between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from triton.testing import do_bench
+
+from linattn.ops import ccq_query, delta_rule
+from linattn.ops.ccq.triton import function
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    parser.add_argument("--lengths", default="16384,65536")
+    parser.add_argument("--K", type=int, default=32)
+    args = parser.parse_args()
+    K, H = args.K, 16
+    rows = []
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, K = V = {K}", flush=True)
+    print("| T | call | round | terms in rows ms | own launch ms | ratio |\n|---:|---|---:|---:|---:|---:|")
+    for T in map(int, args.lengths.split(",")):
+        gen = torch.Generator(device="cuda").manual_seed(0)
+
+        def rand(*shape, scale=1.0):
+            return (scale * torch.randn(*shape, device="cuda", generator=gen)).bfloat16().requires_grad_()
+
+        q, k, v = rand(1, T, H, K), rand(1, T, H, K), rand(1, T, H, K)
+        lam = torch.rand(1, T, H, device="cuda", generator=gen).requires_grad_()
+        g = (-0.05 * torch.rand(1, T, H, device="cuda", generator=gen)).requires_grad_()
+        beta = torch.rand(1, T, H, device="cuda", generator=gen).requires_grad_()
+        dy = torch.randn(1, T, H, K, device="cuda", generator=gen).bfloat16()
+
+        def ccq_alone():
+            y, _ = ccq_query(q, k, lam, g=g, backend="triton")
+            y.backward(dy)
+
+        def ccq_gdn():
+            y, _ = ccq_query(q, k, lam, g=g, backend="triton")
+            o, _ = delta_rule(y, F.normalize(k, dim=-1), v, beta=beta, g=g, backend="triton")
+            o.backward(dy)
+
+        grads = {}
+        for setting in (32, 0):
+            function.TERMS_IN_ROWS_MAX_K = setting
+            for x in (q, k, lam, g):
+                x.grad = None
+            ccq_alone()
+            grads[setting] = [x.grad.double() for x in (q, k, lam, g)]
+        diff = max(((a - b).norm() / b.norm()).item() for a, b in zip(grads[32], grads[0]))
+        print(f"# T = {T}: gradients' largest relative difference between the settings {diff:.1e}", flush=True)
+        for call, fn in (("ccq", ccq_alone), ("ccq-gdn", ccq_gdn)):
+            for r in range(3):
+                ms = {}
+                for setting in (32, 0):
+                    function.TERMS_IN_ROWS_MAX_K = setting
+                    ms[setting] = do_bench(fn, warmup=5, rep=100, grad_to_none=[q, k, v, lam, g, beta])
+                rows.append({"T": T, "call": call, "round": r, "rows_ms": ms[32], "own_ms": ms[0], "grad_diff": diff})
+                print(f"| {T} | {call} | {r} | {ms[32]:.3f} | {ms[0]:.3f} | {ms[32] / ms[0]:.3f} |", flush=True)
+    function.TERMS_IN_ROWS_MAX_K = 32
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "screen-ccq-terms.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
