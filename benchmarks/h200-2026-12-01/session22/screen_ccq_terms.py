@@ -5,7 +5,8 @@
 
 `ccq_query` alone (decayed, centred, bf16, B = 1, H = 16) and CCQ on GDN (`ccq_query` then `delta_rule`, as
 `vla-speed`'s CCQ-GDN contender), forward + backward, ms by `triton.testing.do_bench`, the two settings alternated
-over three rounds; and the gradients' relative difference between them.
+over three rounds; and the gradients' relative difference between them. Then `ccq_query` alone with the scan over
+chunks (`state.SCAN_CB`, `state.SCAN_BE`) on other chunks a step and entries a program.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 
 from linattn.ops import ccq_query, delta_rule
-from linattn.ops.ccq.triton import function
+from linattn.ops.ccq.triton import function, state
 
 
 def main() -> None:
@@ -31,6 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     K, H = args.K, 16
     rows = []
+    scan_setting = state.SCAN_CB, state.SCAN_BE
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, K = V = {K}", flush=True)
     print("| T | call | round | terms in rows ms | own launch ms | ratio |\n|---:|---|---:|---:|---:|---:|")
     for T in map(int, args.lengths.split(",")):
@@ -71,7 +73,15 @@ def main() -> None:
                     ms[setting] = do_bench(fn, warmup=5, rep=100, grad_to_none=[q, k, v, lam, g, beta])
                 rows.append({"T": T, "call": call, "round": r, "rows_ms": ms[32], "own_ms": ms[0], "grad_diff": diff})
                 print(f"| {T} | {call} | {r} | {ms[32]:.3f} | {ms[0]:.3f} | {ms[32] / ms[0]:.3f} |", flush=True)
-    function.TERMS_IN_ROWS_MAX_K = 32
+        function.TERMS_IN_ROWS_MAX_K = 32
+        # the scan over chunks (`ccq_scan_kernel`, two launches a training step): chunks a step, entries a program
+        for cb, be in ((16, 256), (32, 256), (64, 256), (16, 128), (32, 128)):
+            state.SCAN_CB, state.SCAN_BE = cb, be
+            ms = do_bench(ccq_alone, warmup=5, rep=100, grad_to_none=[q, k, lam, g])
+            rows.append({"T": T, "call": "ccq", "scan_cb": cb, "scan_be": be, "ms": ms})
+            print(f"# T = {T}: ccq forward + backward with the scan on {cb} chunks a step, {be} entries a program: "
+                  f"{ms:.3f} ms", flush=True)  # fmt: skip
+        state.SCAN_CB, state.SCAN_BE = scan_setting
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "screen-ccq-terms.json").write_text(json.dumps(rows, indent=1))
 

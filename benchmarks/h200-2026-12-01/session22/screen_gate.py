@@ -5,7 +5,9 @@ library's `gate_apply_kernel`, one process, one GPU.
 
 For each head dim and length (bf16 `u`, B = 1, H = 16, the groups' first `A` as `vla` forms them), the forward's call
 (`unit`: normalised rows and norms) and the backward's (plain rows): ms by `triton.testing.do_bench`, and each
-variant's relative error against the library kernel. Prints a table; writes `screen-gate.json` under `--out`.
+variant's relative error against the library kernel; also the library kernel keeping every chunk's `L⁻¹` in the
+forward and reading it in the backward (the backward's rows then come from other `X` than the forward's, as in
+training: the kept factors depend on `U` and `A` only). Prints a table; writes `screen-gate.json` under `--out`.
 """
 
 from __future__ import annotations
@@ -39,12 +41,17 @@ def main() -> None:
     parser.add_argument("--dims", default="128,64")
     parser.add_argument("--lengths", default="4096,65536")
     args = parser.parse_args()
+    factors = {}  # the forward's kept L⁻¹ per (d, T), which the backward's call reads
     variants = {
-        "library": lambda X, U, A, g, unit: triton_apply(X, U, A, g, unit),
+        "library": lambda X, U, A, g, unit: triton_apply(X, U, A, g, unit)[:2],
+        # the forward keeping every chunk's L⁻¹, the backward reading them (`triton_apply`'s `keep`, `factors`)
+        "library-kept-Linv": lambda X, U, A, g, unit: (
+            triton_apply(X, U, A, g, True, keep=True)[:2] if unit
+            else triton_apply(X, U, A, g, False, factors=factors[X.shape])[:2]
+        ),
         "columns-8w": lambda X, U, A, g, unit: columns_apply(X, U, A, g, unit, warps=8),
         "columns-4w": lambda X, U, A, g, unit: columns_apply(X, U, A, g, unit, warps=4),
         "merged-8w": lambda X, U, A, g, unit: columns_apply(X, U, A, g, unit, merge=True, warps=8),
-        "merged-4w": lambda X, U, A, g, unit: columns_apply(X, U, A, g, unit, merge=True, warps=4),
     }
     rows = []
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
@@ -56,6 +63,7 @@ def main() -> None:
             U = (F.normalize(torch.randn(1, T, 16, D, device="cuda", generator=gen), dim=-1) / D**0.5).bfloat16()
             g = triton_grouping(T)
             A, _ = group_inverses(U, 0.1, g.L, triton_spd_inverse, triton_group_penalties)
+            factors[X.shape] = triton_apply(X, U, A, g, True, keep=True)[2]
             for unit in (True, False):
                 ref = None
                 for name, fn in variants.items():

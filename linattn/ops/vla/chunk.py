@@ -31,7 +31,8 @@ Backward (`_ChunkGate`), without differentiating any factorisation. From `∂L/�
 `∂L/∂u` is a reverse-causal linear attention (queries `u`, key/value pairs `(α, a)` and `(a, α)`): within a
 block of tokens through `triu(U Αᵀ)` and `triu(U Aᵀ)`, across blocks through the reverse prefix sum of the `d × d`
 matrices `Σ_{t∈c} (a_t α_tᵀ + α_t a_tᵀ)`. The backward saves only the groups' first `A_c` and recomputes the
-rest by the same `apply` (no `W` kept); it keeps `α̂` (which the delta rule after the gate keeps anyway) and the
+rest by the same `apply` (no `W` kept; the Triton path keeps each 16-token chunk's `L⁻¹`, 16 floats a token,
+so that its backward skips the elimination); it keeps `α̂` (which the delta rule after the gate keeps anyway) and the
 norms `‖α_t‖`, not `α`. `k̂`'s normalisation stays outside (`unit_rows`, which keeps only its input), so that
 `vla` normalises `k` once for the gate and the delta rule.
 """
@@ -80,9 +81,12 @@ class Grouping:
         return self.C * self.R
 
 
-# `(X, U, A_starts, grouping, unit) -> (rows, norms)`: the rows `A_t x_t` and None, or with `unit` those rows
-# normalised (`unit_rows`' value) and their norms `‖A_t x_t‖` (`[B, T, H]`): `torch_apply` here, Triton in `triton.py`
-Apply = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Grouping, bool], tuple[torch.Tensor, torch.Tensor | None]]
+# `(X, U, A_starts, grouping, unit, *, keep=False, factors=None) -> (rows, norms, factors)`: the rows `A_t x_t` and
+# None, or with `unit` those rows normalised (`unit_rows`' value) and their norms `‖A_t x_t‖` (`[B, T, H]`);
+# `torch_apply` here, Triton in `triton.py`. `keep`: also return the chunks' factors (Triton: each chunk's `L⁻¹`),
+# which a later call on the same `U, A_starts` takes as `factors` and reads instead of forming them; a backend that
+# keeps none returns None (and is given None)
+Apply = Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]
 # `(u, a, α̂, max(‖α‖, EPS), F_T or None) -> (∂L/∂u, ∂L/∂M_0)`: `penalty_grads` here, Triton in `penalty_grads.py`
 PenaltyGrads = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]
@@ -160,11 +164,19 @@ def unit_rows_(Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def torch_apply(
-    X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping, unit: bool = False
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+    X: torch.Tensor,
+    U: torch.Tensor,
+    A_starts: torch.Tensor,
+    grouping: Grouping,
+    unit: bool = False,
+    *,
+    keep: bool = False,
+    factors: None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, None]:
     """Rows `A_t x_t` of `X: [B, T, H, d]`, `A_t` the inverse penalty after token t's update: per chunk a `C × C`
     Cholesky gives `W_c`, and `A_{c+1} = A_c − W_cᵀ W_c` inside each group (all groups at once, from `A_starts`).
-    `U` may be in a lower precision than `X`; it is used in `X`'s. `unit`: as `Apply`."""
+    `U` may be in a lower precision than `X`; it is used in `X`'s. `unit`: as `Apply`; no factors are kept (a chunk
+    of 64 or 128 tokens' factor would weigh as much as `X`)."""
     T = X.shape[1]
     C, R = grouping.C, grouping.R
     Xc, Uc = to_chunks(X, C), to_chunks(U.to(X.dtype), C)  # [B, H, N, C, d]
@@ -182,7 +194,7 @@ def torch_apply(
     Y = from_chunks(_ungroup(rows, Xc.shape[2]), T)  # a view across the chunks
     # normalised in place into a tensor of its own (the delta rule after the gate keeps α̂); the backward's rows are
     # used as they are
-    return unit_rows_(Y.contiguous()) if unit else (Y, None)
+    return (*unit_rows_(Y.contiguous()), None) if unit else (Y, None, None)
 
 
 def _sym(x: torch.Tensor) -> torch.Tensor:
@@ -211,18 +223,19 @@ class _ChunkGate(torch.autograd.Function):
     """`(k̂, u, M_0) -> (α̂, A_T)` with `α̂_t = α_t / ‖α_t‖`, `α_t = M_t⁻¹ k̂_t`; `k̂: [B, T, H, d]` and
     `M_0: [B, H, d, d]` in the compute dtype (or the number `λ0`, `M_0 = λ0 I`), `u: [B, T, H, d]` in its own (kept
     so: a float32 copy of a bfloat16 `u` would double its bytes until the backward); `kernels` invert the groups'
-    first `A`, map rows by `A_t` inside the groups of `grouping`, and form `∂L/∂u` and `∂L/∂M_0` in the backward.
+    first `A`, map rows by `A_t` inside the groups of `grouping`, and form `∂L/∂u` and `∂L/∂M_0` in the backward;
+    `keep`: a backward will follow (the chunks' factors are then kept).
     Saved for the backward: `A` at each group's start, `u`, `α̂` and the norms `‖α_t‖` (not `α`: the delta rule
-    after the gate keeps `α̂` anyway), `A_T`."""
+    after the gate keeps `α̂` anyway), `A_T`, and the chunks' factors where `kernels.apply` keeps them."""
 
     @staticmethod
-    def forward(ctx, k_hat, u, M0, grouping: Grouping, kernels: GateKernels):
+    def forward(ctx, k_hat, u, M0, grouping: Grouping, kernels: GateKernels, keep: bool):
         A_starts, A_final = group_inverses(u, M0, grouping.L, kernels.inverse, kernels.group_sums)
         # α's rows normalised (`unit_rows`' value), and their norms; a tensor of its own, as the delta rule after the
         # gate keeps it
-        alpha_hat, n = kernels.apply(k_hat, u, A_starts, grouping, True)
+        alpha_hat, n, factors = kernels.apply(k_hat, u, A_starts, grouping, True, keep=keep)
         norms = n.to(k_hat.dtype)  # [B, T, H]; α̂ may be in a lower precision under autocast
-        ctx.save_for_backward(u, A_starts, alpha_hat, norms, A_final)
+        ctx.save_for_backward(u, A_starts, alpha_hat, norms, A_final, factors)
         ctx.grouping, ctx.kernels, ctx.u_dtype = grouping, kernels, u.dtype
         ctx.m0_grad = isinstance(M0, torch.Tensor)
         ctx.set_materialize_grads(False)  # an unused A_T gets None, not a zero matrix to multiply through
@@ -230,16 +243,16 @@ class _ChunkGate(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, d_alpha_hat, d_A_final):
-        u, A_starts, alpha_hat, norms, A_final = ctx.saved_tensors
+        u, A_starts, alpha_hat, norms, A_final, factors = ctx.saved_tensors
         n = norms[..., None]
         # through the normalisation, as `unit_rows`' backward
         d_alpha = torch.zeros_like(alpha_hat) if d_alpha_hat is None else unit_rows_grad(alpha_hat, n, d_alpha_hat)
-        a, _ = ctx.kernels.apply(d_alpha, u, A_starts, ctx.grouping, False)  # a_t = A_t g_t, [B, T, H, d]
+        a, _, _ = ctx.kernels.apply(d_alpha, u, A_starts, ctx.grouping, False, factors=factors)  # a_t = A_t g_t
         del d_alpha
         # F = −A_T sym(∂L/∂A_T) A_T, per (batch, head)
         F_T = None if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
         du, dM0 = ctx.kernels.grads(u, a, alpha_hat, n.clamp_min(EPS), F_T)  # α = max(‖α‖, EPS) α̂
-        return a, du.to(ctx.u_dtype), (dM0 if ctx.m0_grad else None), None, None
+        return a, du.to(ctx.u_dtype), (dM0 if ctx.m0_grad else None), None, None, None
 
 
 def penalty_grads(
@@ -320,7 +333,9 @@ def gate(
     """`naive_vla_gate`'s contract for unit keys `k_hat` (in the compute dtype, e.g. `unit_rows(k)`), with the
     groups of `grouping` and the steps of `kernels`."""
     M0 = initial_penalty(k_hat, initial_state, lam0)
-    return _ChunkGate.apply(k_hat.contiguous(), u.contiguous(), M0, grouping, kernels)
+    # the chunks' factors are kept for a backward only
+    keep = torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in (k_hat, u, M0))
+    return _ChunkGate.apply(k_hat.contiguous(), u.contiguous(), M0, grouping, kernels, keep)
 
 
 def chunk_vla_gate(

@@ -16,8 +16,10 @@ elimination in exact float32 multiply-adds (`cholesky.inverse_cholesky`), each s
 program's warps. At `d ≤ 32` a program is one warp, whose reductions need no barrier: a group's walk then runs on
 a quarter of the threads, and eight programs share an SM. The other products are `tl.dot` with `tf32x3` (three
 tf32 passes, about 22 bits; see `linattn/ops/delta_rule/triton/precision.py`).
-The same kernel maps `k̂` in the forward and `∂L/∂α` in the backward (`a_t = A_t g_t`), so nothing but the groups'
-first `A` is kept between the passes. In the forward its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms
+The same kernel maps `k̂` in the forward and `∂L/∂α` in the backward (`a_t = A_t g_t`), so only the groups' first
+`A` and every chunk's `L⁻¹` (16 floats a token and head, which depend on `U` and `A` alone) are kept between the
+passes: the backward's call reads `L⁻¹` in place of its elimination (sm_90, Triton 3.6, `scripts/compile_kernels.py`:
+3,232 SASS instructions against 4,912 at d = 128, 10 barriers against 92; not yet timed). In the forward its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms
 kept) inside the kernel up to d = 64 (three PyTorch launches fewer; on the H200 it cost the kernel nothing at
 d = 32, and `vla`'s forward at d = 64, 64K fell 8.72 → 8.28 ms with it), above by one pass over the rows after it
 (`unit_rows_in_place`; inside the kernel it cost 2.6 ms more at d = 128, `T = 64K`; all 2026-11-30).
@@ -65,6 +67,7 @@ def gate_apply_kernel(
     A0,
     Y,
     N,
+    LI,
     T,
     SG,
     H: tl.constexpr,
@@ -74,11 +77,14 @@ def gate_apply_kernel(
     R: tl.constexpr,
     UNIT: tl.constexpr,
     EPS_: tl.constexpr,
+    KEEP_LI: tl.constexpr,
+    READ_LI: tl.constexpr,
 ):
     """One program per (group, batch · head). `X, Y: [B, T, H, D]` float32, `U: [B, T, H, D]` any float dtype,
     `A0`: float32 `D × D` matrices, a head's groups `SG` matrices apart (`[B, H, SG, D, D]`, `SG ≥ ⌈T / (C R)⌉`).
     `UNIT`: rows `y / max(‖y‖, EPS)` into `Y` and the norms `‖y‖` into `N: [B, T, H]` float32 (`EPS_`: the
-    clamp)."""
+    clamp). `LI: [B·H, NG·R, C, C]` float32 (`NG` the grid's groups): every chunk's `L⁻¹`, written with `KEEP_LI`,
+    read in place of the elimination with `READ_LI`."""
     i_g, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_c = tl.arange(0, C)
@@ -99,9 +105,16 @@ def gate_apply_kernel(
         b_x = tl.load(X + o_td, mask=m_td, other=0)
         # [C, BD] @ [BD, BD] -> [C, BD]: rows A_c u_t
         b_z = tl.dot(b_u, b_A, input_precision="tf32x3")
-        # [C, C]: I + U A_c Uᵀ, then W = L⁻¹ Z
-        b_G = tl.dot(b_u, tl.trans(b_z), input_precision="tf32x3") + tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)
-        b_w = tl.dot(inverse_cholesky(b_G, C), b_z, input_precision="tf32x3")
+        # [C, C]: L⁻¹ for L Lᵀ = I + U A_c Uᵀ (or as an earlier call formed it), then W = L⁻¹ Z
+        o_li = ((i_bh.to(tl.int64) * tl.num_programs(0) + i_g) * R + j) * C * C + o_c[:, None] * C + o_c[None, :]
+        if READ_LI:
+            b_Li = tl.load(LI + o_li)
+        else:
+            b_G = tl.dot(b_u, tl.trans(b_z), input_precision="tf32x3")
+            b_Li = inverse_cholesky(b_G + tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0), C)
+            if KEEP_LI:
+                tl.store(LI + o_li, b_Li)
+        b_w = tl.dot(b_Li, b_z, input_precision="tf32x3")
         # [C, BD] @ [BD, C] -> [C, C], kept on s ≤ t
         b_xw = tl.dot(b_x, tl.trans(b_w), input_precision="tf32x3")
         b_xw = tl.where(o_c[:, None] >= o_c[None, :], b_xw, 0)
@@ -119,12 +132,21 @@ def gate_apply_kernel(
 
 
 def triton_apply(
-    X: torch.Tensor, U: torch.Tensor, A_starts: torch.Tensor, grouping: Grouping, unit: bool = False
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`chunk.torch_apply`'s contract on the kernel: `X: [B, T, H, d]` float32 and `U: [B, T, H, d]` float32,
+    X: torch.Tensor,
+    U: torch.Tensor,
+    A_starts: torch.Tensor,
+    grouping: Grouping,
+    unit: bool = False,
+    *,
+    keep: bool = False,
+    factors: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """`chunk.Apply`'s contract on the kernel: `X: [B, T, H, d]` float32 and `U: [B, T, H, d]` float32,
     bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32 (a head's groups may lie further
-    apart, as `group_inverses` leaves them); returns rows `A_t x_t`, `[B, T, H, d]` float32, and with `unit` those
-    rows normalised and their norms (inside the kernel up to d = 64, by one more launch above)."""
+    apart, as `group_inverses` leaves them); returns rows `A_t x_t`, `[B, T, H, d]` float32, with `unit` those
+    rows normalised and their norms (inside the kernel up to d = 64, by one more launch above), and with `keep`
+    every chunk's `L⁻¹` (`[B·H, ⌈T / L⌉·R, C, C]` float32, 16 floats a token and head), which a call with them as
+    `factors` reads in place of its 16-step elimination (the backward's call: `L⁻¹` depends on `U` and `A` only)."""
     B, T, H, D = X.shape
     if X.dtype != torch.float32 or A_starts.dtype != torch.float32 or U.dtype == torch.float64:
         raise TypeError(f"vla gate kernel: float32 X and A_starts, a float32, bfloat16 or float16 U expected, got "
@@ -145,14 +167,19 @@ def triton_apply(
     # - d = 128: eight warps 0.48 / 7.43, sixteen 2.08 / 32.6 (four would hold `A` in 128 registers a thread)
     warps = 1 if BD <= 32 else 4 if BD <= 64 else 8
     grid = (A_starts.shape[2], B * H)
+    shape = (B * H, grid[0] * grouping.R, grouping.C, grouping.C)
+    if factors is not None and (factors.shape != shape or factors.dtype != torch.float32):
+        raise ValueError(f"vla gate kernel: factors of shape {shape}, float32 expected, got {tuple(factors.shape)}, "
+                         f"{factors.dtype}")  # fmt: skip
+    kept = torch.empty(shape, dtype=torch.float32, device=X.device) if keep and factors is None else None
     gate_apply_kernel[grid](
-        X, U, A_starts, Y, norms, T, SG,
+        X, U, A_starts, Y, norms, factors if factors is not None else kept, T, SG,
         H=H, D=D, BD=BD, C=grouping.C, R=grouping.R,
-        UNIT=in_kernel, EPS_=EPS, num_warps=warps,
+        UNIT=in_kernel, EPS_=EPS, KEEP_LI=kept is not None, READ_LI=factors is not None, num_warps=warps,
     )  # fmt: skip
     if unit and not in_kernel:
-        return unit_rows_in_place(Y)
-    return Y, norms
+        return *unit_rows_in_place(Y), kept
+    return Y, norms, kept
 
 
 def penalty_precision(u: torch.Tensor, initial_state: torch.Tensor | None) -> str:

@@ -72,6 +72,44 @@ def test_gate_kernel_matches_the_token_loop(C, R, T, d):
         assert rel_err(a, b) < 2e-5, f"{name}: relative error {rel_err(a, b):.2e}"
 
 
+@pytest.mark.parametrize("d", [24, 128])
+def test_kept_factors_give_the_recomputed_gradients(d):
+    """The forward's call keeps every chunk's `L⁻¹` and the backward's reads them in place of its elimination: the
+    same gradient bits as a backward that forms them again (they depend on `u` and the groups' `A` only); with no
+    gradient asked for, none are kept."""
+    from linattn.ops.unit_rows import unit_rows
+    from linattn.ops.vla.cholesky import triton_spd_inverse
+    from linattn.ops.vla.chunk import GateKernels, Grouping, gate
+    from linattn.ops.vla.penalty_grads import triton_penalty_grads
+    from linattn.ops.vla.triton import triton_apply
+
+    gen = torch.Generator().manual_seed(5)
+    k = torch.randn(1, 100, 2, d, generator=gen).requires_grad_()
+    u = (torch.randn(1, 100, 2, d, generator=gen) / d).requires_grad_()
+    cot = torch.randn(1, 100, 2, d, generator=gen)
+    calls = []
+
+    def recording(*args, keep=False, factors=None):
+        calls.append((keep, factors is not None))
+        return triton_apply(*args, keep=keep, factors=factors)
+
+    def forming(*args, keep=False, factors=None):
+        return triton_apply(*args)
+
+    def grads(apply):
+        kernels = GateKernels(apply, triton_penalty_grads, triton_spd_inverse)
+        alpha_hat, _ = gate(unit_rows(k), u, None, 0.1, Grouping(16, 3), kernels)
+        return torch.autograd.grad((alpha_hat * cot).sum(), (k, u))
+
+    kept, formed = grads(recording), grads(forming)
+    assert calls == [(True, False), (False, True)]
+    for a, b in zip(kept, formed):
+        assert torch.equal(a, b)
+    with torch.no_grad():
+        gate(unit_rows(k), u, None, 0.1, Grouping(16, 3), GateKernels(recording))
+    assert calls[-1] == (False, False)
+
+
 @pytest.mark.parametrize("d", [5, 24, 32, 64, 96, 128])
 def test_spd_inverse_kernel_matches_float64(d):
     """The groups' `d × d` inverses in one launch (float32, bfloat16 models' factorisation dtype): against float64 on
