@@ -14,6 +14,12 @@ rows: Hopper's `wgmma` (`m64n16k8`), `A` from registers (`scripts/compile_kernel
 
 `MERGE`: `A [Uᵀ | Xᵀ]` as one `[d, 32]` product, the rest on `[32, 32]` tiles with the unused blocks masked
 (`m64n32k8`, 80 KB of shared memory, 1.1 KB of spills).
+
+Offline for sm_90 (Triton 3.6, `scripts/compile_kernels.py`), the backward's build (plain rows), d = 128 on eight
+warps / d = 64 on four: the library kernel 4,912 / 3,344 SASS instructions, 92 / 92 barriers in its PTX, 418 / 0 B of
+spills, 188 / 61 KB of shared memory; this walk 5,648 / 3,728, 18 – 25 barriers, 1,084 / 0 B, 64 / 28 KB; merged
+7,304 / 5,616, about 130 barriers, 1,140 / 40 B, 80 / 40 KB. Reading the kept `L⁻¹` (`READ_LI`): the library kernel
+3,232 / 1,888 instructions and 10 barriers, this walk 3,528 / 2,000.
 """
 
 from __future__ import annotations
@@ -43,8 +49,8 @@ def _inverse_cholesky_steps(b_G, C: tl.constexpr, STEPS: tl.constexpr):
 
 
 @triton.jit
-def _walk(X, U, Y, N, T, b_A, i_g, i_b, i_h, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
-          R: tl.constexpr, UNIT: tl.constexpr, EPS_: tl.constexpr):  # fmt: skip
+def _walk(X, U, Y, N, LI, T, b_A, i_g, i_b, i_h, i_bh, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
+          C: tl.constexpr, R: tl.constexpr, UNIT: tl.constexpr, EPS_: tl.constexpr, READ_LI: tl.constexpr):  # fmt: skip
     o_c = tl.arange(0, C)
     o_d = tl.arange(0, BD)
     m_d = o_d < D
@@ -59,8 +65,12 @@ def _walk(X, U, Y, N, T, b_A, i_g, i_b, i_h, H: tl.constexpr, D: tl.constexpr, B
         # [BD, BD] @ [BD, C] -> [BD, C]
         b_zt = tl.dot(b_A, b_ut, input_precision="tf32x3")
         b_ax = tl.dot(b_A, b_xt, input_precision="tf32x3")
-        # [C, C]
-        b_Li = inverse_cholesky(tl.dot(tl.trans(b_ut), b_zt, input_precision="tf32x3") + eye, C)
+        # [C, C] L⁻¹, or as the library kernel kept it (`triton_apply`'s `factors`)
+        if READ_LI:
+            o_li = ((i_bh.to(tl.int64) * tl.num_programs(0) + i_g) * R + j) * C * C + o_c[:, None] * C + o_c[None, :]
+            b_Li = tl.load(LI + o_li)
+        else:
+            b_Li = inverse_cholesky(tl.dot(tl.trans(b_ut), b_zt, input_precision="tf32x3") + eye, C)
         # [BD, C] @ [C, C] -> [BD, C]
         b_wt = tl.dot(b_zt, tl.trans(b_Li), input_precision="tf32x3")
         # [C, C]: (W Xᵀ)[s, t] = w_sᵀ x_t, kept on s ≤ t
@@ -115,9 +125,11 @@ def _merged_walk(X, U, Y, N, T, b_A, i_g, i_b, i_h, H: tl.constexpr, D: tl.const
 
 
 @triton.jit(do_not_specialize=["T", "SG"])
-def gate_columns_kernel(X, U, A0, Y, N, T, SG, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
-                        R: tl.constexpr, UNIT: tl.constexpr, EPS_: tl.constexpr, MERGE: tl.constexpr):  # fmt: skip
-    """`gate_apply_kernel`'s contract (one program per (group, batch · head)), the walk on columns."""
+def gate_columns_kernel(X, U, A0, Y, N, LI, T, SG, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
+                        C: tl.constexpr, R: tl.constexpr, UNIT: tl.constexpr, EPS_: tl.constexpr, MERGE: tl.constexpr,
+                        READ_LI: tl.constexpr):  # fmt: skip
+    """`gate_apply_kernel`'s contract (one program per (group, batch · head)), the walk on columns; `READ_LI` (not
+    with `MERGE`): every chunk's `L⁻¹` read from `LI` as the library kernel keeps it."""
     i_g, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_d = tl.arange(0, BD)
@@ -127,11 +139,12 @@ def gate_columns_kernel(X, U, A0, Y, N, T, SG, H: tl.constexpr, D: tl.constexpr,
     if MERGE:
         _merged_walk(X, U, Y, N, T, b_A, i_g, i_b, i_h, H, D, BD, C, R, UNIT, EPS_)
     else:
-        _walk(X, U, Y, N, T, b_A, i_g, i_b, i_h, H, D, BD, C, R, UNIT, EPS_)
+        _walk(X, U, Y, N, LI, T, b_A, i_g, i_b, i_h, i_bh, H, D, BD, C, R, UNIT, EPS_, READ_LI)
 
 
-def columns_apply(X, U, A_starts, grouping, unit=False, *, merge=False, warps=8):
-    """`triton.triton_apply`'s contract on `gate_columns_kernel` (`unit` inside the kernel at every head dim)."""
+def columns_apply(X, U, A_starts, grouping, unit=False, *, merge=False, warps=8, factors=None):
+    """`triton.triton_apply`'s contract on `gate_columns_kernel` (`unit` inside the kernel at every head dim; reads
+    `factors` as the library kernel keeps them, keeps none itself)."""
     B, T, H, D = X.shape
     Y = torch.empty_like(X)
     norms = torch.empty(X.shape[:-1], dtype=torch.float32, device=X.device) if unit else None
@@ -139,7 +152,7 @@ def columns_apply(X, U, A_starts, grouping, unit=False, *, merge=False, warps=8)
     SG = A_starts.shape[2]
     BD = max(16, triton.next_power_of_2(D))
     gate_columns_kernel[(SG, B * H)](
-        X, U, A_starts, Y, norms, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit, EPS_=1e-12,
-        MERGE=merge, num_warps=warps,
+        X, U, A_starts, Y, norms, factors, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit, EPS_=1e-12,
+        MERGE=merge, READ_LI=factors is not None, num_warps=warps,
     )  # fmt: skip
     return Y, norms

@@ -51,6 +51,10 @@ def main() -> None:
         ),
         "columns-8w": lambda X, U, A, g, unit: columns_apply(X, U, A, g, unit, warps=8),
         "columns-4w": lambda X, U, A, g, unit: columns_apply(X, U, A, g, unit, warps=4),
+        # the backward's call reading the library forward's L⁻¹ (the forward's call as columns-8w)
+        "columns-8w-read-Linv": lambda X, U, A, g, unit: columns_apply(
+            X, U, A, g, unit, warps=8, factors=None if unit else factors[X.shape]
+        ),
         "merged-8w": lambda X, U, A, g, unit: columns_apply(X, U, A, g, unit, merge=True, warps=8),
     }
     rows = []
