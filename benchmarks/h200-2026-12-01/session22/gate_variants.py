@@ -20,6 +20,9 @@ warps / d = 64 on four: the library kernel 4,912 / 3,344 SASS instructions, 92 /
 spills, 188 / 61 KB of shared memory; this walk 5,648 / 3,728, 18 – 25 barriers, 1,084 / 0 B, 64 / 28 KB; merged
 7,304 / 5,616, about 130 barriers, 1,140 / 40 B, 80 / 40 KB. Reading the kept `L⁻¹` (`READ_LI`): the library kernel
 3,232 / 1,888 instructions and 10 barriers, this walk 3,528 / 2,000.
+
+`gate_ahead_kernel`: the library's row walk with the next chunk's `Z` a step ahead (its docstring): 7,088 / 4,488
+instructions, 98 barriers, 1,834 / 420 B of spills, 152 / 44 KB of shared memory.
 """
 
 from __future__ import annotations
@@ -154,5 +157,68 @@ def columns_apply(X, U, A_starts, grouping, unit=False, *, merge=False, warps=8,
     gate_columns_kernel[(SG, B * H)](
         X, U, A_starts, Y, norms, factors, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit, EPS_=1e-12,
         MERGE=merge, READ_LI=factors is not None, num_warps=warps,
+    )  # fmt: skip
+    return Y, norms
+
+
+@triton.jit(do_not_specialize=["T", "SG"])
+def gate_ahead_kernel(X, U, A0, Y, N, T, SG, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
+                      R: tl.constexpr, UNIT: tl.constexpr, EPS_: tl.constexpr):  # fmt: skip
+    """The library kernel's row walk with the next chunk's `Z` formed a step ahead: chunk `j`'s large products
+    `X_j A_j` and `U_{j+1} A_j` do not wait for its elimination, which needs only `Z_j` (formed in step `j − 1` as
+    `U_j A_{j−1} − (U_j W_{j−1}ᵀ) W_{j−1}`), so the compiler may overlap the tensor cores' work with the
+    elimination's reductions."""
+    i_g, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    o_c = tl.arange(0, C)
+    o_d = tl.arange(0, BD)
+    m_d = o_d < D
+    eye = tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)
+    o_A = (i_bh.to(tl.int64) * SG + i_g) * D * D + o_d[:, None] * D + o_d[None, :]
+    b_A = tl.load(A0 + o_A, mask=m_d[:, None] & m_d[None, :], other=0)
+    t0 = i_g * R * C
+    m_td = ((t0 + o_c) < T)[:, None] & m_d[None, :]
+    o_td = ((i_b.to(tl.int64) * T + t0 + o_c[:, None]) * H + i_h) * D + o_d[None, :]
+    # [C, BD] the first chunk's U and Z = U A
+    b_u = tl.load(U + o_td, mask=m_td, other=0).to(tl.float32)
+    b_z = tl.dot(b_u, b_A, input_precision="tf32x3")
+    for j in range(R):
+        t0 = (i_g * R + j) * C
+        m_td = ((t0 + o_c) < T)[:, None] & m_d[None, :]
+        o_td = ((i_b.to(tl.int64) * T + t0 + o_c[:, None]) * H + i_h) * D + o_d[None, :]
+        # [C, BD] this chunk's X, the next chunk's U (0 past the group or the sequence: identity steps)
+        m_next = (((t0 + C + o_c) < T) & (j + 1 < R))[:, None] & m_d[None, :]
+        b_x = tl.load(X + o_td, mask=m_td, other=0)
+        b_un = tl.load(U + o_td + C * H * D, mask=m_next, other=0).to(tl.float32)
+        # the large products, independent of this chunk's elimination
+        b_xa = tl.dot(b_x, b_A, input_precision="tf32x3")
+        b_za = tl.dot(b_un, b_A, input_precision="tf32x3")
+        # [C, C] L⁻¹ of I + U Zᵀ, then W = L⁻¹ Z
+        b_Li = inverse_cholesky(tl.dot(b_u, tl.trans(b_z), input_precision="tf32x3") + eye, C)
+        b_w = tl.dot(b_Li, b_z, input_precision="tf32x3")
+        b_xw = tl.where(o_c[:, None] >= o_c[None, :], tl.dot(b_x, tl.trans(b_w), input_precision="tf32x3"), 0)
+        b_y = b_xa - tl.dot(b_xw, b_w, input_precision="tf32x3")
+        if UNIT:
+            b_n = tl.sqrt(tl.sum(b_y * b_y, axis=1))
+            b_y = b_y / tl.maximum(b_n, EPS_)[:, None]
+            tl.store(N + (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h, b_n, mask=(t0 + o_c) < T)
+        tl.store(Y + o_td, b_y, mask=m_td)
+        # the next chunk's Z = U' A_{j+1} = U' A_j − (U' Wᵀ) W, every token of this chunk before it
+        b_z = b_za - tl.dot(tl.dot(b_un, tl.trans(b_w), input_precision="tf32x3"), b_w, input_precision="tf32x3")
+        b_u = b_un
+        b_A -= tl.dot(tl.trans(b_w), b_w, input_precision="tf32x3")
+
+
+def ahead_apply(X, U, A_starts, grouping, unit=False, *, warps=8):
+    """`triton.triton_apply`'s contract on `gate_ahead_kernel` (`unit` inside the kernel at every head dim)."""
+    B, T, H, D = X.shape
+    Y = torch.empty_like(X)
+    norms = torch.empty(X.shape[:-1], dtype=torch.float32, device=X.device) if unit else None
+    A_starts = A_starts.contiguous()
+    SG = A_starts.shape[2]
+    BD = max(16, triton.next_power_of_2(D))
+    gate_ahead_kernel[(SG, B * H)](
+        X, U, A_starts, Y, norms, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit, EPS_=1e-12,
+        num_warps=warps,
     )  # fmt: skip
     return Y, norms
