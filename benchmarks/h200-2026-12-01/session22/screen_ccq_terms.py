@@ -3,10 +3,11 @@
 
     PYTHONPATH=. python benchmarks/h200-2026-12-01/session22/screen_ccq_terms.py [--out DIR]
 
-`ccq_query` alone (decayed, centred, bf16, B = 1, H = 16) and CCQ on GDN (`ccq_query` then `delta_rule`, as
-`vla-speed`'s CCQ-GDN contender), forward + backward, ms by `triton.testing.do_bench`, the two settings alternated
-over three rounds; and the gradients' relative difference between them. Then `ccq_query` alone with the scan over
-chunks (`state.SCAN_CB`, `state.SCAN_BE`) on other chunks a step and entries a program.
+`ccq_query` alone (decayed, centred, bf16, B = 1, H = 16, unit keys) and CCQ on GDN (`ccq_query` then `delta_rule`
+on the same keys, `λ` = `β`, as `vla-speed`'s CCQ-GDN contender), forward + backward, ms by
+`triton.testing.do_bench`, the two settings alternated over three rounds; and the gradients' relative difference
+between them. Then `ccq_query` alone with the scan over chunks (`state.SCAN_CB`, `state.SCAN_BE`) on other chunks a
+step and entries a program.
 """
 
 from __future__ import annotations
@@ -41,19 +42,20 @@ def main() -> None:
         def rand(*shape, scale=1.0):
             return (scale * torch.randn(*shape, device="cuda", generator=gen)).bfloat16().requires_grad_()
 
-        q, k, v = rand(1, T, H, K), rand(1, T, H, K), rand(1, T, H, K)
-        lam = torch.rand(1, T, H, device="cuda", generator=gen).requires_grad_()
-        g = (-0.05 * torch.rand(1, T, H, device="cuda", generator=gen)).requires_grad_()
-        beta = torch.rand(1, T, H, device="cuda", generator=gen).requires_grad_()
+        q, v = rand(1, T, H, K), rand(1, T, H, K)
+        k = F.normalize(torch.randn(1, T, H, K, device="cuda", generator=gen), dim=-1).bfloat16().requires_grad_()
+        g = (-0.1 * torch.rand(1, T, H, device="cuda", generator=gen)).requires_grad_()
+        lam = beta = torch.rand(1, T, H, device="cuda", generator=gen).requires_grad_()
         dy = torch.randn(1, T, H, K, device="cuda", generator=gen).bfloat16()
 
+        # as `vla-speed`'s CCQ-GDN: unit keys shared with GDN, λ = GDN's β
         def ccq_alone():
-            y, _ = ccq_query(q, k, lam, g=g, backend="triton")
+            y, _ = ccq_query(q, k, lam, g=g, normalize_keys=False, backend="triton")
             y.backward(dy)
 
         def ccq_gdn():
-            y, _ = ccq_query(q, k, lam, g=g, backend="triton")
-            o, _ = delta_rule(y, F.normalize(k, dim=-1), v, beta=beta, g=g, backend="triton")
+            y, _ = ccq_query(q, k, lam, g=g, normalize_keys=False, backend="triton")
+            o, _ = delta_rule(y, k, v, beta=beta, g=g, backend="triton")
             o.backward(dy)
 
         grads = {}
@@ -70,7 +72,7 @@ def main() -> None:
                 ms = {}
                 for setting in (32, 0):
                     function.TERMS_IN_ROWS_MAX_K = setting
-                    ms[setting] = do_bench(fn, warmup=5, rep=100, grad_to_none=[q, k, v, lam, g, beta])
+                    ms[setting] = do_bench(fn, warmup=5, rep=100, grad_to_none=[q, k, v, lam, g])
                 rows.append({"T": T, "call": call, "round": r, "rows_ms": ms[32], "own_ms": ms[0], "grad_diff": diff})
                 print(f"| {T} | {call} | {r} | {ms[32]:.3f} | {ms[0]:.3f} | {ms[32] / ms[0]:.3f} |", flush=True)
         function.TERMS_IN_ROWS_MAX_K = 32
