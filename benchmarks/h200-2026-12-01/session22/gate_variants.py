@@ -22,7 +22,9 @@ spills, 188 / 61 KB of shared memory; this walk 5,648 / 3,728, 18 – 25 barrier
 3,232 / 1,888 instructions and 10 barriers, this walk 3,528 / 2,000.
 
 `gate_ahead_kernel`: the library's row walk with the next chunk's `Z` a step ahead (its docstring): 7,088 / 4,488
-instructions, 98 barriers, 1,834 / 420 B of spills, 152 / 44 KB of shared memory.
+instructions, 98 barriers, 1,834 / 420 B of spills, 152 / 44 KB of shared memory. `gate_halves_kernel`: the walk
+on columns with `A` in two column halves (d = 128 on eight warps / d = 64 on four): 5,648 / 3,848 instructions,
+30 – 37 barriers, 856 / 0 B of spills, 64 / 32 KB.
 """
 
 from __future__ import annotations
@@ -218,6 +220,74 @@ def ahead_apply(X, U, A_starts, grouping, unit=False, *, warps=8):
     SG = A_starts.shape[2]
     BD = max(16, triton.next_power_of_2(D))
     gate_ahead_kernel[(SG, B * H)](
+        X, U, A_starts, Y, norms, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit, EPS_=1e-12,
+        num_warps=warps,
+    )  # fmt: skip
+    return Y, norms
+
+
+@triton.jit
+def _halves(b_x, BD: tl.constexpr, C: tl.constexpr):
+    """`[BD, C]` -> its first and last `BD / 2` rows."""
+    return tl.split(tl.permute(tl.reshape(b_x, (2, BD // 2, C)), (1, 2, 0)))
+
+
+@triton.jit(do_not_specialize=["T", "SG"])
+def gate_halves_kernel(X, U, A0, Y, N, T, SG, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
+                       R: tl.constexpr, UNIT: tl.constexpr, EPS_: tl.constexpr):  # fmt: skip
+    """The walk on columns with `A` held as its two column halves `A_L = A[:, :BD/2]`, `A_R = A[:, BD/2:]`, so that a
+    product's split operand (`tf32x3`) is half of `A`: `A Uᵀ = A_L Uᵀ_top + A_R Uᵀ_bot`, `A_L ← A_L − Wᵀ W_top`."""
+    HB: tl.constexpr = BD // 2
+    i_g, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    o_c = tl.arange(0, C)
+    o_d = tl.arange(0, BD)
+    o_h = tl.arange(0, HB)
+    m_d = o_d < D
+    m_lo, m_hi = o_h < D, (HB + o_h) < D
+    eye = tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)
+    o_A = (i_bh.to(tl.int64) * SG + i_g) * D * D + o_d[:, None] * D
+    b_AL = tl.load(A0 + o_A + o_h[None, :], mask=m_d[:, None] & m_lo[None, :], other=0)
+    b_AR = tl.load(A0 + o_A + HB + o_h[None, :], mask=m_d[:, None] & m_hi[None, :], other=0)
+    for j in range(R):
+        t0 = (i_g * R + j) * C
+        m_t = (t0 + o_c) < T
+        o_t = ((i_b.to(tl.int64) * T + t0 + o_c[None, :]) * H + i_h) * D
+        m_dt = m_d[:, None] & m_t[None, :]
+        # [BD, C] columns u_t, x_t, and their halves [HB, C]
+        b_ut = tl.load(U + o_t + o_d[:, None], mask=m_dt, other=0).to(tl.float32)
+        b_u0 = tl.load(U + o_t + o_h[:, None], mask=m_lo[:, None] & m_t[None, :], other=0).to(tl.float32)
+        b_u1 = tl.load(U + o_t + HB + o_h[:, None], mask=m_hi[:, None] & m_t[None, :], other=0).to(tl.float32)
+        b_xt = tl.load(X + o_t + o_d[:, None], mask=m_dt, other=0)
+        b_x0 = tl.load(X + o_t + o_h[:, None], mask=m_lo[:, None] & m_t[None, :], other=0)
+        b_x1 = tl.load(X + o_t + HB + o_h[:, None], mask=m_hi[:, None] & m_t[None, :], other=0)
+        b_zt = tl.dot(b_AL, b_u0, input_precision="tf32x3") + tl.dot(b_AR, b_u1, input_precision="tf32x3")
+        b_ax = tl.dot(b_AL, b_x0, input_precision="tf32x3") + tl.dot(b_AR, b_x1, input_precision="tf32x3")
+        b_Li = inverse_cholesky(tl.dot(tl.trans(b_ut), b_zt, input_precision="tf32x3") + eye, C)
+        b_wt = tl.dot(b_zt, tl.trans(b_Li), input_precision="tf32x3")
+        b_wx = tl.dot(tl.trans(b_wt), b_xt, input_precision="tf32x3")
+        b_wx = tl.where(o_c[:, None] <= o_c[None, :], b_wx, 0)
+        b_yt = b_ax - tl.dot(b_wt, b_wx, input_precision="tf32x3")
+        if UNIT:
+            b_n = tl.sqrt(tl.sum(b_yt * b_yt, axis=0))
+            b_yt = b_yt / tl.maximum(b_n, EPS_)[None, :]
+            tl.store(N + (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h, b_n, mask=m_t)
+        tl.store(Y + o_t + o_d[:, None], b_yt, mask=m_dt)
+        # [BD, C] @ [C, HB] -> [BD, HB], twice
+        b_w0, b_w1 = _halves(b_wt, BD, C)
+        b_AL -= tl.dot(b_wt, tl.trans(b_w0), input_precision="tf32x3")
+        b_AR -= tl.dot(b_wt, tl.trans(b_w1), input_precision="tf32x3")
+
+
+def halves_apply(X, U, A_starts, grouping, unit=False, *, warps=8):
+    """`triton.triton_apply`'s contract on `gate_halves_kernel` (`unit` inside the kernel)."""
+    B, T, H, D = X.shape
+    Y = torch.empty_like(X)
+    norms = torch.empty(X.shape[:-1], dtype=torch.float32, device=X.device) if unit else None
+    A_starts = A_starts.contiguous()
+    SG = A_starts.shape[2]
+    BD = max(32, triton.next_power_of_2(D))
+    gate_halves_kernel[(SG, B * H)](
         X, U, A_starts, Y, norms, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit, EPS_=1e-12,
         num_warps=warps,
     )  # fmt: skip

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gate_variants import ahead_apply, columns_apply
+from gate_variants import ahead_apply, columns_apply, halves_apply
 
 from linattn.ops.vla.cholesky import triton_spd_inverse
 from linattn.ops.vla.chunk import group_inverses
@@ -56,6 +56,8 @@ def main() -> None:
             X, U, A, g, unit, warps=8, factors=None if unit else factors[X.shape]
         ),
         "merged-8w": lambda X, U, A, g, unit: columns_apply(X, U, A, g, unit, merge=True, warps=8),
+        # the walk on columns with A in two column halves (less of A split at once)
+        "halves-8w": lambda X, U, A, g, unit: halves_apply(X, U, A, g, unit, warps=8 if X.shape[-1] > 64 else 4),
         # the library's row walk, the next chunk's Z a step ahead; the library's warps (8 at d = 128, 4 at 64)
         "ahead": lambda X, U, A, g, unit: ahead_apply(X, U, A, g, unit, warps=8 if X.shape[-1] > 64 else 4),
     }
