@@ -3,11 +3,12 @@ library's `gate_apply_kernel`, one process, one GPU.
 
     PYTHONPATH=. python benchmarks/h200-2026-12-01/session22/screen_gate.py [--out DIR]
 
-For each head dim and length (bf16 `u`, B = 1, H = 16, the groups' first `A` as `vla` forms them), the forward's call
-(`unit`: normalised rows and norms) and the backward's (plain rows): ms by `triton.testing.do_bench`, and each
-variant's relative error against the library kernel; also the library kernel keeping every chunk's `L⁻¹` in the
-forward and reading it in the backward (the backward's rows then come from other `X` than the forward's, as in
-training: the kept factors depend on `U` and `A` only). Prints a table; writes `screen-gate.json` under `--out`.
+For each head dim (`--dims`, default 128) and length (bf16 `u`, B = 1, H = 16, the groups' first `A` as `vla`
+forms them), the forward's call (`unit`: normalised rows and norms) and the backward's (plain rows): ms by
+`triton.testing.do_bench`, and each variant's relative error against the library kernel; also the library kernel
+keeping every chunk's `L⁻¹` in the forward and reading it in the backward (the backward's rows then come from other
+`X` than the forward's, as in training: the kept factors depend on `U` and `A` only). Prints a table; writes
+`screen-gate.json` under `--out`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def rel(a, b):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
-    parser.add_argument("--dims", default="128,64")
+    parser.add_argument("--dims", default="128")
     parser.add_argument("--lengths", default="4096,65536")
     args = parser.parse_args()
     factors = {}  # the forward's kept L⁻¹ per (d, T), which the backward's call reads
