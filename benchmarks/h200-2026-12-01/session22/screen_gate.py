@@ -6,9 +6,8 @@ library's `gate_apply_kernel`, one process, one GPU.
 For each head dim (`--dims`, default 128) and length (bf16 `u`, B = 1, H = 16, the groups' first `A` as `vla`
 forms them), the forward's call (`unit`: normalised rows and norms) and the backward's (plain rows): ms by
 `triton.testing.do_bench`, and each variant's relative error against the library kernel; also the library kernel
-keeping every chunk's `L⁻¹` in the forward and reading it in the backward (the backward's rows then come from other
-`X` than the forward's, as in training: the kept factors depend on `U` and `A` only). Prints a table; writes
-`screen-gate.json` under `--out`.
+keeping every chunk's `L⁻¹` in the forward and reading it in the backward (the factors depend on `U` and `A` only,
+so the backward's call may read them whatever its `X`). Prints a table; writes `screen-gate.json` under `--out`.
 """
 
 from __future__ import annotations
