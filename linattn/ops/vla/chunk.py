@@ -81,11 +81,12 @@ class Grouping:
         return self.C * self.R
 
 
-# `(X, U, A_starts, grouping, unit, *, keep=False, factors=None) -> (rows, norms, factors)`: the rows `A_t x_t` and
-# None, or with `unit` those rows normalised (`unit_rows`' value) and their norms `‖A_t x_t‖` (`[B, T, H]`);
-# `torch_apply` here, Triton in `triton.py`. `keep`: also return the chunks' factors (Triton: each chunk's `L⁻¹`),
-# which a later call on the same `U, A_starts` takes as `factors` and reads instead of forming them; a backend that
-# keeps none returns None (and is given None)
+# `(X, U, A_starts, grouping, unit, *, keep=False, factors=None, unit_grad=None) -> (rows, norms, factors)`: the rows
+# `A_t x_t` and None, or with `unit` those rows normalised (`unit_rows`' value) and their norms `‖A_t x_t‖`
+# (`[B, T, H]`); `torch_apply` here, Triton in `triton.py`. `keep`: also return the chunks' factors (Triton: each
+# chunk's `L⁻¹`), which a later call on the same `U, A_starts` takes as `factors` and reads instead of forming them; a
+# backend that keeps none returns None (and is given None). `unit_grad = (α̂, norms)`: `X` is `∂L/∂α̂` of rows
+# normalised so (a forward's `unit` output), and the rows mapped are `x = unit_rows_grad(α̂, norms, X)`
 Apply = Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]
 # `(u, a, α̂, max(‖α‖, EPS), F_T or None) -> (∂L/∂u, ∂L/∂M_0)`: `penalty_grads` here, Triton in `penalty_grads.py`
 PenaltyGrads = Callable[
@@ -172,11 +173,14 @@ def torch_apply(
     *,
     keep: bool = False,
     factors: None = None,
+    unit_grad: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, None]:
     """Rows `A_t x_t` of `X: [B, T, H, d]`, `A_t` the inverse penalty after token t's update: per chunk a `C × C`
     Cholesky gives `W_c`, and `A_{c+1} = A_c − W_cᵀ W_c` inside each group (all groups at once, from `A_starts`).
     `U` may be in a lower precision than `X`; it is used in `X`'s. `unit`: as `Apply`; no factors are kept (a chunk
     of 64 or 128 tokens' factor would weigh as much as `X`)."""
+    if unit_grad is not None:
+        X = unit_rows_grad(unit_grad[0], unit_grad[1][..., None], X)
     T = X.shape[1]
     C, R = grouping.C, grouping.R
     Xc, Uc = to_chunks(X, C), to_chunks(U.to(X.dtype), C)  # [B, H, N, C, d]
@@ -245,10 +249,13 @@ class _ChunkGate(torch.autograd.Function):
     def backward(ctx, d_alpha_hat, d_A_final):
         u, A_starts, alpha_hat, norms, A_final, factors = ctx.saved_tensors
         n = norms[..., None]
-        # through the normalisation, as `unit_rows`' backward
-        d_alpha = torch.zeros_like(alpha_hat) if d_alpha_hat is None else unit_rows_grad(alpha_hat, n, d_alpha_hat)
-        a, _, _ = ctx.kernels.apply(d_alpha, u, A_starts, ctx.grouping, False, factors=factors)  # a_t = A_t g_t
-        del d_alpha
+        # a_t = A_t g_t, `[B, T, H, d]`, with g = ∂L/∂α through the normalisation (as `unit_rows`' backward), which
+        # the apply forms from ∂L/∂α̂ row by row
+        g_hat = torch.zeros_like(alpha_hat) if d_alpha_hat is None else d_alpha_hat.contiguous()
+        a, _, _ = ctx.kernels.apply(
+            g_hat, u, A_starts, ctx.grouping, False, factors=factors, unit_grad=(alpha_hat, norms)
+        )
+        del g_hat
         # F = −A_T sym(∂L/∂A_T) A_T, per (batch, head)
         F_T = None if d_A_final is None else -A_final @ _sym(d_A_final) @ A_final
         du, dM0 = ctx.kernels.grads(u, a, alpha_hat, n.clamp_min(EPS), F_T)  # α = max(‖α‖, EPS) α̂

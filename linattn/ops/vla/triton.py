@@ -69,6 +69,8 @@ def gate_apply_kernel(
     Y,
     N,
     LI,
+    YA,
+    NA,
     T,
     SG,
     H: tl.constexpr,
@@ -80,12 +82,15 @@ def gate_apply_kernel(
     EPS_: tl.constexpr,
     KEEP_LI: tl.constexpr,
     READ_LI: tl.constexpr,
+    UNIT_GRAD: tl.constexpr,
 ):
     """One program per (group, batch · head). `X, Y: [B, T, H, D]` float32, `U: [B, T, H, D]` any float dtype,
     `A0`: float32 `D × D` matrices, a head's groups `SG` matrices apart (`[B, H, SG, D, D]`, `SG ≥ ⌈T / (C R)⌉`).
     `UNIT`: rows `y / max(‖y‖, EPS)` into `Y` and the norms `‖y‖` into `N: [B, T, H]` float32 (`EPS_`: the
     clamp). `LI: [B·H, NG·R, C, C]` float32 (`NG` the grid's groups): every chunk's `L⁻¹`, written with `KEEP_LI`,
-    read in place of the elimination with `READ_LI`."""
+    read in place of the elimination with `READ_LI`. `UNIT_GRAD`: `X` holds `∂L/∂α̂` of the forward's rows
+    `α̂ = α / max(‖α‖, EPS)` (`YA: [B, T, H, D]`, their norms `NA: [B, T, H]`), and the rows mapped are `∂L/∂α`
+    (`unit_rows_grad` on each loaded row)."""
     i_g, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_c = tl.arange(0, C)
@@ -104,6 +109,13 @@ def gate_apply_kernel(
         # [C, BD]
         b_u = tl.load(U + o_td, mask=m_td, other=0).to(tl.float32)
         b_x = tl.load(X + o_td, mask=m_td, other=0)
+        if UNIT_GRAD:
+            # ∂L/∂α = (g − α̂ (α̂ᵀg)) / ‖α‖, or g / EPS where the clamp held
+            b_ah = tl.load(YA + o_td, mask=m_td, other=0).to(tl.float32)
+            o_tn = (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h
+            b_na = tl.load(NA + o_tn, mask=(t0 + o_c) < T, other=1).to(tl.float32)
+            b_dot = tl.where(b_na >= EPS_, tl.sum(b_ah * b_x, axis=1), 0)
+            b_x = (b_x - b_ah * b_dot[:, None]) / tl.maximum(b_na, EPS_)[:, None]
         # [C, BD] @ [BD, BD] -> [C, BD]: rows A_c u_t
         b_z = tl.dot(b_u, b_A, input_precision="tf32x3")
         # [C, C]: L⁻¹ for L Lᵀ = I + U A_c Uᵀ (or as an earlier call formed it), then W = L⁻¹ Z
@@ -141,13 +153,15 @@ def triton_apply(
     *,
     keep: bool = False,
     factors: torch.Tensor | None = None,
+    unit_grad: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """`chunk.Apply`'s contract on the kernel: `X: [B, T, H, d]` float32 and `U: [B, T, H, d]` float32,
     bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32 (a head's groups may lie further
     apart, as `group_inverses` leaves them); returns rows `A_t x_t`, `[B, T, H, d]` float32, with `unit` those
     rows normalised and their norms (inside the kernel up to d = 64, by one more launch above), and with `keep`
     every chunk's `L⁻¹` (`[B·H, ⌈T / L⌉·R, C, C]` float32, 16 floats a token and head), which a call with them as
-    `factors` reads in place of its 16-step elimination (the backward's call: `L⁻¹` depends on `U` and `A` only)."""
+    `factors` reads in place of its 16-step elimination (the backward's call: `L⁻¹` depends on `U` and `A` only).
+    `unit_grad = (α̂, norms)`: as `chunk.Apply`, inside the kernel."""
     B, T, H, D = X.shape
     if X.dtype != torch.float32 or A_starts.dtype != torch.float32 or U.dtype == torch.float64:
         raise TypeError(f"vla gate kernel: float32 X and A_starts, a float32, bfloat16 or float16 U expected, got "
@@ -173,10 +187,11 @@ def triton_apply(
         raise ValueError(f"vla gate kernel: factors of shape {shape}, float32 expected, got {tuple(factors.shape)}, "
                          f"{factors.dtype}")  # fmt: skip
     kept = torch.empty(shape, dtype=torch.float32, device=X.device) if keep and factors is None else None
+    alpha_hat, alpha_norms = (None, None) if unit_grad is None else (x.contiguous() for x in unit_grad)
     gate_apply_kernel[grid](
-        X, U, A_starts, Y, norms, factors if factors is not None else kept, T, SG,
-        H=H, D=D, BD=BD, C=grouping.C, R=grouping.R,
-        UNIT=in_kernel, EPS_=EPS, KEEP_LI=kept is not None, READ_LI=factors is not None, num_warps=warps,
+        X, U, A_starts, Y, norms, factors if factors is not None else kept, alpha_hat, alpha_norms, T, SG,
+        H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=in_kernel, EPS_=EPS,
+        KEEP_LI=kept is not None, READ_LI=factors is not None, UNIT_GRAD=unit_grad is not None, num_warps=warps,
     )  # fmt: skip
     if unit and not in_kernel:
         return *unit_rows_in_place(Y), kept

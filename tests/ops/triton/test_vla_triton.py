@@ -89,12 +89,12 @@ def test_kept_factors_give_the_recomputed_gradients(d):
     cot = torch.randn(1, 100, 2, d, generator=gen)
     calls = []
 
-    def recording(*args, keep=False, factors=None):
+    def recording(*args, keep=False, factors=None, **kwargs):
         calls.append((keep, factors is not None))
-        return triton_apply(*args, keep=keep, factors=factors)
+        return triton_apply(*args, keep=keep, factors=factors, **kwargs)
 
-    def forming(*args, keep=False, factors=None):
-        return triton_apply(*args)
+    def forming(*args, keep=False, factors=None, **kwargs):
+        return triton_apply(*args, **kwargs)
 
     def grads(apply):
         kernels = GateKernels(apply, triton_penalty_grads, triton_spd_inverse)
@@ -108,6 +108,31 @@ def test_kept_factors_give_the_recomputed_gradients(d):
     with torch.no_grad():
         gate(unit_rows(k), u, None, 0.1, Grouping(16, 3), GateKernels(recording))
     assert calls[-1] == (False, False)
+
+
+@pytest.mark.parametrize("d", [24, 128])
+def test_kernel_forms_the_normalisations_gradient(d):
+    """The backward's call takes `∂L/∂α̂` and forms `∂L/∂α` row by row inside the kernel (`unit_grad`): as
+    `unit_rows_grad` then the plain call, a row whose norm is under the clamp (a zero `α`) included."""
+    from linattn.ops.unit_rows.api import unit_rows_grad
+    from linattn.ops.vla.chunk import Grouping
+    from linattn.ops.vla.triton import triton_apply
+
+    gen = torch.Generator().manual_seed(6)
+    B, T, H, g = 1, 50, 2, Grouping(16, 2)
+    alpha = torch.randn(B, T, H, d, generator=gen)
+    alpha[0, 7, 1] = 0  # under the clamp: ∂L/∂α = g / EPS there
+    norms = alpha.norm(dim=-1)
+    alpha_hat = alpha / norms.clamp_min(1e-12)[..., None]
+    g_hat = torch.randn(B, T, H, d, generator=gen)
+    u = torch.randn(B, T, H, d, generator=gen) / d
+    P = torch.randn(B, H, 2, 8, d, generator=gen) / d**0.5
+    A = torch.linalg.inv(0.1 * torch.eye(d) + P.mT @ P)  # the two groups' first A, SPD
+    got, _, _ = triton_apply(g_hat, u, A, g, unit_grad=(alpha_hat, norms))
+    want, _, _ = triton_apply(unit_rows_grad(alpha_hat, norms[..., None], g_hat), u, A, g)
+    clamped = torch.zeros(B, T, H, dtype=torch.bool)
+    clamped[0, 7, 1] = True  # its ∂L/∂α is 1e12 times the others': compared on its own
+    assert rel_err(got[clamped], want[clamped]) < 1e-6 and rel_err(got[~clamped], want[~clamped]) < 1e-6
 
 
 @pytest.mark.parametrize("d", [5, 24, 32, 64, 96, 128])
