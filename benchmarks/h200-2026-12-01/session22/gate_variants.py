@@ -147,20 +147,26 @@ def gate_columns_kernel(X, U, A0, Y, N, LI, T, SG, H: tl.constexpr, D: tl.conste
         _walk(X, U, Y, N, LI, T, b_A, i_g, i_b, i_h, i_bh, H, D, BD, C, R, UNIT, EPS_, READ_LI)
 
 
-def columns_apply(X, U, A_starts, grouping, unit=False, *, merge=False, warps=8, factors=None):
-    """`triton.triton_apply`'s contract on `gate_columns_kernel` (`unit` inside the kernel at every head dim; reads
-    `factors` as the library kernel keeps them, keeps none itself)."""
+def _launch(kernel, X, U, A_starts, grouping, unit, warps, *pointers, min_block=16, **constexprs):
+    """`triton.triton_apply`'s contract on one of these kernels (`unit` inside the kernel at every head dim):
+    `(rows, norms or None)`; `pointers` go between `N` and `T` in the kernel's arguments."""
     B, T, H, D = X.shape
     Y = torch.empty_like(X)
     norms = torch.empty(X.shape[:-1], dtype=torch.float32, device=X.device) if unit else None
     A_starts = A_starts.contiguous()
     SG = A_starts.shape[2]
-    BD = max(16, triton.next_power_of_2(D))
-    gate_columns_kernel[(SG, B * H)](
-        X, U, A_starts, Y, norms, factors, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit, EPS_=1e-12,
-        MERGE=merge, READ_LI=factors is not None, num_warps=warps,
+    BD = max(min_block, triton.next_power_of_2(D))
+    kernel[(SG, B * H)](
+        X, U, A_starts, Y, norms, *pointers, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit,
+        EPS_=1e-12, num_warps=warps, **constexprs,
     )  # fmt: skip
     return Y, norms
+
+
+def columns_apply(X, U, A_starts, grouping, unit=False, *, merge=False, warps=8, factors=None):
+    """`gate_columns_kernel` (reads `factors` as the library kernel keeps them, keeps none itself)."""
+    return _launch(gate_columns_kernel, X, U, A_starts, grouping, unit, warps, factors, MERGE=merge,
+                   READ_LI=factors is not None)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["T", "SG"])
@@ -212,18 +218,8 @@ def gate_ahead_kernel(X, U, A0, Y, N, T, SG, H: tl.constexpr, D: tl.constexpr, B
 
 
 def ahead_apply(X, U, A_starts, grouping, unit=False, *, warps=8):
-    """`triton.triton_apply`'s contract on `gate_ahead_kernel` (`unit` inside the kernel at every head dim)."""
-    B, T, H, D = X.shape
-    Y = torch.empty_like(X)
-    norms = torch.empty(X.shape[:-1], dtype=torch.float32, device=X.device) if unit else None
-    A_starts = A_starts.contiguous()
-    SG = A_starts.shape[2]
-    BD = max(16, triton.next_power_of_2(D))
-    gate_ahead_kernel[(SG, B * H)](
-        X, U, A_starts, Y, norms, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit, EPS_=1e-12,
-        num_warps=warps,
-    )  # fmt: skip
-    return Y, norms
+    """`gate_ahead_kernel`."""
+    return _launch(gate_ahead_kernel, X, U, A_starts, grouping, unit, warps)
 
 
 @triton.jit
@@ -280,15 +276,5 @@ def gate_halves_kernel(X, U, A0, Y, N, T, SG, H: tl.constexpr, D: tl.constexpr, 
 
 
 def halves_apply(X, U, A_starts, grouping, unit=False, *, warps=8):
-    """`triton.triton_apply`'s contract on `gate_halves_kernel` (`unit` inside the kernel)."""
-    B, T, H, D = X.shape
-    Y = torch.empty_like(X)
-    norms = torch.empty(X.shape[:-1], dtype=torch.float32, device=X.device) if unit else None
-    A_starts = A_starts.contiguous()
-    SG = A_starts.shape[2]
-    BD = max(32, triton.next_power_of_2(D))
-    gate_halves_kernel[(SG, B * H)](
-        X, U, A_starts, Y, norms, T, SG, H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=unit, EPS_=1e-12,
-        num_warps=warps,
-    )  # fmt: skip
-    return Y, norms
+    """`gate_halves_kernel` (blocks of at least 32 rows: two halves of 16)."""
+    return _launch(gate_halves_kernel, X, U, A_starts, grouping, unit, warps, min_block=32)
