@@ -54,6 +54,26 @@ def _inverse_cholesky_steps(b_G, C: tl.constexpr, STEPS: tl.constexpr):
 
 
 @triton.jit
+def _columns_out(b_zt, b_ax, b_xt, b_Li, Y, N, o_dt, m_dt, T, t0, i_b, i_h, H: tl.constexpr, C: tl.constexpr,
+                 UNIT: tl.constexpr, EPS_: tl.constexpr):  # fmt: skip
+    """One chunk of the walk on columns after `Zᵀ`, `A Xᵀ` and `L⁻¹`: `Yᵀ` (normalised with `UNIT`) into `Y`;
+    returns `Wᵀ` `[BD, C]` for the downdate."""
+    o_c = tl.arange(0, C)
+    # [BD, C] @ [C, C] -> [BD, C]
+    b_wt = tl.dot(b_zt, tl.trans(b_Li), input_precision="tf32x3")
+    # [C, C]: (W Xᵀ)[s, t] = w_sᵀ x_t, kept on s ≤ t
+    b_wx = tl.dot(tl.trans(b_wt), b_xt, input_precision="tf32x3")
+    b_wx = tl.where(o_c[:, None] <= o_c[None, :], b_wx, 0)
+    b_yt = b_ax - tl.dot(b_wt, b_wx, input_precision="tf32x3")
+    if UNIT:
+        b_n = tl.sqrt(tl.sum(b_yt * b_yt, axis=0))
+        b_yt = b_yt / tl.maximum(b_n, EPS_)[None, :]
+        tl.store(N + (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h, b_n, mask=(t0 + o_c) < T)
+    tl.store(Y + o_dt, b_yt, mask=m_dt)
+    return b_wt
+
+
+@triton.jit
 def _walk(X, U, Y, N, LI, T, b_A, i_g, i_b, i_h, i_bh, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
           C: tl.constexpr, R: tl.constexpr, UNIT: tl.constexpr, EPS_: tl.constexpr, READ_LI: tl.constexpr):  # fmt: skip
     o_c = tl.arange(0, C)
@@ -76,17 +96,7 @@ def _walk(X, U, Y, N, LI, T, b_A, i_g, i_b, i_h, i_bh, H: tl.constexpr, D: tl.co
             b_Li = tl.load(LI + o_li)
         else:
             b_Li = inverse_cholesky(tl.dot(tl.trans(b_ut), b_zt, input_precision="tf32x3") + eye, C)
-        # [BD, C] @ [C, C] -> [BD, C]
-        b_wt = tl.dot(b_zt, tl.trans(b_Li), input_precision="tf32x3")
-        # [C, C]: (W Xᵀ)[s, t] = w_sᵀ x_t, kept on s ≤ t
-        b_wx = tl.dot(tl.trans(b_wt), b_xt, input_precision="tf32x3")
-        b_wx = tl.where(o_c[:, None] <= o_c[None, :], b_wx, 0)
-        b_yt = b_ax - tl.dot(b_wt, b_wx, input_precision="tf32x3")
-        if UNIT:
-            b_n = tl.sqrt(tl.sum(b_yt * b_yt, axis=0))
-            b_yt = b_yt / tl.maximum(b_n, EPS_)[None, :]
-            tl.store(N + (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h, b_n, mask=(t0 + o_c) < T)
-        tl.store(Y + o_dt, b_yt, mask=m_dt)
+        b_wt = _columns_out(b_zt, b_ax, b_xt, b_Li, Y, N, o_dt, m_dt, T, t0, i_b, i_h, H, C, UNIT, EPS_)
         # [BD, C] @ [C, BD] -> [BD, BD]
         b_A -= tl.dot(b_wt, tl.trans(b_wt), input_precision="tf32x3")
 
@@ -260,15 +270,7 @@ def gate_halves_kernel(X, U, A0, Y, N, T, SG, H: tl.constexpr, D: tl.constexpr, 
         b_zt = tl.dot(b_AL, b_u0, input_precision="tf32x3") + tl.dot(b_AR, b_u1, input_precision="tf32x3")
         b_ax = tl.dot(b_AL, b_x0, input_precision="tf32x3") + tl.dot(b_AR, b_x1, input_precision="tf32x3")
         b_Li = inverse_cholesky(tl.dot(tl.trans(b_ut), b_zt, input_precision="tf32x3") + eye, C)
-        b_wt = tl.dot(b_zt, tl.trans(b_Li), input_precision="tf32x3")
-        b_wx = tl.dot(tl.trans(b_wt), b_xt, input_precision="tf32x3")
-        b_wx = tl.where(o_c[:, None] <= o_c[None, :], b_wx, 0)
-        b_yt = b_ax - tl.dot(b_wt, b_wx, input_precision="tf32x3")
-        if UNIT:
-            b_n = tl.sqrt(tl.sum(b_yt * b_yt, axis=0))
-            b_yt = b_yt / tl.maximum(b_n, EPS_)[None, :]
-            tl.store(N + (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h, b_n, mask=m_t)
-        tl.store(Y + o_t + o_d[:, None], b_yt, mask=m_dt)
+        b_wt = _columns_out(b_zt, b_ax, b_xt, b_Li, Y, N, o_t + o_d[:, None], m_dt, T, t0, i_b, i_h, H, C, UNIT, EPS_)
         # [BD, C] @ [C, HB] -> [BD, HB], twice
         b_w0, b_w1 = _halves(b_wt, BD, C)
         b_AL -= tl.dot(b_wt, tl.trans(b_w0), input_precision="tf32x3")
