@@ -167,34 +167,3 @@ def test_states_are_kept_only_where_the_backward_would_recompute_them_alike():
     assert not keeps_states(x, x.float(), None, False, "tf32")  # float32 keys: the backward takes three passes
     assert not keeps_states(x, x, None, True, "tf32") and not keeps_states(x, x, (x,), False, "tf32")
     assert not keeps_states(torch.zeros(1, 8, 1, 64), torch.zeros(1, 8, 1, 64), None, False, "tf32x3")  # K > 32
-
-
-@pytest.mark.parametrize("K", [16, 32])
-@pytest.mark.parametrize("with_state", [False, True])
-def test_chunk_terms_from_the_rows_kernel_match_their_own_launch(K, with_state, monkeypatch):
-    """Up to `TERMS_IN_ROWS_MAX_K` the rows kernel forms the state backward's chunk terms itself; the gradients
-    (initial state's included, varlen) are those of the terms' own launch, to float32 rounding."""
-    from linattn.ops.ccq.triton import function
-
-    gen = torch.Generator().manual_seed(1)
-    cu = torch.tensor([0, 50, 140])
-    shape = (1, 140, 2, K)
-    q = torch.randn(*shape, generator=gen).requires_grad_()
-    k = torch.nn.functional.normalize(torch.randn(*shape, generator=gen), dim=-1).requires_grad_()
-    lam = torch.rand(*shape[:3], generator=gen).requires_grad_()
-    g = (-0.1 * torch.rand(*shape[:3], generator=gen)).requires_grad_()
-    state = tuple(x.requires_grad_() for x in (torch.randn(2, 2, K, K, generator=gen), torch.randn(2, 2, K,
-                  generator=gen), 1 + torch.rand(2, 2, generator=gen)))  # fmt: skip
-    w = torch.randn(*shape, generator=gen)
-    inputs = (q, k, lam, g, *state) if with_state else (q, k, lam, g)
-
-    def grads():
-        y, _ = ccq_query(q, k, lam, g=g, initial_state=state if with_state else None, cu_seqlens=cu,
-                         normalize_keys=False, centered=True, backend="triton")  # fmt: skip
-        return torch.autograd.grad((y * w).sum(), inputs)
-
-    folded = grads()
-    monkeypatch.setattr(function, "TERMS_IN_ROWS_MAX_K", 0)
-    own_launch = grads()
-    for a, b in zip(folded, own_launch):
-        assert rel_err(a, b) < 1e-6

@@ -4,11 +4,11 @@ Forward, three launches (packed sequences included):
 1. `state.py`   `(C_c, m_c, Z_c)` at every chunk start: each chunk's term, then a scan     parallel, then over chunks
 2. `output.py`  `q' = q − λ/z (a − ρ b)` per chunk from its start state, written    per chunk, in parallel
 
-Backward, six launches (five up to K = 32, where B2 also forms B3's terms):
-B1. `state.py`      the chunk-start states again (the forward's two launches)                as 1.
-B2. `local_bwd.py`  per-row scalars `s, ρ, dr, dz, dG_Γ` and `dλ` (to K = 32: B3's terms)    per chunk, in parallel
+Backward, six launches:
+B1. `state.py`      the chunk-start states again (the forward's two launches)               as 1.
+B2. `local_bwd.py`  per-row scalars `s, ρ, dr, dz, dG_Γ` and `dλ`                     per chunk, in parallel
 B3. `state.py`      `(dC, dm, dZ)` at every chunk end, and the initial state's: terms, scan  parallel, then in reverse
-B4. `local_bwd.py`  `dq, dk, dg`                                                             per chunk, in parallel
+B4. `local_bwd.py`  `dq, dk, dg`                                                     per chunk, in parallel
 
 Recomputing the chunk-start states (B1) rather than saving them keeps the forward's memory at the inputs': the
 states take `4 K² / 64` bytes per token and head (1 KiB at `K = 128`), as the delta-rule engine decides too.
@@ -22,7 +22,7 @@ import torch
 
 from linattn.ops.ccq.triton.local_bwd import local_bwd, rows_bwd
 from linattn.ops.ccq.triton.output import output_fwd
-from linattn.ops.ccq.triton.state import TERMS_IN_ROWS_MAX_K, bwd_buffers, state_bwd, state_fwd
+from linattn.ops.ccq.triton.state import state_bwd, state_fwd
 from linattn.ops.delta_rule.triton.cumsum import chunk_layout
 from linattn.ops.delta_rule.triton.precision import grad_precision, state_precision
 
@@ -77,10 +77,9 @@ class CCQTriton(torch.autograd.Function):
         q, k, lam, g, C0, m0, Z0, *kept = ctx.saved_tensors
         layout = ctx.layout
         dy = torch.zeros_like(q) if dy is None else dy.to(q.dtype).contiguous()
-        B, _, H, K = q.shape
         dht = None
         if any(d is not None for d in (dCt, dmt, dZt)):
-            N = layout.N
+            N, H, K = layout.N, q.shape[2], q.shape[3]
             f32 = {"dtype": torch.float32, "device": q.device}
             zeros = (torch.zeros(N, H, K, K, **f32), torch.zeros(N, H, K, **f32), torch.zeros(N, H, **f32))
             dht = tuple(z if d is None else d.contiguous() for z, d in zip(zeros, (dCt, dmt, dZt)))
@@ -93,9 +92,8 @@ class CCQTriton(torch.autograd.Function):
             h = tuple(kept)
         else:
             h, _ = state_fwd(k, g, initial_state, False, layout, precision)
-        terms = bwd_buffers(B, H, K, layout, q.device) if K <= TERMS_IN_ROWS_MAX_K else None
-        rows, dlam = rows_bwd(q, k, lam, g, h, dy, ctx.centered, layout, precision, terms)
-        dh, dh0 = state_bwd(q, dy, g, rows, dht, initial_state is not None, layout, precision, terms)
+        rows, dlam = rows_bwd(q, k, lam, g, h, dy, ctx.centered, layout, precision)
+        dh, dh0 = state_bwd(q, dy, g, rows, dht, initial_state is not None, layout, precision)
         dq, dk, dg = local_bwd(q, k, g, h, dh, dy, rows, layout, precision)
         dC0, dm0, dZ0 = (None, None, None) if dh0 is None else (d.to(x.dtype) for d, x in zip(dh0, initial_state))
         return dq, dk, dlam, dg, dC0, dm0, dZ0, None

@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 
 from linattn.ops.ccq.triton.output import block_size, chunk_scores, read_state
-from linattn.ops.ccq.triton.state import State, bwd_term, chunk_decay
+from linattn.ops.ccq.triton.state import chunk_decay
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.precision import raw_precision
@@ -62,10 +62,6 @@ def ccq_rows_bwd_kernel(
     do,
     rows,
     dlam,
-    dhC,
-    dhm,
-    dhZ,
-    log_decay,
     cu_seqlens,
     chunk_indices,
     T,
@@ -80,10 +76,8 @@ def ccq_rows_bwd_kernel(
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
     PRECISION: tl.constexpr,
-    TERMS: tl.constexpr,
 ):
-    """One program per (chunk, batch row · head); `rows` in planes of `R = B·T·H` floats. With `TERMS` (`K ≤ BK`)
-    also the chunk's term of the state backward (`state.bwd_term`) into `dhC, dhm, dhZ, log_decay`."""
+    """One program per (chunk, batch row · head); `rows` in planes of `R = B·T·H` floats."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
@@ -100,7 +94,7 @@ def ccq_rows_bwd_kernel(
     last = tl.minimum(BT, T - i_t * BT) - 1
     o_r = t0 * H + i_h + o_i * H
 
-    b_gamma, _, b_D, b_G_last = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
+    b_gamma, _, b_D, _ = chunk_decay(g, t0, i_h, o_i, m_t, last, H, BT, USE_G)
     # [BT, BT] Q Kᵀ and dY Kᵀ, [BT] Q m_0 and dY m_0
     b_S, b_qm = chunk_scores(q, k, hm, o_i, m_t, K, H, BT, BK, RAW)
     b_F, b_dym = chunk_scores(do, k, hm, o_i, m_t, K, H, BT, BK, RAW)
@@ -142,9 +136,6 @@ def ccq_rows_bwd_kernel(
     tl.store(rows + 2 * R + o_r, b_dr, mask=m_t)
     tl.store(rows + 3 * R + o_r, b_dz, mask=m_t)
     tl.store(rows + 4 * R + o_r, b_dG, mask=m_t)
-    if TERMS:
-        bwd_term(q, do, dhC, dhm, dhZ, log_decay, b_gamma, b_s, b_rho, b_dr, b_dz, b_G_last, o_i, m_t, i_row, 0, H, K,
-                 BK, BK, PRECISION)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["T", "R"])
@@ -282,25 +273,20 @@ def rows_bwd(
     centered: bool,
     layout: ChunkLayout,
     precision: str = "tf32x3",
-    terms: tuple[State, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`q, k, do: [B, T, H, K]`, `lam: [B, T, H]`, `g: [B, T, H]` or None, chunk-start states `h = (C, m, Z)`.
     Returns float32 `rows: [5, B, T, H]` (`s, ρ, dr, dz, dG_Γ`) and `dλ: [B, T, H]` in lam's dtype. `precision`: of
-    the products with float32 intermediates (`precision.grad_precision`). `terms`: `state.bwd_buffers` to fill with
-    the chunks' terms of the state backward, for K up to one key block (`state.TERMS_IN_ROWS_MAX_K`), or None."""
+    the products with float32 intermediates (`precision.grad_precision`)."""
     B, T, H, K = q.shape
     BK = block_size(K)
-    if terms is not None and K > BK:
-        raise ValueError(f"rows_bwd: the chunk terms need K ≤ {BK} (one key block), got K={K}")
-    dh, log_decay = terms if terms is not None else ((None, None, None), None)
     rows = torch.empty(ROWS, B, T, H, dtype=torch.float32, device=q.device)
     dlam = torch.empty_like(lam)
     grid = (layout.NT, B * H)
     ccq_rows_bwd_kernel[grid](
-        q, k, lam, g, *h, do, rows, dlam, *dh, log_decay, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
+        q, k, lam, g, *h, do, rows, dlam, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_precision(q.dtype),
-        PRECISION=precision, TERMS=terms is not None, num_warps=LAUNCH_WARPS,
+        PRECISION=precision, num_warps=LAUNCH_WARPS,
     )  # fmt: skip
     return rows, dlam
 

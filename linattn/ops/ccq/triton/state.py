@@ -143,32 +143,6 @@ def ccq_sums_fwd_kernel(
                m_v, K)  # fmt: skip
 
 
-@triton.jit
-def bwd_term(
-    q, do, dhC, dhm, dhZ, log_decay, b_gamma, b_s, b_rho, b_dr, b_dz, b_G_last, o_i, m_t, i_row, i_v,
-    H: tl.constexpr, K: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, PRECISION: tl.constexpr,
-):  # fmt: skip
-    """One chunk's backward term into its state row `i_row`, column block `i_v`: `(diag(Γ s) Q)ᵀ dY`,
-    `Σ Γ (dr q − ρ s dy)`, `Σ Γ dz`. `q, do` point at the chunk's first token of this head; `[BT]` decays and row
-    scalars (0 on padding); `BK ≥ K` key rows."""
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k, m_v = o_k < K, o_v < K
-    o_t = o_i[:, None] * (H * K)
-    m_tv = m_t[:, None] & m_v[None, :]
-    # [BT, BK] queries scaled by Γ s; [BT, BV] column blocks of the queries and of dY
-    b_q = tl.load(q + o_t + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0).to(tl.float32)
-    b_qv = tl.load(q + o_t + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
-    b_do = tl.load(do + o_t + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
-    b_q *= (b_gamma * b_s)[:, None]
-    # [BK, BT] @ [BT, BV] -> [BK, BV]
-    b_dC = tl.dot(tl.trans(b_q), b_do, input_precision=PRECISION)
-    b_db = b_dr[:, None] * b_qv - (b_rho * b_s)[:, None] * b_do
-    b_dm = tl.sum(b_gamma[:, None] * b_db, axis=0)
-    store_term(dhC, dhm, dhZ, log_decay, b_dC, b_dm, tl.sum(b_gamma * b_dz), b_G_last, i_row, i_v, o_k, m_k, o_v,
-               m_v, K)  # fmt: skip
-
-
 @triton.jit(do_not_specialize=["T", "R"])
 def ccq_sums_bwd_kernel(
     q,
@@ -192,8 +166,9 @@ def ccq_sums_bwd_kernel(
     IS_VARLEN: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
-    """One program per (column block, chunk, batch row · head): `bwd_term`. `rows` holds the per-row scalars in
-    planes of `R = B·T·H` floats: `s, ρ, dr, dz` (and `dG_Γ`, unused here)."""
+    """One program per (column block, chunk, batch row · head): `(diag(Γ s) Q)ᵀ dY`, `Σ Γ (dr q − ρ s dy)`,
+    `Σ Γ dz`. `rows` holds the per-row scalars in planes of `R = B·T·H` floats: `s, ρ, dr, dz` (and `dG_Γ`, unused
+    here)."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
@@ -209,9 +184,23 @@ def ccq_sums_bwd_kernel(
     b_rho = tl.load(rows + R + o_r, mask=m_t, other=0)
     b_dr = tl.load(rows + 2 * R + o_r, mask=m_t, other=0)
     b_dz = tl.load(rows + 3 * R + o_r, mask=m_t, other=0)
-    o_tk0 = (t0 * H + i_h) * K
-    bwd_term(q + o_tk0, do + o_tk0, dhC, dhm, dhZ, log_decay, b_gamma, b_s, b_rho, b_dr, b_dz, b_G_last, o_i, m_t,
-             i_tg * H + i_h, i_v, H, K, BK, BV, PRECISION)  # fmt: skip
+
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k, m_v = o_k < K, o_v < K
+    o_t = (t0 * H + i_h) * K + o_i[:, None] * (H * K)
+    m_tv = m_t[:, None] & m_v[None, :]
+    # [BT, BK] queries scaled by Γ s; [BT, BV] column blocks of the queries and of dY
+    b_q = tl.load(q + o_t + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0).to(tl.float32)
+    b_qv = tl.load(q + o_t + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
+    b_do = tl.load(do + o_t + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
+    b_q *= (b_gamma * b_s)[:, None]
+    # [BK, BT] @ [BT, BV] -> [BK, BV]
+    b_dC = tl.dot(tl.trans(b_q), b_do, input_precision=PRECISION)
+    b_db = b_dr[:, None] * b_qv - (b_rho * b_s)[:, None] * b_do
+    b_dm = tl.sum(b_gamma[:, None] * b_db, axis=0)
+    store_term(dhC, dhm, dhZ, log_decay, b_dC, b_dm, tl.sum(b_gamma * b_dz), b_G_last, i_tg * H + i_h, i_v, o_k,
+               m_k, o_v, m_v, K)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -324,18 +313,6 @@ def state_fwd(
     return h, final
 
 
-# the backward's chunk terms are formed by `local_bwd.rows_bwd` itself up to this head dim (one key block of
-# `output.block_size`), in place of `ccq_sums_bwd_kernel`'s launch, which read the chunk's queries, `dY` and row
-# scalars again
-TERMS_IN_ROWS_MAX_K = 32
-
-
-def bwd_buffers(B: int, H: int, K: int, layout: ChunkLayout, device: torch.device) -> tuple[State, torch.Tensor]:
-    """The backward's chunk rows `dh` (`_state_buffers`) and `log_decay [B, NT, H]`, float32, to be filled with each
-    chunk's term (`bwd_term`) before `state_bwd` scans them."""
-    return _state_buffers(B, H, K, layout, device), torch.empty(B, layout.NT, H, dtype=torch.float32, device=device)
-
-
 def state_bwd(
     q: torch.Tensor,
     do: torch.Tensor,
@@ -345,29 +322,25 @@ def state_bwd(
     with_initial_state: bool,
     layout: ChunkLayout,
     precision: str = "tf32x3",
-    terms: tuple[State, torch.Tensor] | None = None,
 ) -> tuple[State, State | None]:
     """`q, do: [B, T, H, K]`, `g: [B, T, H]` or None, `rows: [5, B, T, H]` float32 (`local_bwd.rows_bwd`), `dht` the
     final state's gradient `(dC, dm, dZ)` (each contiguous, zeros where unused) or None; `precision` of the
-    products (`precision.grad_precision`); `terms`: `bwd_buffers` that `rows_bwd` already filled with the chunks'
-    terms, or None (then `ccq_sums_bwd_kernel` forms them).
+    products (`precision.grad_precision`).
 
     Returns float32 `dh = (dC [B, NT, H, K, K], dm [B, NT, H, K], dZ [B, NT, H])`, the gradients of each chunk's
     end state, and the initial state's gradient `(dC [N, H, K, K], dm [N, H, K], dZ [N, H])` if
     `with_initial_state`, else None.
     """
     B, T, H, K = q.shape
+    dh = _state_buffers(B, H, K, layout, q.device)
+    log_decay = torch.empty(B, layout.NT, H, dtype=torch.float32, device=q.device)
     dh0 = _final_buffers(layout.N, H, K, q.device) if with_initial_state else None
-    if terms is None:
-        dh, log_decay = bwd_buffers(B, H, K, layout, q.device)
-        BK = triton.next_power_of_2(max(16, K))
-        grid = (triton.cdiv(K, SUMS_BV), layout.NT, B * H)
-        ccq_sums_bwd_kernel[grid](
-            q, do, g, rows, *dh, log_decay, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
-            H=H, K=K, BT=layout.BT, BK=BK, BV=SUMS_BV, USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None,
-            PRECISION=precision, num_warps=sums_warps(BK, precision),
-        )  # fmt: skip
-    else:
-        dh, log_decay = terms
+    BK = triton.next_power_of_2(max(16, K))
+    grid = (triton.cdiv(K, SUMS_BV), layout.NT, B * H)
+    ccq_sums_bwd_kernel[grid](
+        q, do, g, rows, *dh, log_decay, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
+        H=H, K=K, BT=layout.BT, BK=BK, BV=SUMS_BV, USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None,
+        PRECISION=precision, num_warps=sums_warps(BK, precision),
+    )  # fmt: skip
     _scan(dh, log_decay if g is not None else None, dht, dh0, layout, reverse=True)
     return dh, dh0
