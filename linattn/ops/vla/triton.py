@@ -18,11 +18,11 @@ a quarter of the threads, and eight programs share an SM. The other products are
 tf32 passes, about 22 bits; see `linattn/ops/delta_rule/triton/precision.py`).
 The same kernel maps `k̂` in the forward and `∂L/∂α` in the backward (`a_t = A_t g_t`), so only the groups' first
 `A` and every chunk's `L⁻¹` (16 floats a token and head, which depend on `U` and `A` alone) are kept between the
-passes: the backward's call reads `L⁻¹` in place of its elimination (sm_90, Triton 3.6,
-`scripts/compile_kernels.py`: 3,232 SASS instructions against 4,912 at d = 128, 10 barriers against 92; not yet
-timed). In the forward its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms kept) inside the kernel up to d = 64
-(three PyTorch launches fewer; on the H200 it cost the kernel nothing at d = 32, and `vla`'s forward at d = 64, 64K
-fell 8.72 → 8.28 ms with it), above by one pass over the rows after it (`unit_rows_in_place`; inside the kernel it
+passes: the backward's call reads `L⁻¹` in place of its elimination (on the H200 at 64K, d = 128, H = 16: 7.39 →
+4.09 ms, while keeping it costs the forward 7.70 → 8.03 ms; 2026-12-01, BENCHMARKS.md, session 23). In the forward
+its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms kept) inside the kernel up to d = 64 (three PyTorch launches
+fewer; on the H200 it cost the kernel nothing at d = 32, and `vla`'s forward at d = 64, 64K fell 8.72 → 8.28 ms
+with it), above by one pass over the rows after it (`unit_rows_in_place`; inside the kernel it
 cost 2.6 ms more at d = 128, `T = 64K`; all 2026-11-30).
 
 The backward's other products, `∂L/∂u` and `∂L/∂M_0`, are `penalty_grads.py`'s kernels (in slices of the
