@@ -22,8 +22,8 @@ passes: the backward's call reads `L⁻¹` in place of its elimination (on the H
 4.09 ms, while keeping it costs the forward 7.70 → 8.03 ms; 2026-12-01, BENCHMARKS.md, session 23). In the forward
 its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms kept) inside the kernel up to d = 64 (three PyTorch launches
 fewer; on the H200 it cost the kernel nothing at d = 32, and `vla`'s forward at d = 64, 64K fell 8.72 → 8.28 ms
-with it), above by one pass over the rows after it (`unit_rows_in_place`; inside the kernel it
-cost 2.6 ms more at d = 128, `T = 64K`; all 2026-11-30).
+with it), above by one pass over the rows after it (`unit_rows_in_place`; inside the kernel it cost 2.6 ms more at
+d = 128, `T = 64K`; all 2026-11-30).
 
 The backward's other products, `∂L/∂u` and `∂L/∂M_0`, are `penalty_grads.py`'s kernels (in slices of the
 sequence above d = 64, to bound their per-chunk sums). Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A`
