@@ -10,7 +10,8 @@ Two phases, two processes:
 2. compile: without the interpreter, build each recorded signature with `triton.compile` for `cuda:<arch>` (the
    compiler needs no GPU), then run the wheel's own `ptxas -v` on the PTX for registers and spill bytes, and its
    `cuobjdump -sass` on the cubin for the number of SASS instructions (a loop body's share shows as a difference
-   between two builds of the same launch).
+   between two builds of the same launch) and of block-wide barriers (`BAR.SYNC`: reductions and layout changes
+   across a program's warps).
 
 Use it before spending GPU time: a kernel that does not compile, or that spills, shows here. The Triton version is
 whatever is installed in the Python you run this with (install the GPU machine's, e.g. 3.6, in a scratch venv;
@@ -179,8 +180,13 @@ def _compile(entry: dict, arch: int, out: Path) -> str:
     # SASS instructions of the kernel as built: lines `/*0a30*/  OPCODE ...;` of the disassembly
     sass = subprocess.run([str(tools / "cuobjdump"), "-sass", str(cubin_file)], capture_output=True, text=True).stdout
     instructions = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+\S", sass, flags=re.M))
+    # block-wide barriers: each a wait of all the program's warps (reductions and layout changes across warps)
+    barriers = len(re.findall(r"\bBAR\.SYNC", sass))
     flag = "SPILL" if spill > 0 else "ok"
-    return f"{flag:5} regs={regs:3} spill={spill:5}B smem={kernel.metadata.shared:6}B sass={instructions:5}  {label}"
+    return (
+        f"{flag:5} regs={regs:3} spill={spill:5}B smem={kernel.metadata.shared:6}B sass={instructions:5} "
+        f"bar={barriers:3}  {label}"
+    )
 
 
 def compile_all(path: Path, arch: int, out: Path, only: str | None) -> int:
