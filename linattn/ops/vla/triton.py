@@ -104,16 +104,18 @@ def gate_apply_kernel(
     for j in range(R):
         t0 = (i_g * R + j) * C
         # tokens past T load as 0: identity steps (u = 0 gives w = 0)
-        m_td = ((t0 + o_c) < T)[:, None] & m_d[None, :]
-        o_td = ((i_b.to(tl.int64) * T + t0 + o_c[:, None]) * H + i_h) * D + o_d[None, :]
+        m_t = (t0 + o_c) < T
+        m_td = m_t[:, None] & m_d[None, :]
+        # [C] the chunk's tokens of this head in `[B, T, H]` tensors, [C, BD] in `[B, T, H, D]` ones
+        o_tn = (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h
+        o_td = o_tn[:, None] * D + o_d[None, :]
         # [C, BD]
         b_u = tl.load(U + o_td, mask=m_td, other=0).to(tl.float32)
         b_x = tl.load(X + o_td, mask=m_td, other=0)
         if UNIT_GRAD:
             # ∂L/∂α = (g − α̂ (α̂ᵀg)) / ‖α‖, or g / EPS where the clamp held
             b_ah = tl.load(YA + o_td, mask=m_td, other=0).to(tl.float32)
-            o_tn = (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h
-            b_na = tl.load(NA + o_tn, mask=(t0 + o_c) < T, other=1).to(tl.float32)
+            b_na = tl.load(NA + o_tn, mask=m_t, other=1).to(tl.float32)
             b_dot = tl.where(b_na >= EPS_, tl.sum(b_ah * b_x, axis=1), 0)
             b_x = (b_x - b_ah * b_dot[:, None]) / tl.maximum(b_na, EPS_)[:, None]
         # [C, BD] @ [BD, BD] -> [C, BD]: rows A_c u_t
@@ -137,8 +139,7 @@ def gate_apply_kernel(
             # [C] norms of the rows (padding columns are 0)
             b_n = tl.sqrt(tl.sum(b_y * b_y, axis=1))
             b_y = b_y / tl.maximum(b_n, EPS_)[:, None]
-            o_tn = (i_b.to(tl.int64) * T + t0 + o_c) * H + i_h
-            tl.store(N + o_tn, b_n, mask=(t0 + o_c) < T)
+            tl.store(N + o_tn, b_n, mask=m_t)
         tl.store(Y + o_td, b_y, mask=m_td)
         # [BD, C] @ [C, BD] -> [BD, BD]
         b_A -= tl.dot(tl.trans(b_w), b_w, input_precision="tf32x3")
