@@ -4,6 +4,7 @@ reported by benchmarks, never tested)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -184,9 +185,19 @@ def test_verify_checks_a_backend_against_float64():
     assert 30 < len(quick) < len(verify.matrix()) / 3 and {c.dtype for c in quick} == {torch.float32, torch.bfloat16}
     assert any(c.two_key for c in quick) and any(not c.erase for c in quick) and any(c.varlen for c in quick)
     assert any(not c.final_state for c in quick) and any(c.cut for c in quick)
-    assert all(verify.fla_supports(c) == (c.erase and c.gated and not c.two_key) for c in quick)
+    assert all(verify.fla_supports(c) == (c.erase and not c.two_key) for c in quick)
+    fla = verify.fla_matrix(quick)  # the GDN cases, and the 16-bit ones again without the decay (fla's DeltaNet)
+    gdn = [c for c in quick if c.erase and c.gated and not c.two_key]
+    assert gdn and all(c in fla for c in gdn) and len(set(fla)) == len(fla)
+    assert all((replace(c, gated=False) in fla) == (c.dtype != torch.float32) for c in gdn)
     with pytest.raises(ValueError, match="ops"):
         verify.run("chunk", device="cpu", ops=("gla",))
+    refusal = AssertionError("ChunkDeltaRuleFunction does not support float32")
+    with mock.patch.object(verify, "check", side_effect=refusal):  # fla asserts on what it does not support
+        row = verify._check_case((gdn[0], "fla", "cpu"))
+        with pytest.raises(AssertionError):
+            verify._check_case((gdn[0], "triton", "cpu"))
+    assert not row["ok"] and "refused: AssertionError: ChunkDeltaRuleFunction" in verify.table([row])
 
 
 def test_linear_attention_state_grows_linearly_for_a_constant_positive_stream():

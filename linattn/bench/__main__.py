@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     p_verify.add_argument(
         "--backend",
         default="triton",
-        help="backend under test (default triton; 'fla': fla 0.6's forward, on the GDN cases)",
+        help="backend under test (default triton; 'fla': fla 0.6 on the GDN cases, forward only, and on them "
+        "without the decay, DeltaNet's forward and backward)",
     )
     p_verify.add_argument("--jobs", type=int, default=1, help="processes sharing the GPU (default 1)")
     p_verify.add_argument("--quick", action="store_true", help="a screening subset (about a fifth of the cases)")
