@@ -47,7 +47,8 @@ class Mamba2(Mixer):
         delta = self.decay.delta(x)  # [B, T, H]
         g = -self.decay.A_log.exp() * delta
         q = h["C"][:, :, None].expand(B_, T, H, self.d_state)  # [B, T, H, N]
-        q, k, xs = promote(q, h["B"][:, :, None] * delta[..., None], xs)  # k = Δ B: [B, T, H, N]
+        k = (h["B"][:, :, None] * delta[..., None]).to(h["B"].dtype)  # Δ B in float32, then B's dtype: [B, T, H, N]
+        q, k, xs = promote(q, k, xs)
         y, new["S"] = gated_linear_attention(
             q,
             k,

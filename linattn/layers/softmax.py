@@ -63,7 +63,12 @@ class SoftmaxAttention(Mixer):
             if state is not None:
                 raise ValueError("state: softmax attention cannot continue packed sequences (cu_seqlens) from a cache")
             o, _ = softmax_attention(q, k, v, cu_seqlens=cu_seqlens)
-            return self.out(merge_heads(o)), convs or None
+            return self.out(merge_heads(o)), convs  # no KV cache: sequences of different lengths (see below)
+        if state is not None and "k" not in state:
+            raise ValueError(
+                "state: softmax attention keeps no KV cache after a packed prefill (cu_seqlens); "
+                "prefill without cu_seqlens to decode from it"
+            )
         if state is None or state["k"].shape[1] == 0:
             o, _ = softmax_attention(q, k, v)
         else:

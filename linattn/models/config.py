@@ -30,9 +30,17 @@ class ModelConfig:
             raise ValueError(f"block: expected 'transformer' or 'zoology', got {self.block!r}")
         if self.positions not in ("learned", "none"):
             raise ValueError(f"positions: expected 'learned' or 'none', got {self.positions!r}")
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name}: expected a positive int, got {getattr(self, name)}")
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len", "mlp_hidden"):
+            value, least = getattr(self, name), 0 if name == "mlp_hidden" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                expected = "an int >= 0 (0: no MLP)" if least == 0 else "a positive int"
+                raise ValueError(f"{name}: expected {expected}, got {value!r}")
+        if not isinstance(self.mixer_options, dict):
+            raise ValueError(f"mixer_options: expected a dict of the mixer's options, got {self.mixer_options!r}")
+        if not isinstance(self.tie_embeddings, bool):
+            raise ValueError(f"tie_embeddings: expected a bool, got {self.tie_embeddings!r}")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout: expected a probability in [0, 1), got {self.dropout!r}")
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads: expected a divisor of d_model = {self.d_model}, got {self.n_heads}")
 

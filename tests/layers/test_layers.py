@@ -84,6 +84,9 @@ def test_varlen_and_padding_equal_separate_runs(name, options):
         for i, (_, s) in enumerate(alone):
             for a, b in zip(_flat(state), _flat(s)):
                 assert rel_err(a[i : i + 1], b) <= TOL
+    else:  # and decoding from what the packed prefill returned says so
+        with pytest.raises(ValueError, match="^state: softmax attention keeps no KV cache after a packed prefill"):
+            layer(x_of(len(lengths), 1), state)
     # right padding: the real positions of a padded batch equal the separate runs
     T = max(lengths)
     padded = torch.cat([torch.nn.functional.pad(x, (0, 0, 0, T - x.shape[1])) for x in xs])
@@ -130,6 +133,14 @@ def test_runs_under_autocast_with_float32_norms(name, options, monkeypatch):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y, _ = layer(torch.randn(2, 20, D))
     assert torch.isfinite(y).all()
+
+
+@pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
+def test_a_bfloat16_layer_runs_in_bfloat16(name, options):
+    torch.manual_seed(0)
+    layer = build_layer(name, D, H, **options).to(torch.bfloat16)
+    y, _ = layer(torch.randn(2, 20, D, dtype=torch.bfloat16))
+    assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
 
 
 FUSED = [(n, o) for n, o in VARIANTS if n in ("deltanet", "gated_deltanet", "kla", "linear", "gla", "mamba2")]
