@@ -57,6 +57,14 @@ def _parser() -> _Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("linattn: interrupted; the same command resumes from the last checkpoint", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
         from linattn.bench.__main__ import main as bench_main
@@ -73,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         from linattn.experiments.report import report
         from linattn.io import write_atomic
 
+        if not Path(args.results).is_dir():
+            print(f"linattn: warning: --results: no folder {args.results}; every claim reads 'not yet measured'",
+                  file=sys.stderr)  # fmt: skip
         try:
             write_atomic(Path(args.out), report(Path(args.results)))
         except OSError as e:
@@ -82,10 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "tables":
         from linattn.experiments.tables import capacity_tables, write_readme
 
-        if args.write:
-            write_readme(Path(args.write), Path(args.results))
-        else:
-            print(capacity_tables(Path(args.results)), end="")
+        try:
+            if args.write:
+                write_readme(Path(args.write), Path(args.results))
+            else:
+                print(capacity_tables(Path(args.results)), end="")
+        except FileNotFoundError as e:
+            return _fail(str(e) if str(e).startswith("--results") else f"--write: no such file {args.write}")
+        except ValueError as e:
+            return _fail(f"--write: {e}")
         return 0
     if args.name not in EXPERIMENTS and args.name not in DIAGNOSTICS:
         return _fail(f"unknown experiment {args.name!r}; expected one of {sorted([*EXPERIMENTS, *DIAGNOSTICS])}")

@@ -33,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.T < 10:
         parser.error(f"--T: expected at least 10 tokens, got {args.T}")
+    if args.jobs < 1:
+        parser.error(f"--jobs: expected >= 1, got {args.jobs}")
+    capacity = EXPERIMENTS["vla-mqar-capacity"]
+    try:  # checked before the first part runs
+        mixers = parse_mixers(args.mixers, capacity.mixers)
+    except ValueError as e:
+        parser.error(str(e))
     out = Path(args.out)
 
     config = state_norm.StateNormConfig(T=args.T)
@@ -62,8 +69,6 @@ def main(argv: list[str] | None = None) -> int:
     state_norm.plot(result, plot_path)
     print(f"\nwrote {table_path} and {plot_path} (replacing earlier demo output)")
 
-    capacity = EXPERIMENTS["vla-mqar-capacity"]
-    mixers = parse_mixers(args.mixers, capacity.mixers)
     print(f"\nQuick MQAR capacity (VLA format, TinyLM, n in {{4, 8}}, 500 steps at lr 3e-3, {args.jobs} jobs):")
     start = time.perf_counter()
     capacity.run(

@@ -19,6 +19,9 @@ def test_list(capsys):
     [
         (["run", "nope"], "unknown experiment 'nope'"),
         (["run", "vla-copy", "--mixers", "vla,foo"], "--mixers: unknown mixer"),
+        (["run", "vla-copy", "--mixers", "linear,vla,linear"], "--mixers: expected each mixer once, got ['linear']"),
+        (["tables", "--results", "/no/such/results"], "--results: no /no/such/results/vla-mqar-capacity/paper"),
+        (["tables", "--write", "/no/such/README.md"], "--write: no such file /no/such/README.md"),
         (["run", "vla-copy", "--device", "tpu"], "--device: expected"),
         (["run", "vla-copy", "--protocol", "mine"], "--protocol: expected"),
         (["run", "vla-copy", "--jobs", "0"], "--jobs: expected >= 1"),
@@ -51,3 +54,18 @@ def test_bench_passes_through(capsys):
     with pytest.raises(SystemExit) as e:
         main(["bench", "--help"])
     assert e.value.code == 0 and "cpu" in capsys.readouterr().out
+
+
+def test_an_interrupt_is_one_line(capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("linattn.experiments.experiment.Experiment.run", interrupted)
+    assert main(["run", "vla-copy", "--quick", "--out", "/tmp"]) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("linattn: interrupted; the same command resumes") and err.count("\n") == 1
+
+
+def test_report_of_a_missing_results_folder_warns(tmp_path, capsys):
+    assert main(["report", "--results", str(tmp_path / "typo"), "--out", str(tmp_path / "REPORT.md")]) == 0
+    assert "warning: --results: no folder" in capsys.readouterr().err

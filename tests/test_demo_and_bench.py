@@ -24,6 +24,10 @@ def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     assert (tmp_path / "state_norm.png").stat().st_size > 10_000
     assert "slope" in (tmp_path / "state_norm.md").read_text()
     assert (tmp_path / "results" / "tiny" / "paper-quick" / "table.md").exists()
+    for bad in (["--mixers", "vla,nope"], ["--jobs", "0"]):  # refused before the state-norm part runs
+        with pytest.raises(SystemExit):
+            demo.main(["--T", "300", "--out", str(tmp_path / "bad"), *bad])
+        assert not (tmp_path / "bad").exists()
 
 
 def test_state_norm_shapes_of_growth():
@@ -41,6 +45,10 @@ def test_bench_cpu_runs(tmp_path, capsys):
     assert "| `vla` |" in capsys.readouterr().out
     rows = json.loads(path.read_text())["rows"]
     assert {r["op"] for r in rows} == {"delta_rule", "vla"}
+    for option in ("--T", "--K", "--min-run-time"):
+        with pytest.raises(SystemExit):
+            bench_main(["cpu", option, "0"])
+        assert f"argument {option}: expected a positive number, got 0" in capsys.readouterr().err
 
 
 def test_bench_ops_needs_a_gpu(capsys, monkeypatch):

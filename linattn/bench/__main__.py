@@ -22,16 +22,29 @@ from linattn.bench.environment import describe
 from linattn.io import write_atomic
 
 
+def _positive(kind: type):
+    """An argparse type: a number of `kind` > 0 (argparse names the option in its error)."""
+
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m linattn.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p_cpu = sub.add_parser("cpu", help="chunk vs naive backend on the CPU, forward and forward+backward")
-    p_cpu.add_argument("--T", type=int, default=2048, help="sequence length (default 2048)")
-    p_cpu.add_argument("--H", type=int, default=4, help="heads (default 4)")
-    p_cpu.add_argument("--K", type=int, default=64, help="head dim, keys and values (default 64)")
-    p_cpu.add_argument("--min-run-time", type=float, default=2.0, help="seconds per measurement (default 2)")
+    p_cpu.add_argument("--T", type=_positive(int), default=2048, help="sequence length (default 2048)")
+    p_cpu.add_argument("--H", type=_positive(int), default=4, help="heads (default 4)")
+    p_cpu.add_argument("--K", type=_positive(int), default=64, help="head dim, keys and values (default 64)")
+    p_cpu.add_argument("--min-run-time", type=_positive(float), default=2.0, help="seconds per measurement (default 2)")
     p_gate = sub.add_parser("gate", help="VLA's gate at 64K and 1M tokens against float64 (CPU or GPU)")
     p_gate.add_argument("--device", default="cpu", help="'cpu' (default) or 'cuda'")
     p_gate.add_argument(

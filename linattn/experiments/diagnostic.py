@@ -27,6 +27,9 @@ class Diagnostic:
     table: Callable[[dict], str]  # results.json's content -> the markdown body of table.md
     plot: Callable[[dict, Path], None]  # results.json's content, the PNG path
     per_device: bool = False  # the results describe the hardware (timings): a GPU run gets its own folder
+    # it trains a model: `measure(quick, device, work=FOLDER)` checkpoints there, so that a killed run resumes;
+    # the folder is removed once the report is written
+    trains: bool = False
 
     def output_dir(self, root: Path, quick: bool, device: str = "cpu") -> Path:
         gpu = self.per_device and device.startswith("cuda")
@@ -46,12 +49,14 @@ class Diagnostic:
             "quick": quick,
             "command": command,
             "environment": describe(device),
-            **self.measure(quick, device),
+            **self.measure(quick, device, **({"work": out / "work"} if self.trains else {})),
         }
         table = self.report(results)
-        write_atomic(out / "results.json", json.dumps(results, indent=2))
+        # results.json last: its presence marks the folder complete (a rerun keeps it)
         write_atomic(out / "table.md", table)
         self.plot(results, out / "plot.png")
+        write_atomic(out / "results.json", json.dumps(results, indent=2))
+        shutil.rmtree(out / "work", ignore_errors=True)
         print(table)
         return out
 

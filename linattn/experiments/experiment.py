@@ -92,9 +92,10 @@ class Experiment:
                 for r in records
             ],
         }
-        write_atomic(out / "results.json", json.dumps(results, indent=2))
+        # results.json last: its presence marks the folder complete (a rerun keeps it)
         write_atomic(out / "table.md", table_markdown(results))
         plot(results, out / "plot.png")
+        write_atomic(out / "results.json", json.dumps(results, indent=2))
         print(table_markdown(results))
         return out
 

@@ -50,4 +50,7 @@ def parse_mixers(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
     unknown = [n for n in names if n not in MIXERS]
     if unknown or not names:
         raise ValueError(f"--mixers: unknown mixer(s) {unknown or [text]}; expected names from {sorted(MIXERS)}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"--mixers: expected each mixer once, got {repeated} more than once")
     return names

@@ -13,6 +13,7 @@ from pathlib import Path
 from linattn.experiments.experiment import summarize
 from linattn.experiments.mixers import VLA_COMPARISON
 from linattn.experiments.paper import VLA_MQAR_CAPACITY
+from linattn.io import write_atomic
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 CAPACITY = "vla-mqar-capacity"
@@ -31,6 +32,8 @@ def _hardware(results: dict) -> str:
 def capacity_tables(root: Path = Path("results")) -> str:
     """Markdown: the paper protocol beside the paper's table, then the fair protocol (lr sweeps so far)."""
     paper_dir, fair_dir = root / CAPACITY / "paper", root / CAPACITY / "fair"
+    if not (paper_dir / "results.json").exists():
+        raise FileNotFoundError(f"--results: no {paper_dir / 'results.json'} (run `linattn run {CAPACITY}` first)")
     paper = json.loads((paper_dir / "results.json").read_text())
     ns = sorted({int(x) for row in paper["table"].values() for x in row})
     lines = [
@@ -50,6 +53,9 @@ def capacity_tables(root: Path = Path("results")) -> str:
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
 
     records = _runs(fair_dir)
+    if not records:
+        not_run = f"**Fair protocol**: not run yet (`linattn run {CAPACITY} --protocol fair`)."
+        return "\n".join([*lines, "", not_run]) + "\n"
     sweep = len({r["lr"] for r in records})
     summary = summarize(records)
     complete = {m for m in FAIR_MIXERS if sum(r["mixer"] == m for r in records) == sweep * len(ns)}
@@ -88,4 +94,4 @@ def write_readme(readme: Path, root: Path = Path("results")) -> None:
 
     text = _replace_block(readme.read_text(), BEGIN, END, capacity_tables(root), readme)
     text = _replace_block(text, report.BEGIN, report.END, report.readme_block(root), readme)
-    readme.write_text(text)
+    write_atomic(readme, text)

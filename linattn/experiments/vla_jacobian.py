@@ -187,10 +187,11 @@ def _unnormalised(runs: list[list[dict]], lam0: float, window: int) -> dict:
     }
 
 
-def trained(config: JacobianConfig, device: str) -> dict:
+def trained(config: JacobianConfig, device: str, work: Path | None = None) -> dict:
     """A VLA TinyLM trained on MQAR (VLA format, `trained_n` pairs, T = 3n + 1) with the paper's recipe (AdamW
     lr 3e-4, batch 64, warmup 300, `train_steps` updates, seed 42), then the one-step statistics of its gates over
-    `trained_sequences` held-out MQAR sequences, per layer, and the product over each whole sequence."""
+    `trained_sequences` held-out MQAR sequences, per layer, and the product over each whole sequence. With `work`
+    the training checkpoints there (every 500 steps) and resumes from it."""
     from linattn.experiments.protocols import paper as paper_protocol
     from linattn.experiments.runner import evaluate_on
     from linattn.tasks import VLAMQARConfig, generate
@@ -201,7 +202,7 @@ def trained(config: JacobianConfig, device: str) -> dict:
     torch.manual_seed(recipe.seed)
     base = preset(config.model, mixer="vla")
     model = DecoderLM(base.replace(vocab_size=max(base.vocab_size, 128)))  # the VLA format's 127 tokens and SEP
-    train(model, recipe, lambda step, gen: generate(task, recipe.batch_size, gen), None, None, device=device)
+    train(model, recipe, lambda step, gen: generate(task, recipe.batch_size, gen), None, work, device=device)
     gen = torch.Generator().manual_seed(12345)  # held out: the trainer draws from seed 42
     batch = generate(task, config.trained_sequences, gen)
     accuracy = evaluate_on(model, [batch], torch.device(device))["acc"]
@@ -225,8 +226,9 @@ def trained(config: JacobianConfig, device: str) -> dict:
             "accuracy": accuracy, "layers": layers}  # fmt: skip
 
 
-def measure(quick: bool, device: str, config: JacobianConfig | None = None) -> dict:
-    """Collect every seed's gates, then the statistics; the JSON body of results.json."""
+def measure(quick: bool, device: str, config: JacobianConfig | None = None, work: Path | None = None) -> dict:
+    """Collect every seed's gates, then the statistics; the JSON body of results.json (`work`: the trained model's
+    checkpoint folder, as `trained`)."""
     config = config or (QUICK if quick else FULL)
 
     def runs_of(model_config) -> list[list[dict]]:
@@ -286,7 +288,7 @@ def measure(quick: bool, device: str, config: JacobianConfig | None = None) -> d
         "hist_edges": {"step_norm": norm_edges.tolist(), "cos": cos_edges.tolist()},
         "layers": layers,
         "unnormalised": unnormalised,
-        "trained": trained(config, device) if config.train_steps else None,
+        "trained": trained(config, device, work) if config.train_steps else None,
     }
 
 
@@ -425,4 +427,5 @@ DIAGNOSTIC = Diagnostic(
     measure,
     table,
     plot,
+    trains=True,
 )

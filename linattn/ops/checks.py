@@ -8,6 +8,7 @@ a backend. Shape errors are `ValueError`, dtype errors are `TypeError`.
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 
 import torch
@@ -60,7 +61,7 @@ def check_qk(q: object, k: object, *, q_name: str = "q", k_name: str = "k") -> t
         raise ValueError(f"{q_name}: expected a 4-D tensor [B, T, H, K], got shape {_shape(q)}")
     if q.shape[1] == 0:
         raise ValueError(f"{q_name}: expected at least one time step (T >= 1), got shape {_shape(q)}")
-    check_shape(k_name, k, tuple(q.shape), "[B, T, H, K] (as q)")
+    check_shape(k_name, k, tuple(q.shape), f"[B, T, H, K] (as {q_name})")
     if k.dtype != q.dtype:
         raise TypeError(f"{k_name}: expected dtype {q.dtype} (as {q_name}), got {k.dtype}")
     if k.device != q.device:
@@ -122,8 +123,26 @@ def check_log_decay(name: str, g: torch.Tensor) -> None:
     construction."""
     if g.device.type != "cpu":
         return
+    if not bool(torch.isfinite(g).all()):
+        raise ValueError(
+            f"{name}: a log-decay must be finite, got {g[~torch.isfinite(g)].flatten()[0].item()} "
+            "(a reset of the state is a sequence boundary: pass cu_seqlens)"
+        )
     if bool((g > 0).any()):
         raise ValueError(f"{name}: a log-decay must be <= 0 everywhere, got max {g.max().item():.3g}")
+
+
+def check_spd(name: str, A: torch.Tensor) -> None:
+    """`A: [..., K, K]` must be symmetric positive definite (every backend reads it as such: a Cholesky reads one
+    triangle). Checked on CPU tensors only, as `check_log_decay`; symmetric to 1e-4 of its largest entry, so that a
+    state carried from an earlier call (symmetric up to rounding) passes."""
+    if A.device.type != "cpu":
+        return
+    gap = (A - A.mT).abs().amax().item()
+    if gap > 1e-4 * A.abs().amax().item():
+        raise ValueError(f"{name}: expected symmetric positive definite, got |A - Aᵀ| up to {gap:.3g}")
+    if bool((torch.linalg.cholesky_ex(A.double()).info != 0).any()):
+        raise ValueError(f"{name}: expected symmetric positive definite (its Cholesky factorisation failed)")
 
 
 def check_state(name: str, x: object, expected: tuple[int, ...], layout: str) -> torch.Tensor | None:
@@ -145,6 +164,11 @@ def check_backend(
         return "triton" if fused else "chunk"
     if backend not in available:
         raise ValueError(f"backend: {backend!r} is not available for this op; available: {available}")
+    if backend in ("triton", "fused_recurrent") and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError(
+            f"backend: {backend!r} runs on CUDA tensors, got device {device.type} (on CPU, Triton's interpreter runs "
+            "it at small sizes: set TRITON_INTERPRET=1 before importing triton; or use backend='chunk')"
+        )
     return backend
 
 

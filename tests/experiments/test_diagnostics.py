@@ -118,6 +118,12 @@ def test_jacobian_measure():
     json.dumps(r)
 
 
+def test_jacobian_training_resumes_from_its_checkpoint(tmp_path):
+    first = vla_jacobian.trained(TINY_JACOBIAN, "cpu", tmp_path)
+    assert (tmp_path / "checkpoint.pt").exists()
+    assert vla_jacobian.trained(TINY_JACOBIAN, "cpu", tmp_path) == first  # the finished run, read back
+
+
 def test_jacobian_config_errors_name_the_argument():
     with pytest.raises(ValueError, match="^unnormalised_window"):
         vla_jacobian.JacobianConfig(T=10, unnormalised_window=25)
@@ -142,6 +148,7 @@ def test_cli_writes_the_report_and_keeps_it(name, tmp_path, tiny_quick, capsys):
     assert results["command"] == "linattn " + " ".join(argv)
     assert f"# {name} (quick)" in (out / "table.md").read_text()
     assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (out / "work").exists()  # a training's checkpoint folder goes once the report is written
     capsys.readouterr()
 
     (out / "marker").write_text("")

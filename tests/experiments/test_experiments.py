@@ -77,6 +77,14 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
         command="again",
     )
     assert "kept" in capsys.readouterr().out and (out / "results.json").stat().st_mtime_ns == stamp
+    # results.json, which marks the folder complete, is written last: an interrupt before it leaves it absent
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("linattn.experiments.experiment.plot", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+        with pytest.raises(KeyboardInterrupt):
+            TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path / "cut", force=False,
+                     command="cut")  # fmt: skip
+    assert (tmp_path / "cut" / "tiny" / "paper-quick" / "table.md").exists()
+    assert not (tmp_path / "cut" / "tiny" / "paper-quick" / "results.json").exists()
     # asking for a mixer not in it extends the result (earlier runs are read back, not retrained)
     TINY.run(
         "paper", quick=True, mixers=("linear",), device="cpu", jobs=1, root=tmp_path, force=False, command="extend"

@@ -42,6 +42,14 @@ def test_state_norm_rules(tmp_path):
     assert _claim("VLA's state norm stays below 15").evaluate(tmp_path)[1] == "holds"
 
 
+def test_a_claim_whose_mixer_was_not_run_is_not_yet_measured(tmp_path):
+    claim = _claim("DeltaNet collapses as n grows")
+    folder = tmp_path / claim.results
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"table": {"linear": {"4": 1.0}}}))  # a `--mixers linear` run
+    assert claim.evaluate(tmp_path) == (f"— (no 'deltanet' in {claim.results})", claims.NOT_YET)
+
+
 def test_missing_results_and_out_of_scale(tmp_path):
     verdicts = {c.claim: c.evaluate(tmp_path)[1] for c in claims.CLAIMS}
     assert set(verdicts.values()) == {claims.NOT_YET, claims.NOT_AT_SCALE}

@@ -90,6 +90,15 @@ def test_gates_and_states():
         linear_attention(q, k, v, normalize=True, initial_state=torch.zeros(B, H, K, V))
     with raises(ValueError, "initial_state"):
         linear_attention(q, k, v, normalize=True, initial_state=(torch.zeros(B, H, K, V), torch.zeros(B, H, V)))
+    with raises(TypeError, r"initial_state\[1\]"):  # every part of a tuple state is a tensor
+        linear_attention(q, k, v, normalize=True, initial_state=(torch.zeros(B, H, K, V), None))
+    for bad in (float("-inf"), float("nan")):  # the chunked backends could not take them: refused for all
+        g = -torch.rand(B, T, H)
+        g[:, 3] = bad
+        with pytest.raises(ValueError, match="^g: a log-decay must be finite"):
+            delta_rule(q, k, v, g=g, backend="naive")
+        with pytest.raises(ValueError, match="^g: a log-decay must be finite"):
+            gated_linear_attention(q, k, v, g[..., None].expand(B, T, H, K))
 
 
 def test_vla_arguments():
@@ -110,6 +119,10 @@ def test_vla_arguments():
         vla(q, k, v, u, initial_state=torch.zeros(B, H, K, V))
     with raises(ValueError, r"initial_state\[1\]"):
         vla(q, k, v, u, initial_state=(torch.zeros(B, H, K, V), torch.zeros(B, H, K, V)))
+    with raises(TypeError, r"initial_state\[1\]"):
+        vla(q, k, v, u, initial_state=(torch.zeros(B, H, K, V), None))
+    with pytest.raises(ValueError, match=r"^u: expected shape \[B, T, H, K\] \(as k\)"):
+        vla_gate(k, u[..., :4])
 
 
 def test_ccq_and_kaczmarz_arguments():
@@ -148,16 +161,28 @@ def test_unknown_backend(backend):
         vla_gate(k, k, backend=backend)
 
 
+@pytest.mark.parametrize("backend", ["triton", "fused_recurrent"])
+def test_triton_on_cpu_needs_the_interpreter(backend, monkeypatch):
+    q, k, v = qkv()
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError, match=rf"^backend: '{backend}' runs on CUDA tensors, got device cpu"):
+        delta_rule(q, k, v, backend=backend)
+
+
 def test_backend_not_available_for_the_op():
     _, k, _ = qkv()
     with pytest.raises(ValueError, match=r"^backend: 'fused_recurrent' is not available"):
         vla_gate(k, k, backend="fused_recurrent")
 
 
-@pytest.mark.parametrize("backend", ["chunk", "triton"])
+@pytest.mark.parametrize("backend", ["naive", "chunk", "triton"])
 def test_vla_gate_initial_state_must_be_positive_definite(backend):
     _, k, _ = qkv()
     B, _, H, K = k.shape
     not_spd = -torch.eye(K).expand(B, H, K, K)
     with pytest.raises(ValueError, match="^initial_state: expected symmetric positive definite"):
         vla_gate(k, k, initial_state=not_spd, backend=backend)
+    not_symmetric = torch.eye(K).repeat(B, H, 1, 1)
+    not_symmetric[..., 0, 1] = 0.5  # positive definite, but a Cholesky would read one triangle, naive both
+    with pytest.raises(ValueError, match="^initial_state: expected symmetric positive definite, got"):
+        vla_gate(k, k, initial_state=not_symmetric, backend=backend)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from linattn.ops.ccq.chunk import chunk_ccq_query
 from linattn.ops.ccq.naive import naive_ccq_query
-from linattn.ops.checks import Dims, check_backend, check_cu_seqlens, check_gate, check_qk, check_state
+from linattn.ops.checks import Dims, check_backend, check_cu_seqlens, check_gate, check_qk, check_shape
 from linattn.ops.varlen import per_sequence
 
 PER_SEQUENCE = {"naive": naive_ccq_query, "chunk": chunk_ccq_query}
@@ -62,9 +62,9 @@ def ccq_query(
     if initial_state is not None:
         if not isinstance(initial_state, tuple) or len(initial_state) != 3:
             raise TypeError("initial_state: expected a triple (C [N, H, K, K], m [N, H, K], Z [N, H]) or None")
-        check_state("initial_state[0]", initial_state[0], (N, H, K, K), "[N, H, K, K]")
-        check_state("initial_state[1]", initial_state[1], (N, H, K), "[N, H, K]")
-        check_state("initial_state[2]", initial_state[2], (N, H), "[N, H]")
+        check_shape("initial_state[0]", initial_state[0], (N, H, K, K), "[N, H, K, K]")
+        check_shape("initial_state[1]", initial_state[1], (N, H, K), "[N, H, K]")
+        check_shape("initial_state[2]", initial_state[2], (N, H), "[N, H]")
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     if normalize_keys:
         k = F.normalize(k, dim=-1)

@@ -109,8 +109,8 @@ def linear_attention(
         if not isinstance(initial_state, tuple) or len(initial_state) != 2:
             raise TypeError("initial_state: with normalize=True expected a pair (S [N, H, K, V], z [N, H, K])")
         S0, z0 = initial_state
-        check_state("initial_state[0]", S0, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
-        check_state("initial_state[1]", z0, (dims.N, dims.H, dims.K), "[N, H, K]")
+        check_shape("initial_state[0]", S0, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
+        check_shape("initial_state[1]", z0, (dims.N, dims.H, dims.K), "[N, H, K]")
         initial_state = torch.cat([S0, z0[..., None].to(S0.dtype)], dim=-1)
     # The normaliser is one more value column of ones: z_t is the state's last column.
     v_aug = torch.cat([v, v.new_ones(*v.shape[:3], 1)], dim=-1)
