@@ -52,6 +52,9 @@ class VLAMQARConfig:
 
     def __post_init__(self) -> None:
         _check_int("vocab_size", self.vocab_size, 3)
+        _check_int("n_pairs", self.n_pairs, 1)
+        if self.seq_len is not None:
+            _check_int("seq_len", self.seq_len, 1)
         n, sep = self.n_pairs, self.vocab_size - 1
         if not 1 <= n <= sep:
             raise ValueError(f"n_pairs: expected 1 <= n_pairs <= {sep} for vocab {self.vocab_size}, got {n}")
@@ -101,6 +104,7 @@ class ZoologyMQARConfig:
         _check_int("seq_len", self.seq_len, 4)
         if self.seq_len % 2:
             raise ValueError(f"seq_len: expected an even length (queries sit on even slots), got {self.seq_len}")
+        _check_int("n_pairs", self.n_pairs, 1)
         most = min(self.vocab_size // 2 - 1, self.seq_len // 4)
         if not 1 <= self.n_pairs <= most:
             raise ValueError(
@@ -122,6 +126,9 @@ class KLAMQARConfig:
 
     def __post_init__(self) -> None:
         _check_int("vocab_size", self.vocab_size, 2)
+        _check_int("n_pairs", self.n_pairs, 1)
+        _check_int("seq_len", self.seq_len, 1)
+        _check_int("min_query_pos", self.min_query_pos, 0)
         most = self.vocab_size // 2
         if not 1 <= self.n_pairs <= most:
             raise ValueError(
@@ -150,7 +157,7 @@ MQARConfig = VLAMQARConfig | ZoologyMQARConfig | KLAMQARConfig
 
 
 def _check_int(name: str, value: int, low: int) -> None:
-    if not isinstance(value, int) or value < low:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")
 
 

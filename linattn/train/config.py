@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 AMP_MODES = ("auto", "bf16", "off")
@@ -36,6 +37,16 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(self.betas))  # a list would not compare equal to a stored tuple
+        integers = ("steps", "batch_size", "log_every", "warmup_steps", "eval_every", "patience", "checkpoint_every")
+        for name in (*integers, "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"TrainConfig.{name} must be an int, got {value!r}")
+        reals = {n: getattr(self, n) for n in ("lr", "weight_decay", "clip", "min_lr_ratio", "early_stop_threshold")}
+        reals |= {f"betas[{i}]": b for i, b in enumerate(self.betas)}
+        for name, value in reals.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"TrainConfig.{name} must be a finite number, got {value!r}")
         for name in ("steps", "batch_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")

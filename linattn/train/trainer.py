@@ -312,7 +312,8 @@ def _update_best(run: _Run, metrics: dict[str, float], config: TrainConfig) -> N
     if name not in metrics:
         raise KeyError(f"config.early_stop_metric={name!r} is not among the eval metrics {sorted(metrics)}")
     value = metrics[name]
-    if run.best_eval is None or value > run.best_eval[name]:
+    best = None if run.best_eval is None else run.best_eval[name]
+    if best is None or math.isnan(best) or value > best:  # a NaN eval (nothing supervised) is never the best
         run.best_eval, run.best_step, run.evals_since_best = metrics, run.step, 0
     else:
         run.evals_since_best += 1

@@ -227,6 +227,11 @@ def test_same_seed_same_batch_and_global_rng_untouched(config):
         (lambda: KLAMQARConfig(seq_len=96), "seq_len"),
         (lambda: KLAMQARConfig(n_pairs=8, vocab_size=8), "n_pairs"),
         (lambda: KLAMQARConfig(power_alpha=-1.0), "power_alpha"),
+        (lambda: VLAMQARConfig(n_pairs=4.0), "n_pairs"),  # not an int: named here, not by torch later
+        (lambda: VLAMQARConfig(n_pairs=True), "n_pairs"),
+        (lambda: VLAMQARConfig(n_pairs=4, seq_len=20.0), "seq_len"),
+        (lambda: ZoologyMQARConfig(n_pairs=4.0), "n_pairs"),
+        (lambda: KLAMQARConfig(n_pairs=2.5), "n_pairs"),
     ],
 )
 def test_config_validation_names_the_field(make, field):

@@ -136,6 +136,13 @@ def test_early_stop_on_patience(tmp_path):
     assert result.best_eval == {"acc": 0.5} and result.best_step == 10 and result.last_eval == {"acc": 0.3}
 
 
+def test_a_nan_eval_is_never_the_best(tmp_path):
+    evals = iter([float("nan"), 0.1, 0.2, 0.3])  # NaN: an eval with nothing supervised
+    cfg = config(steps=20, eval_every=5, early_stop_metric="acc", patience=2)
+    result = train(toy_model(), cfg, copy_batch, lambda m: {"acc": next(evals)}, tmp_path, progress=False)
+    assert result.step == 20 and not result.stopped_early and result.best_eval == {"acc": 0.3}
+
+
 def test_metrics_log_lines(tmp_path):
     cfg = config(log_every=5, eval_every=10)
     result = train(toy_model(), cfg, copy_batch, accuracy, tmp_path, progress=False)
@@ -191,6 +198,13 @@ def test_early_stopping_needs_an_evaluate_function(tmp_path):
         (dict(amp="fp16"), "amp must be one of"),
         (dict(patience=2), "patience=2 needs an early_stop_metric"),
         (dict(min_lr_ratio=1.5), "min_lr_ratio must be in"),
+        (dict(clip=float("nan")), "clip must be a finite number, got nan"),
+        (dict(lr=float("inf")), "lr must be a finite number"),
+        (dict(weight_decay=float("nan")), "weight_decay must be a finite number"),
+        (dict(early_stop_threshold=float("nan")), "early_stop_threshold must be a finite number"),
+        (dict(betas=(0.9, float("nan"))), r"betas\[1\] must be a finite number"),
+        (dict(steps=5.5), "steps must be an int, got 5.5"),
+        (dict(seed=1.5), "seed must be an int"),
     ],
 )
 def test_config_rejects_bad_values(overrides, message):
