@@ -162,6 +162,9 @@ def train(
     A run whose checkpoint is finished (all steps done, or stopped early) loads the final weights into `model`
     and returns its result without training. Launched by torchrun (`WORLD_SIZE > 1`), the model is wrapped in
     DDP, rank `r` draws its own data stream, and only rank 0 writes files; every rank must get the same arguments.
+    DDP averages the ranks' gradients, so each rank's loss (the mean over its own targets) weighs the same: batches
+    whose rows carry different numbers of targets (a task mixture) train as one process with the global batch only
+    up to that weighting.
 
     Example: `train(model, TrainConfig(steps=500, warmup_steps=50), task_batch, evaluate, Path("runs/x"))`.
     """
