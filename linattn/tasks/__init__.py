@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from linattn.tasks import copy, mqar, palindrome, sniah, stack
+from linattn.tasks import copy, mqar, sniah, stack
 from linattn.tasks.batch import IGNORE, Batch
 from linattn.tasks.copy import CopyConfig
 from linattn.tasks.metrics import AccuracyMeter, accuracy
@@ -27,11 +27,10 @@ from linattn.tasks.mqar import (
     generate_mixture,
     zoology_mix,
 )
-from linattn.tasks.palindrome import PalindromeConfig
 from linattn.tasks.sniah import SNIAH_EVAL_SEQ_LENS, SNIAHConfig
 from linattn.tasks.stack import StackConfig
 
-TaskConfig = MQARConfig | CopyConfig | SNIAHConfig | PalindromeConfig | StackConfig
+TaskConfig = MQARConfig | CopyConfig | SNIAHConfig | StackConfig
 
 
 def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) -> Batch:
@@ -43,8 +42,6 @@ def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) ->
         return copy.generate(config, batch_size, generator)
     if isinstance(config, SNIAHConfig):
         return sniah.generate(config, batch_size, generator)
-    if isinstance(config, PalindromeConfig):
-        return palindrome.generate(config, batch_size, generator)
     if isinstance(config, StackConfig):
         return stack.generate(config, batch_size, generator)
     return mqar.generate(config, batch_size, generator)
@@ -64,7 +61,6 @@ __all__ = [
     "CopyConfig",
     "KLAMQARConfig",
     "MQARConfig",
-    "PalindromeConfig",
     "SNIAHConfig",
     "StackConfig",
     "TaskConfig",

@@ -1,4 +1,5 @@
-"""Copy (VLA paper): `n` random tokens, SEP, the same `n` tokens; loss on predicting the copy."""
+"""Copy (VLA paper): `n` random tokens, SEP, the same `n` tokens; loss on predicting the copy. With `reverse` the
+tokens come back last first (the palindrome task)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,19 @@ from linattn.tasks.batch import IGNORE, Batch
 
 @dataclass(frozen=True)
 class CopyConfig:
-    """`[x1 … xn SEP x1 … xn]`, `T = 2n + 1`, SEP = `vocab_size − 1`."""
+    """`[x1 … xn SEP x1 … xn]` (`reverse`: `[x1 … xn SEP xn … x1]`), `T = 2n + 1`, SEP = `vocab_size − 1`."""
 
     n_tokens: int = 31  # n: tokens to copy
     vocab_size: int = 128  # tokens from 0..vocab_size-2; SEP = vocab_size - 1 is reserved
+    reverse: bool = False  # True: the palindrome task, the copy in reverse order
 
     def __post_init__(self) -> None:
         if not isinstance(self.n_tokens, int) or self.n_tokens < 1:
             raise ValueError(f"n_tokens: expected an int >= 1, got {self.n_tokens!r}")
         if not isinstance(self.vocab_size, int) or self.vocab_size < 2:
             raise ValueError(f"vocab_size: expected an int >= 2 (one token plus SEP), got {self.vocab_size!r}")
+        if not isinstance(self.reverse, bool):
+            raise ValueError(f"reverse: expected a bool, got {self.reverse!r}")
 
     @property
     def seq_len(self) -> int:
@@ -41,14 +45,17 @@ def generate(config: CopyConfig, batch_size: int, generator: torch.Generator) ->
     inputs     4   0   4   7   4   0   4
     targets    .   .   .   4   0   4   .
     ```
+    With `reverse` the second half is `xn … x1` (tokens 4 0 2: inputs `4 0 2 7 2 0 4`, targets `. . . 2 0 4 .`):
+    the first token asked for is the last one written, and the far end tests the oldest memory.
     Returns `inputs, targets: [B, 2n + 1]` int64 and slice `seq_len: [B]`.
     """
     B, n, device = batch_size, config.n_tokens, generator.device
     sep = config.vocab_size - 1
     tokens = torch.randint(0, sep, (B, n), generator=generator, device=device)  # [B, n]
+    copied = tokens.flip(1) if config.reverse else tokens  # [B, n]
     column = torch.full((B, 1), sep, dtype=torch.int64, device=device)
-    inputs = torch.cat([tokens, column, tokens], dim=1)  # [B, 2n+1]
+    inputs = torch.cat([tokens, column, copied], dim=1)  # [B, 2n+1]
     ignore = torch.full((B, n), IGNORE, dtype=torch.int64, device=device)
-    targets = torch.cat([ignore, tokens, ignore[:, :1]], dim=1)  # [B, 2n+1]
+    targets = torch.cat([ignore, copied, ignore[:, :1]], dim=1)  # [B, 2n+1]
     seq_len = torch.full((B,), config.seq_len, dtype=torch.int64, device=device)
     return Batch(inputs, targets, {"seq_len": seq_len})

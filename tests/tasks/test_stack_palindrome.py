@@ -1,11 +1,11 @@
-"""Palindrome and stack generators: token layout against a plain-Python reading, determinism, validation."""
+"""Palindrome (copy in reverse) and stack generators: layout against a plain-Python reading, determinism, checks."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from linattn.tasks import IGNORE, PalindromeConfig, StackConfig, generate
+from linattn.tasks import IGNORE, CopyConfig, StackConfig, generate
 
 
 def gen(seed: int) -> torch.Generator:
@@ -14,7 +14,7 @@ def gen(seed: int) -> torch.Generator:
 
 @pytest.mark.parametrize(("n", "V"), [(1, 2), (3, 8), (31, 128)])
 def test_palindrome_layout(n, V):
-    batch = generate(PalindromeConfig(n_tokens=n, vocab_size=V), 16, gen(0))
+    batch = generate(CopyConfig(n_tokens=n, vocab_size=V, reverse=True), 16, gen(0))
     assert batch.inputs.shape == batch.targets.shape == (16, 2 * n + 1)
     for row, target in zip(batch.inputs.tolist(), batch.targets.tolist()):
         tokens = row[:n]
@@ -40,7 +40,7 @@ def test_stack_targets_are_what_each_pop_removes(T, V, depth, p):
 
 
 def test_determinism_and_dispatch():
-    for config in (PalindromeConfig(n_tokens=5), StackConfig(seq_len=40)):
+    for config in (CopyConfig(n_tokens=5, reverse=True), StackConfig(seq_len=40)):
         a, b, c = generate(config, 8, gen(7)), generate(config, 8, gen(7)), generate(config, 8, gen(8))
         assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
         assert not torch.equal(a.inputs, c.inputs)
@@ -49,9 +49,7 @@ def test_determinism_and_dispatch():
 @pytest.mark.parametrize(
     ("make", "field"),
     [
-        (lambda: PalindromeConfig(n_tokens=0), "n_tokens"),
-        (lambda: PalindromeConfig(n_tokens=2.0), "n_tokens"),
-        (lambda: PalindromeConfig(vocab_size=1), "vocab_size"),
+        (lambda: CopyConfig(reverse=1), "reverse"),
         (lambda: StackConfig(seq_len=0), "seq_len"),
         (lambda: StackConfig(vocab_size=1), "vocab_size"),
         (lambda: StackConfig(max_depth=0), "max_depth"),
