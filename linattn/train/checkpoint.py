@@ -2,7 +2,9 @@
 
 A checkpoint is a dict of
 - `config`: `dataclasses.asdict(TrainConfig)`; resuming under another config is an error (`check_config`);
-- `model`, `optimizer`, `scheduler`: their state dicts (the model's unwrapped from DDP);
+- `model`, `optimizer`, `scheduler`: their state dicts, whole (the model's unwrapped from DDP, gathered from the
+  ranks under FSDP, whose optimizer state is keyed by parameter names);
+- `sharding`: `"ddp"` or `"fsdp"` (`linattn.train.distributed`); a run resumes under the one that wrote it;
 - `run`: the trainer's bookkeeping: `step` (updates done), `stop_reason`, `last_eval`, `best_eval`, `best_step`,
   `evals_since_best`, `wall_time_s`;
 - `world_size` and `ranks`: one dict per process with its RNG states (`data_rng`, `torch_rng`, `cuda_rng` or

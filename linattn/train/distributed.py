@@ -1,8 +1,13 @@
-"""Data-parallel training under `torchrun`: process-group setup, the DDP wrapper and the few collectives the
-trainer needs.
+"""Data-parallel training under `torchrun`: process-group setup, the DDP or FSDP wrapper, whole state dicts for
+checkpoints, and the few collectives the trainer needs.
 
 A run is distributed when `WORLD_SIZE > 1` (torchrun sets it, with `RANK`, `LOCAL_RANK`, `MASTER_ADDR` and
 `MASTER_PORT`). On one process every helper returns at once and `torch.distributed` is never called.
+
+Two ways to spread a run (`sharding`): `"ddp"` keeps a whole copy of the model and optimizer on every rank and
+averages gradients (`DistributedDataParallel`); `"fsdp"` shards parameters, gradients and optimizer state over the
+ranks (FSDP2, `torch.distributed.fsdp.fully_shard`: each block of `model.blocks`, then the whole model), for models
+that do not fit one device. The update is the same either way (up to the order of the gradient reduction).
 """
 
 from __future__ import annotations
@@ -65,12 +70,63 @@ def init(device: str | torch.device) -> tuple[DistInfo, torch.device]:
     return info, device
 
 
-def wrap_model(model: nn.Module, info: DistInfo, device: torch.device) -> nn.Module:
-    """`model` in `DistributedDataParallel` (which averages gradients over ranks in `backward`); `model` itself
-    on one process. Wrapping broadcasts rank 0's parameters, so every rank starts from the same weights."""
+SHARDINGS = ("ddp", "fsdp")
+
+
+def wrap_model(model: nn.Module, info: DistInfo, device: torch.device, sharding: str = "ddp") -> nn.Module:
+    """The module to call in training: `model` in `DistributedDataParallel` (which averages gradients over ranks in
+    `backward`), or (`"fsdp"`) `model` itself, sharded in place; `model` itself on one process. Every rank starts
+    from rank 0's weights (DDP broadcasts them; before sharding they are broadcast here). A sharded model is called
+    by every rank together, also after training."""
+    if sharding not in SHARDINGS:
+        raise ValueError(f"sharding: expected one of {SHARDINGS}, got {sharding!r}")
     if not info.enabled:
         return model
-    return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if sharding == "ddp":
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    for tensor in [*model.parameters(), *model.buffers()]:
+        dist.broadcast(tensor.data, src=0)
+    mesh = init_device_mesh(device.type, (info.world_size,))
+    for block in getattr(model, "blocks", ()):  # the decoder LM's layers: one all-gather each in turn
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def _fsdp(info: DistInfo, sharding: str) -> bool:
+    return info.enabled and sharding == "fsdp"
+
+
+def whole_state_dicts(model: nn.Module, optimizer: torch.optim.Optimizer, info: DistInfo, sharding: str):
+    """`(model, optimizer)` state dicts, whole, for a checkpoint: rank 0's are complete (the sharded case is a
+    collective: every rank calls it; the others get empty dicts). A sharded run's optimizer state is keyed by
+    parameter names, so its checkpoint resumes sharded only."""
+    if not _fsdp(info, sharding):
+        return model.state_dict(), optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=options), get_optimizer_state_dict(model, optimizer, options=options)
+
+
+def load_optimizer_state(
+    model: nn.Module, optimizer: torch.optim.Optimizer, state: dict, info: DistInfo, sharding: str
+) -> None:
+    """Load a whole optimizer state dict (`whole_state_dicts`'s) into this rank's optimizer (its shard of it)."""
+    if not _fsdp(info, sharding):
+        optimizer.load_state_dict(state)
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))
+
+
+def local(x: torch.Tensor) -> torch.Tensor:
+    """A plain tensor of `x`, which under FSDP may be a replicated `DTensor` (e.g. the clipped gradient norm)."""
+    return x.full_tensor() if hasattr(x, "full_tensor") else x
 
 
 def all_reduce_sum(x: torch.Tensor, info: DistInfo) -> torch.Tensor:

@@ -146,6 +146,7 @@ def train(
     device: str | torch.device = "cpu",
     progress: bool = True,
     loss_fn: LossFn | None = None,
+    sharding: str = "ddp",
 ) -> TrainResult:
     """Train `model` for `config.steps` AdamW updates on `train_batch(step, generator)`, resuming from
     `out_dir/checkpoint.pt` when it exists.
@@ -158,26 +159,27 @@ def train(
     - `device`: moves `model` there; under torchrun on CUDA each process uses `cuda:LOCAL_RANK`.
     - `progress`: a tqdm bar (loss, lr and the last eval's `early_stop_metric`, or its first metric).
     - `loss_fn(model, batch)`: the scalar loss; default `token_cross_entropy`.
+    - `sharding`: under torchrun, `"ddp"` (a whole model a rank) or `"fsdp"` (parameters, gradients and optimizer
+      state sharded over the ranks; the model stays sharded after training, so every rank calls it together;
+      `linattn.train.distributed`). A checkpoint resumes under the sharding that wrote it.
 
     A run whose checkpoint is finished (all steps done, or stopped early) loads the final weights into `model`
     and returns its result without training. Launched by torchrun (`WORLD_SIZE > 1`), the model is wrapped in
-    DDP, rank `r` draws its own data stream, and only rank 0 writes files; every rank must get the same arguments.
-    DDP averages the ranks' gradients, so each rank's loss (the mean over its own targets) weighs the same: batches
-    whose rows carry different numbers of targets (a task mixture) train as one process with the global batch only
-    up to that weighting.
+    DDP (or sharded, `sharding`), rank `r` draws its own data stream, and only rank 0 writes files; every rank
+    must get the same arguments. The ranks' gradients are averaged, so each rank's loss (the mean over its own
+    targets) weighs the same: batches whose rows carry different numbers of targets (a task mixture) train as one
+    process with the global batch only up to that weighting.
 
     Example: `train(model, TrainConfig(steps=500, warmup_steps=50), task_batch, evaluate, Path("runs/x"))`.
     """
     if config.early_stop_metric is not None and evaluate is None:
         raise ValueError(f"config.early_stop_metric={config.early_stop_metric!r} needs an evaluate function, got None")
+    if sharding not in distributed.SHARDINGS:
+        raise ValueError(f"sharding: expected one of {distributed.SHARDINGS}, got {sharding!r}")
     info, device = distributed.init(device)
+    sharding = sharding if info.enabled else "ddp"  # one process: nothing to spread, a plain checkpoint
     loss_fn = loss_fn or token_cross_entropy
     model.to(device)
-    optimizer = build_optimizer(model, config, device)
-    schedule = partial(
-        warmup_cosine, warmup_steps=config.warmup_steps, total_steps=config.steps, min_ratio=config.min_lr_ratio
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     data_rng = torch.Generator().manual_seed(config.seed + info.rank)
     window = _Window(torch.zeros((), device=device))
     run = _Run()
@@ -185,6 +187,7 @@ def train(
     out_dir = Path(out_dir) if out_dir is not None else None
     checkpoint_path = out_dir / CHECKPOINT_NAME if out_dir is not None else None
     metrics_path = out_dir / METRICS_NAME if out_dir is not None else None
+    checkpoint = None
     if checkpoint_path is not None and checkpoint_path.exists():
         checkpoint = load_checkpoint(checkpoint_path)
         check_config(checkpoint["config"], config, checkpoint_path)
@@ -193,17 +196,28 @@ def train(
                 f"cannot resume {checkpoint_path}: written by {checkpoint['world_size']} processes, "
                 f"resumed by {info.world_size}"
             )
+        if checkpoint.get("sharding", "ddp") != sharding:
+            raise ValueError(
+                f"cannot resume {checkpoint_path}: written with sharding={checkpoint.get('sharding', 'ddp')!r}, "
+                f"resumed with {sharding!r}"
+            )
         model.load_state_dict(checkpoint["model"])
         run = _Run(**checkpoint["run"])
         if run.step >= config.steps or run.stop_reason is not None:
             return run.result(metrics_path)
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        scheduler.load_state_dict(checkpoint["scheduler"])
-        _restore_rank_state(checkpoint["ranks"][info.rank], data_rng, window, device)
     if metrics_path is not None and info.is_main:
         _truncate_metrics(metrics_path, run.step)
 
-    ddp_model = distributed.wrap_model(model, info, device)
+    ddp_model = distributed.wrap_model(model, info, device, sharding)
+    optimizer = build_optimizer(model, config, device)  # after wrapping: a sharded model's parameters are new
+    schedule = partial(
+        warmup_cosine, warmup_steps=config.warmup_steps, total_steps=config.steps, min_ratio=config.min_lr_ratio
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    if checkpoint is not None:
+        distributed.load_optimizer_state(model, optimizer, checkpoint["optimizer"], info, sharding)
+        scheduler.load_state_dict(checkpoint["scheduler"])
+        _restore_rank_state(checkpoint["ranks"][info.rank], data_rng, window, device)
     amp = autocast_dtype(config.amp, device)
     autocast = partial(torch.autocast, device.type, dtype=amp, enabled=amp is not None)
     started, wall_before = time.perf_counter(), run.wall_time_s
@@ -241,7 +255,8 @@ def train(
                 _update_best(run, metrics, config)
                 window.paused += time.perf_counter() - paused_at
             if run.step % config.log_every == 0 or run.step == config.steps or run.stop_reason is not None:
-                record = {"step": run.step, **window.close(info, device), "lr": lr, "grad_norm": grad_norm.item()}
+                grad_norm = distributed.local(grad_norm).item()
+                record = {"step": run.step, **window.close(info, device), "lr": lr, "grad_norm": grad_norm}
                 record["elapsed_s"] = wall_before + time.perf_counter() - started
                 postfix.update(loss=f"{record['loss']:.4f}", lr=f"{lr:.2e}")
                 if metrics_path is not None and info.is_main:
@@ -262,14 +277,16 @@ def train(
             ):
                 paused_at = time.perf_counter()
                 ranks = distributed.gather_objects(_rank_state(data_rng, window, device), info)
+                model_state, optimizer_state = distributed.whole_state_dicts(model, optimizer, info, sharding)
                 if info.is_main:
                     checkpoint = {
                         "config": dataclasses.asdict(config),
-                        "model": model.state_dict(),
-                        "optimizer": optimizer.state_dict(),
+                        "model": model_state,
+                        "optimizer": optimizer_state,
                         "scheduler": scheduler.state_dict(),
                         "run": dataclasses.asdict(run),
                         "world_size": info.world_size,
+                        "sharding": sharding,
                         "ranks": ranks,
                     }
                     save_checkpoint(checkpoint_path, checkpoint)

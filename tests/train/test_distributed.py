@@ -1,5 +1,6 @@
-"""DDP on CPU: two gloo processes (as torchrun would start them) train a toy model, crash, resume, and must end
-with identical parameters on both ranks and equal to an uninterrupted run's."""
+"""DDP and FSDP on CPU: two gloo processes (as torchrun would start them) train a toy model, crash, resume, and
+must end with identical parameters on both ranks and equal to an uninterrupted run's; the sharded run ends where the
+DDP one does (up to the order of the gradient reduction)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from linattn.tasks import Batch
 from linattn.train import TrainConfig, train
@@ -48,20 +50,28 @@ def _worker(rank: int, port: int, root: str) -> None:
         x = torch.arange(V).repeat(2, 1)
         return {"acc": (model(x).argmax(-1) == x).float().mean().item()}
 
-    straight = _model(seed=rank)  # different inits: DDP must broadcast rank 0's
-    torch.manual_seed(rank)
-    train(straight, cfg, copy_batch, evaluate, f"{root}/straight", progress=False)
-    torch.manual_seed(rank)
-    try:  # after step 6; the last checkpoint is step 4
-        crashing = partial(copy_batch, crash_step=6)
-        train(_model(seed=rank), cfg, crashing, evaluate, f"{root}/resumed", progress=False)
-    except Crash:
-        pass
-    resumed = _model(seed=10 + rank)
-    train(resumed, cfg, copy_batch, evaluate, f"{root}/resumed", progress=False)
-    states = {"straight": straight.state_dict(), "resumed": resumed.state_dict(), "batch": first_batch[0]}
-    torch.save(states, f"{root}/rank{rank}.pt")
+    for sharding in ("ddp", "fsdp"):
+        run = partial(train, progress=False, sharding=sharding)
+        straight = _model(seed=rank)  # different inits: every rank must start from rank 0's
+        torch.manual_seed(rank)
+        run(straight, cfg, copy_batch, evaluate, f"{root}/{sharding}/straight")
+        torch.manual_seed(rank)
+        try:  # after step 6; the last checkpoint is step 4
+            crashing = partial(copy_batch, crash_step=6)
+            run(_model(seed=rank), cfg, crashing, evaluate, f"{root}/{sharding}/resumed")
+        except Crash:
+            pass
+        resumed = _model(seed=10 + rank)
+        run(resumed, cfg, copy_batch, evaluate, f"{root}/{sharding}/resumed")
+        states = {"straight": _whole(straight), "resumed": _whole(resumed), "batch": first_batch[0]}
+        torch.save(states, f"{root}/{sharding}/rank{rank}.pt")
     dist.destroy_process_group()
+
+
+def _whole(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter, whole, on every rank (a sharded model's gathered)."""
+    options = StateDictOptions(full_state_dict=True)
+    return {name: t.clone() for name, t in get_model_state_dict(model, options=options).items()}
 
 
 def _free_port() -> int:
@@ -72,15 +82,21 @@ def _free_port() -> int:
 
 def test_two_gloo_ranks_agree_and_resume_bit_identically(tmp_path):
     mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=WORLD)
-    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
-    for run in ("straight", "resumed"):
-        for name, p0 in ranks[0][run].items():
-            assert torch.equal(p0, ranks[1][run][name]), f"{run}: {name} differs between ranks"
-    for name, p0 in ranks[0]["straight"].items():
-        assert torch.equal(p0, ranks[0]["resumed"][name]), f"{name} differs after resuming"
-    assert not torch.equal(ranks[0]["batch"], ranks[1]["batch"]), "each rank draws its own data"
+    for sharding in ("ddp", "fsdp"):
+        ranks = [torch.load(tmp_path / sharding / f"rank{r}.pt") for r in range(WORLD)]
+        for run in ("straight", "resumed"):
+            for name, p0 in ranks[0][run].items():
+                assert torch.equal(p0, ranks[1][run][name]), f"{sharding} {run}: {name} differs between ranks"
+        for name, p0 in ranks[0]["straight"].items():
+            assert torch.equal(p0, ranks[0]["resumed"][name]), f"{sharding}: {name} differs after resuming"
+        assert not torch.equal(ranks[0]["batch"], ranks[1]["batch"]), "each rank draws its own data"
 
-    for run in ("straight", "resumed"):  # rank 0 alone writes: one line per step and event
-        log = [json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
-        assert [r["step"] for r in log if "loss" in r] == list(range(1, 13))
-        assert [r["step"] for r in log if "eval" in r] == [4, 8, 12]
+        for run in ("straight", "resumed"):  # rank 0 alone writes: one line per step and event
+            log = [json.loads(line) for line in (tmp_path / sharding / run / "metrics.jsonl").read_text().splitlines()]
+            assert [r["step"] for r in log if "loss" in r] == list(range(1, 13))
+            assert [r["step"] for r in log if "eval" in r] == [4, 8, 12]
+    ddp, fsdp = (torch.load(tmp_path / s / "rank0.pt")["straight"] for s in ("ddp", "fsdp"))
+    for name, p in ddp.items():
+        assert torch.allclose(fsdp[name], p, rtol=1e-5, atol=1e-6), f"{name}: FSDP ended away from DDP"
+    checkpoint = torch.load(tmp_path / "fsdp" / "straight" / "checkpoint.pt", weights_only=True)
+    assert checkpoint["sharding"] == "fsdp" and set(checkpoint["model"]) == set(ddp)  # whole, by parameter name

@@ -185,6 +185,13 @@ def test_a_batch_of_the_wrong_size_is_an_error(tmp_path):
         train(toy_model(), config(batch_size=8), copy_batch, None, tmp_path, progress=False)
 
 
+def test_sharding_is_ddp_or_fsdp(tmp_path):
+    with pytest.raises(ValueError, match=r"^sharding: expected one of \('ddp', 'fsdp'\), got 'zero'"):
+        train(toy_model(), config(), copy_batch, None, tmp_path, progress=False, sharding="zero")
+    # one process has nothing to shard: a plain run, whose checkpoint any sharding resumes
+    assert train(toy_model(), config(), copy_batch, None, tmp_path, progress=False, sharding="fsdp").step == 20
+
+
 def test_early_stopping_needs_an_evaluate_function(tmp_path):
     with pytest.raises(ValueError, match="early_stop_metric='acc' needs an evaluate"):
         train(toy_model(), config(early_stop_metric="acc"), copy_batch, None, tmp_path, progress=False)
