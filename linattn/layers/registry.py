@@ -30,6 +30,7 @@ def build_layer(name: str, d_model: int, n_heads: int, **options) -> Mixer:
     """A sequence mixer by name (`LAYERS`); `options` are its keyword arguments (unknown ones are an error).
 
     Example:
+        >>> import torch
         >>> layer = build_layer("gated_deltanet", 128, 4, ccq=True)
         >>> y, state = layer(torch.randn(2, 10, 128))
     """

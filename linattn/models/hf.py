@@ -7,6 +7,7 @@ fixed-size recurrent state (`DecoderLM.step`) rather than HuggingFace's KV-cache
 
 Example:
     >>> model = LinAttnForCausalLM(LinAttnConfig(mixer="vla"))
+    >>> input_ids = torch.randint(0, 128, (2, 16))
     >>> model.save_pretrained("ckpt"); model = AutoModelForCausalLM.from_pretrained("ckpt")
     >>> out = model(input_ids, labels=input_ids); out.loss.backward()
     >>> tokens = model.generate(input_ids, max_new_tokens=20)

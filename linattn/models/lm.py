@@ -57,6 +57,7 @@ class DecoderLM(nn.Module):
     (softmax attention: a KV cache). A state is `{"pos": [B] int64, "layers": [per-block states]}`.
 
     Example:
+        >>> from linattn.models import preset
         >>> model = DecoderLM(preset("vla-tinylm", mixer="deltanet"))
         >>> logits, state = model(torch.randint(0, 128, (2, 20)))
         >>> next_logits, state = model.step(logits[:, -1].argmax(-1), state)

@@ -22,7 +22,7 @@ class AccuracyMeter:
     ```
     meter = AccuracyMeter()
     for batch in batches:
-        meter.update(model(batch.inputs), batch)
+        meter.update(model(batch.inputs)[0], batch)  # DecoderLM returns (logits, state)
     metrics = meter.compute()  # {"acc": …, "exact": …, "acc/seq_len=512": …, …}
     ```
     """
@@ -80,7 +80,8 @@ class AccuracyMeter:
 
 def accuracy(logits: torch.Tensor, batch: Batch) -> dict[str, float]:
     """Accuracy of `logits.argmax(-1)` (`logits: [B, T, V]`) on `batch`: `"acc"`, `"exact"`, `"acc_example_mean"`
-    and `"acc/<slice>=<value>"` per slice value (see `AccuracyMeter`). Example: `accuracy(model(b.inputs), b)["acc"]`.
+    and `"acc/<slice>=<value>"` per slice value (see `AccuracyMeter`).
+    Example: `accuracy(model(b.inputs)[0], b)["acc"]` (a `DecoderLM` returns `(logits, state)`).
     """
     return AccuracyMeter().update(logits, batch).compute()
 
