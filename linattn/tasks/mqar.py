@@ -16,7 +16,6 @@ Every generator is pure: `generate(config, batch_size, generator) -> Batch` draw
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -24,6 +23,7 @@ from typing import Literal
 import torch
 
 from linattn.tasks.batch import IGNORE, Batch
+from linattn.tasks.checks import check_int, check_positive
 
 # Settings named by the protocols (EXPERIMENTS.md); Zoology's come from HazyResearch/zoology,
 # zoology/experiments/paper_configs/arxiv24_based_figure2/configs.py (seq_len, n_pairs).
@@ -51,15 +51,15 @@ class VLAMQARConfig:
     filler: Literal["between", "after"] = "between"  # where filler goes: before SEP, or after the queries
 
     def __post_init__(self) -> None:
-        _check_int("vocab_size", self.vocab_size, 3)
-        _check_int("n_pairs", self.n_pairs, 1)
+        check_int("vocab_size", self.vocab_size, 3)
+        check_int("n_pairs", self.n_pairs, 1)
         if self.seq_len is not None:
-            _check_int("seq_len", self.seq_len, 1)
+            check_int("seq_len", self.seq_len, 1)
         n, sep = self.n_pairs, self.vocab_size - 1
         if not 1 <= n <= sep:
             raise ValueError(f"n_pairs: expected 1 <= n_pairs <= {sep} for vocab {self.vocab_size}, got {n}")
         if self.n_queries is not None:
-            _check_int("n_queries", self.n_queries, 1)
+            check_int("n_queries", self.n_queries, 1)
         if self.filler not in ("between", "after"):
             raise ValueError(f"filler: expected 'between' or 'after', got {self.filler!r}")
         shortest = 2 * n + 1 + self.queries
@@ -100,18 +100,18 @@ class ZoologyMQARConfig:
     random_non_queries: bool = True  # non-query slots: random tokens from [0, V) (False: token 0, never a key)
 
     def __post_init__(self) -> None:
-        _check_int("vocab_size", self.vocab_size, 4)
-        _check_int("seq_len", self.seq_len, 4)
+        check_int("vocab_size", self.vocab_size, 4)
+        check_int("seq_len", self.seq_len, 4)
         if self.seq_len % 2:
             raise ValueError(f"seq_len: expected an even length (queries sit on even slots), got {self.seq_len}")
-        _check_int("n_pairs", self.n_pairs, 1)
+        check_int("n_pairs", self.n_pairs, 1)
         most = min(self.vocab_size // 2 - 1, self.seq_len // 4)
         if not 1 <= self.n_pairs <= most:
             raise ValueError(
                 f"n_pairs: expected 1 <= n_pairs <= {most} for vocab {self.vocab_size} and seq_len {self.seq_len} "
                 f"(keys from [1, V/2), 4 * n_pairs <= seq_len), got {self.n_pairs}"
             )
-        _check_positive("power_a", self.power_a)
+        check_positive("power_a", self.power_a)
 
 
 @dataclass(frozen=True)
@@ -125,10 +125,10 @@ class KLAMQARConfig:
     min_query_pos: int = 64  # queries sit at distinct positions in [min_query_pos, T − 2]
 
     def __post_init__(self) -> None:
-        _check_int("vocab_size", self.vocab_size, 2)
-        _check_int("n_pairs", self.n_pairs, 1)
-        _check_int("seq_len", self.seq_len, 1)
-        _check_int("min_query_pos", self.min_query_pos, 0)
+        check_int("vocab_size", self.vocab_size, 2)
+        check_int("n_pairs", self.n_pairs, 1)
+        check_int("seq_len", self.seq_len, 1)
+        check_int("min_query_pos", self.min_query_pos, 0)
         most = self.vocab_size // 2
         if not 1 <= self.n_pairs <= most:
             raise ValueError(
@@ -145,7 +145,7 @@ class KLAMQARConfig:
                 f"seq_len: expected >= min_query_pos + n_pairs + 1 = {shortest} (room for {self.n_pairs} distinct "
                 f"query positions in [min_query_pos, seq_len - 2]), got {self.seq_len}"
             )
-        _check_positive("power_alpha", self.power_alpha)
+        check_positive("power_alpha", self.power_alpha)
 
 
 MQARConfig = VLAMQARConfig | ZoologyMQARConfig | KLAMQARConfig
@@ -154,16 +154,6 @@ MQARConfig = VLAMQARConfig | ZoologyMQARConfig | KLAMQARConfig
 # ---------------------------------------------------------------------------------------------------------------------
 # Sampling helpers (all vectorised over the batch)
 # ---------------------------------------------------------------------------------------------------------------------
-
-
-def _check_int(name: str, value: int, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")
-
-
-def _check_positive(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
 
 
 def _random_subset(batch_size: int, population: int, size: int, generator: torch.Generator) -> torch.Tensor:

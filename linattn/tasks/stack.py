@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from linattn.tasks.batch import IGNORE, Batch
+from linattn.tasks.checks import check_int
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,7 @@ class StackConfig:
 
     def __post_init__(self) -> None:
         for name, low in (("seq_len", 1), ("vocab_size", 2), ("max_depth", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")
+            check_int(name, getattr(self, name), low)
         p = self.push_prob
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0 < p < 1:
             raise ValueError(f"push_prob: expected a probability in (0, 1), got {p!r}")

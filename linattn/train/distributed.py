@@ -78,8 +78,6 @@ def wrap_model(model: nn.Module, info: DistInfo, device: torch.device, sharding:
     `backward`), or (`"fsdp"`) `model` itself, sharded in place; `model` itself on one process. Every rank starts
     from rank 0's weights (DDP broadcasts them; before sharding they are broadcast here). A sharded model is called
     by every rank together, also after training."""
-    if sharding not in SHARDINGS:
-        raise ValueError(f"sharding: expected one of {SHARDINGS}, got {sharding!r}")
     if not info.enabled:
         return model
     if sharding == "ddp":
