@@ -42,11 +42,18 @@ def capacity_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
     return _specs(mixers, {n: VLAMQARConfig(n_pairs=n) for n in ns}, protocol, max_seq_len=128)
 
 
-def length_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
-    lengths = (49, 128) if is_quick else (49, 64, 128, 256, 512)
-    protocol = _protocol(protocol_name, is_quick, 2000, 64, 200, fair_steps=5000)
-    settings = {T: VLAMQARConfig(n_pairs=8, seq_len=T) for T in lengths}
-    return _specs(mixers, settings, protocol, max_seq_len=512)
+def length_plan(filler: str):
+    """MQAR with n = 8 made up to T tokens by filler `"between"` the pairs and SEP (every query at least `T − 25`
+    tokens from its key) or `"after"` the queries (the paper's words: a causal model's predictions then see the
+    `T = 25` task, and T only lengthens an unsupervised tail)."""
+
+    def plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
+        lengths = (49, 128) if is_quick else (49, 64, 128, 256, 512)
+        protocol = _protocol(protocol_name, is_quick, 2000, 64, 200, fair_steps=5000)
+        settings = {T: VLAMQARConfig(n_pairs=8, seq_len=T, filler=filler) for T in lengths}
+        return _specs(mixers, settings, protocol, max_seq_len=512)
+
+    return plan
 
 
 def overload_plan(d_h: int):
@@ -80,7 +87,16 @@ EXPERIMENTS = [
         "vla-mqar-length",
         "MQAR (VLA format), n = 8, T ∈ {49, 64, 128, 256, 512} with filler before SEP",
         "seq_len",
-        length_plan,
+        length_plan("between"),
+        VLA_COMPARISON,
+        paper.VLA_MQAR_LENGTH,
+    ),
+    Experiment(
+        "vla-mqar-length-after",
+        "MQAR (VLA format), n = 8, T ∈ {49, 64, 128, 256, 512} with filler after the queries (the paper's placement: "
+        "every query sees what it sees at T = 25)",
+        "seq_len",
+        length_plan("after"),
         VLA_COMPARISON,
         paper.VLA_MQAR_LENGTH,
     ),

@@ -129,13 +129,10 @@ def test_registry_plans():
     assert sorted({r.train.lr for r in fair_runs}) == [3e-4, 1e-3, 3e-3]
     quick_runs = capacity.plan("paper", True, ("vla",))
     assert [r.x for r in quick_runs] == [4, 8] and quick_runs[0].train.steps == 500
-    assert {r.task.length for r in EXPERIMENTS["vla-mqar-length"].plan("paper", False, ("vla",))} == {
-        49,
-        64,
-        128,
-        256,
-        512,
-    }
+    for name, filler in (("vla-mqar-length", "between"), ("vla-mqar-length-after", "after")):
+        runs = EXPERIMENTS[name].plan("paper", False, ("vla",))
+        assert {r.task.length for r in runs} == {49, 64, 128, 256, 512}
+        assert {r.task.filler for r in runs} == {filler}
     ccq = next(r for r in paper_runs if r.mixer == "ccq-gated_deltanet")
     assert ccq.model.mixer == "gated_deltanet" and ccq.model.mixer_options == {"ccq": True}
 
