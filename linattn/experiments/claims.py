@@ -256,7 +256,7 @@ VLA_CLAIMS = (
           _deltanet_collapses),
     Claim("VLA", "VLA keeps recall at long context (n = 8, T to 512)", "MQAR long context", "1.000 … 0.982 at 512",
           "vla-mqar-length/paper", _long_context),
-    Claim("VLA", "the same with the filler after the queries (the paper's placement; no query is farther from its key)",
+    Claim("VLA", "the same, filler after the queries (the paper's placement: queries as near their keys as at T = 25)",
           "MQAR long context", "1.000 … 0.982 at 512", "vla-mqar-length-after/paper", _long_context),
     Claim("VLA", "exact recall while n < d_h, graceful degradation beyond, better than linear attention",
           "capacity and overload", "62% at n = d_h", "vla-mqar-overload-dh16/paper", _overload),
