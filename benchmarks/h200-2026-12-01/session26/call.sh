@@ -1,0 +1,36 @@
+# Prepared in session 26 (no device time) for the next device calls, one H200 each, from the repository root.
+#
+#   bash benchmarks/h200-2026-12-01/session26/call.sh screen   (about 6 minutes)
+#     the launch settings of VLA's gate-backward kernels (`screen_penalty.py`), then CCQ keeping its chunk-start
+#     states at every head dim (`screen_ccq_keep.py`), both on this tree
+#   bash benchmarks/h200-2026-12-01/session26/call.sh native   (about 5 minutes; carry [".variants"])
+#     the whole verify matrix on session 25's `engine_native.patch` (timed there: GDN 0.98x, CCQ-GDN 0.97x; not merged
+#     until this passes). Here first:
+#       rm -rf .variants/native && mkdir -p .variants/native && git archive HEAD linattn | tar -x -C .variants/native
+#       git apply --directory=.variants/native --include='.variants/native/linattn/*' \
+#         benchmarks/h200-2026-12-01/session25/engine_native.patch
+#   bash benchmarks/h200-2026-12-01/session26/call.sh speed    (about 6 minutes)
+#     after merging what passed: the verify matrix's VLA and CCQ cases, then `linattn run vla-speed --force`.
+# Everything comes back in one archive ($OUT holds at most a few files).
+set -u
+export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
+R=$OUT/r; mkdir -p "$R"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpus.txt"
+case "${1:-}" in
+  screen)
+    timeout 390 python3 -u benchmarks/h200-2026-12-01/session26/screen_penalty.py --out "$R" > "$R/screen-penalty.txt" 2>&1
+    timeout 180 python3 -u benchmarks/h200-2026-12-01/session26/screen_ccq_keep.py --out "$R" > "$R/screen-ccq-keep.txt" 2>&1
+    cat "$R/screen-penalty.txt" "$R/screen-ccq-keep.txt" ;;
+  native)
+    # `python -m` puts the working directory first on the path: the variant's own linattn
+    (cd .variants/native && PYTHONPATH=$PWD timeout 560 python3 -m linattn.bench verify --jobs 15 \
+      --json "$R/verify-native.json" > "$R/verify-native.txt" 2>&1)
+    grep -v "✓" "$R/verify-native.txt" | tail -n 20 ;;
+  speed)
+    timeout 150 python3 -m linattn.bench verify --ops ccq,vla --jobs 15 --json "$R/verify.json" > "$R/verify.txt" 2>&1
+    timeout 420 python3 -m linattn.cli run vla-speed --device cuda --force > "$R/vla-speed.txt" 2>&1
+    tar czf "$R/vla-speed-results.tgz" results/vla-speed/default-cuda
+    tail -n 2 "$R/verify.txt"; tail -n 40 "$R/vla-speed.txt" ;;
+  *) echo "usage: call.sh screen|native|speed" >&2; exit 2 ;;
+esac
+tar czf "$OUT/${1}.tgz" -C "$R" .
