@@ -84,10 +84,12 @@ class Experiment:
                         "stop_reason",
                         "best_val",
                         "test",
+                        "test_at",
                         "wall_time_s",
                         "params",
                         "hardware",
                     )
+                    if k in r
                 }
                 for r in records
             ],
@@ -101,7 +103,8 @@ class Experiment:
 
 
 def summarize(records: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per mixer and setting: the test accuracy (and lr) of the run with the best validation accuracy."""
+    """Per mixer and setting: the test accuracy (and lr) of the run with the best validation accuracy. A run
+    evaluated at other settings too (`test_at`, length extrapolation) fills those settings from the same run."""
     best: dict[tuple[str, str], dict] = {}
     for r in records:
         key = (r["mixer"], str(r["x"]))
@@ -110,8 +113,10 @@ def summarize(records: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
     acc: dict[str, dict[str, float]] = {}
     lr: dict[str, dict[str, float]] = {}
     for (mixer, x), r in best.items():
-        acc.setdefault(mixer, {})[x] = r["test"]["acc"]
-        lr.setdefault(mixer, {})[x] = r["lr"]
+        tests = {x: r["test"], **r.get("test_at", {})}
+        for setting, metrics in tests.items():
+            acc.setdefault(mixer, {})[setting] = metrics["acc"]
+            lr.setdefault(mixer, {})[setting] = r["lr"]
     return {"acc": acc, "lr": lr}
 
 

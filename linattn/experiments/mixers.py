@@ -22,16 +22,23 @@ MIXERS: dict[str, MixerSpec] = {
         MixerSpec("linear", "linear"),
         MixerSpec("deltanet", "deltanet"),
         MixerSpec("gated_deltanet", "gated_deltanet"),
+        MixerSpec("gated_deltanet-raw_keys", "gated_deltanet", {"raw_keys": True}),
         MixerSpec("kla", "kla"),
         MixerSpec("vla", "vla"),
         MixerSpec("ccq-gated_deltanet", "gated_deltanet", {"ccq": True}),
+        MixerSpec("ccq-kla", "kla", {"ccq": True}),
         MixerSpec("gla", "gla"),
+        MixerSpec("ccq-gla", "gla", {"ccq": True}),
         MixerSpec("mamba2", "mamba2"),
     )
 }
 
 # the VLA paper's comparison, plus KLA, GDN and CCQ on GDN
 VLA_COMPARISON = ("softmax", "linear", "deltanet", "gated_deltanet", "kla", "vla", "ccq-gated_deltanet")
+# the KLA paper's synthetic tasks: KLA against GDN and Mamba-2
+KLA_COMPARISON = ("kla", "gated_deltanet", "mamba2")
+# the CCQ paper's bases (GLA, GDN; and KLA), each without and with the covariance read
+CCQ_COMPARISON = ("gla", "ccq-gla", "gated_deltanet", "ccq-gated_deltanet", "kla", "ccq-kla")
 
 
 def model_with(mixer: str, preset_name: str, min_seq_len: int = 0) -> ModelConfig:

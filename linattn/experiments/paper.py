@@ -43,3 +43,22 @@ VLA_UNNORMALISED_GROWTH = {"d_h": 96, "steps": 25, "product_norm": 1e32}
 # ≈ 43K tokens" (extrapolated from T ≤ 4096 on a T4 GPU, d = 64, B = 4, a forward-only kernel)
 VLA_CHUNK_SPEEDUP = 14.0
 VLA_SOFTMAX_CROSSOVER_T = 43_000
+
+# KLA paper, MQAR in its format (32 pairs, trained at T = 256, evaluated at 256 … 2048): "at 2048 (8×) KLA 73.84 vs
+# GDN 66.81 vs Mamba-2 64.29; in distribution GDN 98.72 vs KLA 98.39"
+KLA_MQAR = {
+    "kla": {256: 0.9839, 2048: 0.7384},
+    "gated_deltanet": {256: 0.9872, 2048: 0.6681},
+    "mamba2": {2048: 0.6429},
+}
+
+# KLA paper, S-NIAH proxy (one pair, trained at T = 1024, evaluated at 1K … 8K): "KLA 100 at all lengths, GDN ≈ 98.5,
+# Mamba-2 ≈ 0" (levels, given for the whole range)
+KLA_SNIAH = {
+    "kla": dict.fromkeys((1024, 2048, 4096, 8192), 1.0),
+    "gated_deltanet": dict.fromkeys((1024, 2048, 4096, 8192), 0.985),
+    "mamba2": dict.fromkeys((1024, 2048, 4096, 8192), 0.0),
+}
+
+# KLA paper, ablation: "without key-norm normalisation (β = σ only, raw keys) MQAR collapses (0.03%)"
+KLA_ABLATION = {"gated_deltanet-raw_keys": {256: 0.0003}}

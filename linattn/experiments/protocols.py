@@ -54,6 +54,29 @@ def fair(max_steps: int, batch_size: int, warmup: int, lrs: tuple[float, ...] = 
     return Protocol("fair", train, lrs)
 
 
+def kla(max_steps: int = 10_000, batch_size: int = 32, lr: float = 1e-3, warmup: int = 500) -> Protocol:
+    """The KLA paper's synthetic-task recipe (EXPERIMENTS.md): AdamW (0.9, 0.95), wd 0.1, clip 1.0, batch 32,
+    lr 1e-3, at most 10k steps with early stopping. The paper gives no warmup or stopping rule; ours: 500 warmup
+    steps then cosine, validation every 500 steps, stop at a perfect validation accuracy or after 4 evaluations
+    (2,000 steps) without a new best; the model tested is the last one."""
+    train = TrainConfig(
+        steps=max_steps,
+        batch_size=batch_size,
+        lr=lr,
+        weight_decay=0.1,
+        betas=(0.9, 0.95),
+        warmup_steps=warmup,
+        clip=1.0,
+        seed=42,
+        eval_every=500,
+        early_stop_metric="acc",
+        early_stop_threshold=1.0,
+        patience=4,
+        checkpoint_every=500,
+    )
+    return Protocol("paper", train, (lr,))
+
+
 def quick(
     protocol: Protocol, steps: int = 500, lrs: tuple[float, ...] = (3e-3,), batch_size: int = 32, eval_batches: int = 4
 ) -> Protocol:

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
-from linattn.experiments import vla_gradient_flow, vla_jacobian, vla_recall, vla_speed, vla_state_norm
+from linattn.experiments import (
+    kla_recall,
+    kla_speed,
+    vla_gradient_flow,
+    vla_jacobian,
+    vla_recall,
+    vla_speed,
+    vla_state_norm,
+)
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.experiments.experiment import Experiment
 
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in vla_recall.EXPERIMENTS}
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (*vla_recall.EXPERIMENTS, *kla_recall.EXPERIMENTS)}
 DIAGNOSTICS: dict[str, Diagnostic] = {
     d.name: d
-    for d in (vla_state_norm.DIAGNOSTIC, vla_jacobian.DIAGNOSTIC, vla_gradient_flow.DIAGNOSTIC, vla_speed.DIAGNOSTIC)
+    for d in (
+        vla_state_norm.DIAGNOSTIC,
+        vla_jacobian.DIAGNOSTIC,
+        vla_gradient_flow.DIAGNOSTIC,
+        vla_speed.DIAGNOSTIC,
+        kla_speed.DIAGNOSTIC,
+    )
 }

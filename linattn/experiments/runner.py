@@ -1,6 +1,7 @@
 """Training runs as data: a `RunSpec` is one (mixer, setting, learning rate) model trained and evaluated.
 
-`run_one` trains a fresh model on a task, resuming from its run folder, and writes the run's `result.json`;
+`run_one` trains a fresh model on a task, resuming from its run folder, evaluates it on a held-out test set of that
+task (and, for length extrapolation, on test sets of other tasks, `eval_at`), and writes the run's `result.json`;
 `run_all` runs many specs, in this process or as concurrent worker processes (`jobs > 1`: independent small
 trainings share one GPU or many CPU cores better than they run one after another).
 """
@@ -39,15 +40,18 @@ class RunSpec:
     train: TrainConfig
     eval_batches: int = 20
     eval_batch_size: int = 32
+    eval_at: tuple[tuple[int, object], ...] = ()  # (setting, task): test sets beyond the trained task's, e.g. longer
 
     @property
     def id(self) -> str:
         return f"{self.mixer}-x{self.x}-lr{self.train.lr:g}"
 
 
-def eval_set(spec: RunSpec, seed: int) -> list[Batch]:
+def eval_set(spec: RunSpec, seed: int, task: object | None = None) -> list[Batch]:
+    """`spec.eval_batches` batches of `task` (the trained task by default), drawn from `seed` alone."""
     gen = torch.Generator().manual_seed(seed)
-    return [generate(spec.task, spec.eval_batch_size, gen) for _ in range(spec.eval_batches)]
+    task = spec.task if task is None else task
+    return [generate(task, spec.eval_batch_size, gen) for _ in range(spec.eval_batches)]
 
 
 @torch.no_grad()
@@ -65,7 +69,10 @@ def evaluate_on(model: torch.nn.Module, batches: list[Batch], device: torch.devi
 
 
 def run_one(spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = True) -> dict:
-    """Train `spec`'s model (resuming from `run_dir`), evaluate it on a held-out test set, write `result.json`."""
+    """Train `spec`'s model (resuming from `run_dir`), evaluate it on a held-out test set, write `result.json`.
+
+    With `spec.eval_at` the record also holds `test_at: {setting: metrics}`, the same model on each of those tasks'
+    test sets (drawn from the same seed as the trained task's)."""
     result_path = run_dir / "result.json"
     if result_path.exists():
         return json.loads(result_path.read_text())
@@ -94,6 +101,7 @@ def run_one(spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = 
         "val": outcome.last_eval,
         "best_val": outcome.best_eval,
         "test": evaluate_on(model, test, device),
+        **({"test_at": _test_at(spec, model, device)} if spec.eval_at else {}),
         "wall_time_s": outcome.wall_time_s,
         "params": sum(p.numel() for p in model.parameters()),
         "hardware": torch.cuda.get_device_name(device) if device.type == "cuda" else describe("cpu")["cpu"],
@@ -103,6 +111,12 @@ def run_one(spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = 
     }
     write_atomic(result_path, json.dumps(record, indent=2))
     return record
+
+
+def _test_at(spec: RunSpec, model: torch.nn.Module, device: torch.device) -> dict[str, dict[str, float]]:
+    """The trained model's metrics on the test set of each task in `spec.eval_at`, by setting."""
+    seed = spec.train.seed + TEST_SEED_OFFSET
+    return {str(x): evaluate_on(model, eval_set(spec, seed, task), device) for x, task in spec.eval_at}
 
 
 def _die_with_parent() -> None:

@@ -44,7 +44,9 @@ class GatedDeltaNet(Mixer):
     `q = L2norm(SiLU(conv(W_q x)))`, `v = SiLU(conv(W_v x))`, `η = σ(W_β x + b)`, `g` the Mamba-2 gate, and
       - GDN (`kaczmarz=False`): `k = L2norm(SiLU(conv(W_k x)))`, `β = η`;
       - KLA (`kaczmarz=True`): `k = SiLU(conv(W_k x))` (raw), `β = η / (‖k‖² + 1e-6)`, formed inside the op
-        (`delta_rule(..., beta=η, kaczmarz_eps=1e-6)`).
+        (`delta_rule(..., beta=η, kaczmarz_eps=1e-6)`);
+      - GDN with raw keys (`raw_keys=True`): `k = SiLU(conv(W_k x))`, `β = η`: the KLA paper's ablation without
+        key normalisation, whose write `I − β k kᵀ` expands the state once `β ‖k‖² > 2`.
     Options: `short_conv`, `conv_size`, `ccq` (+ `ccq_options`): contract q by the running, decayed
     covariance of the keys before the read.
     State: `{"S": [B, H, d, d], "conv_q", "conv_k", "conv_v"[, "ccq"]}`.
@@ -56,6 +58,7 @@ class GatedDeltaNet(Mixer):
         n_heads: int,
         *,
         kaczmarz: bool = False,
+        raw_keys: bool = False,
         short_conv: bool = True,
         conv_size: int = 4,
         ccq: bool = False,
@@ -63,7 +66,10 @@ class GatedDeltaNet(Mixer):
         backend: str = "auto",
     ):
         super().__init__(d_model, n_heads, backend=backend)
+        if kaczmarz and raw_keys:
+            raise ValueError("raw_keys: KLA's keys are raw already (its step divides by ‖k‖²); set it for GDN only")
         self.kaczmarz = kaczmarz
+        self.raw_keys = raw_keys
         self.qkv = ConvProjections(d_model, dict.fromkeys("qkv", d_model), short_conv=short_conv, conv_size=conv_size)
         self.b_proj = nn.Linear(d_model, n_heads, bias=True)
         self.decay = MambaDecay(d_model, n_heads)
@@ -85,7 +91,7 @@ class GatedDeltaNet(Mixer):
         q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]
         q = F.normalize(q, dim=-1)
         eta = torch.sigmoid(self.b_proj(x))  # [B, T, H]
-        if not self.kaczmarz:
+        if not (self.kaczmarz or self.raw_keys):
             k = F.normalize(k, dim=-1)
         q, k, v = promote(q, k, v)
         g = self.decay(x)  # [B, T, H]

@@ -163,8 +163,10 @@ def train(
       state sharded over the ranks; the model stays sharded after training, so every rank calls it together;
       `linattn.train.distributed`). A checkpoint resumes under the sharding that wrote it.
 
-    A run whose checkpoint is finished (all steps done, or stopped early) loads the final weights into `model`
-    and returns its result without training. Launched by torchrun (`WORLD_SIZE > 1`), the model is wrapped in
+    A non-finite loss or gradient stops the run without applying that update (`stop_reason` "diverged: …"), so
+    `model` keeps its last finite weights: a diverging configuration (the KLA paper's ablation) is a result, not a
+    crash. A run whose checkpoint is finished (all steps done, or stopped early) loads the final weights into
+    `model` and returns its result without training. Launched by torchrun (`WORLD_SIZE > 1`), the model is wrapped in
     DDP (or sharded, `sharding`), rank `r` draws its own data stream, and only rank 0 writes files; every rank
     must get the same arguments. The ranks' gradients are averaged, so each rank's loss (the mean over its own
     targets) weighs the same: batches whose rows carry different numbers of targets (a task mixture) train as one
@@ -239,16 +241,23 @@ def train(
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip or math.inf)
             lr = optimizer.param_groups[0]["lr"]  # the rate of this update
-            optimizer.step()
-            scheduler.step()
+            # a diverged run (a non-finite loss makes a non-finite norm) stops with its last finite weights: the
+            # update is not applied, and the reason is kept (one host sync a step, as a loss scaler's check)
+            if torch.isfinite(distributed.local(grad_norm)):
+                optimizer.step()
+                scheduler.step()
+                run.step += 1
+                bar.update()
+            else:
+                run.stop_reason = f"diverged: non-finite loss or gradient at update {run.step + 1}, not applied"
             optimizer.zero_grad(set_to_none=True)
-            run.step += 1
             window.add(loss.detach(), batch.inputs.numel())
-            bar.update()
 
             metrics = None
-            if evaluate is not None and (
-                run.step == config.steps or (config.eval_every and run.step % config.eval_every == 0)
+            if (
+                evaluate is not None
+                and run.stop_reason is None
+                and (run.step == config.steps or (config.eval_every and run.step % config.eval_every == 0))
             ):
                 paused_at = time.perf_counter()
                 metrics = _evaluate(model, evaluate, autocast, info)

@@ -17,7 +17,7 @@ from linattn.experiments.mixers import MIXERS, parse_mixers
 from linattn.experiments.registry import EXPERIMENTS
 from linattn.experiments.runner import RunSpec, run_one
 from linattn.models import preset
-from linattn.tasks import VLAMQARConfig
+from linattn.tasks import KLAMQARConfig, VLAMQARConfig
 from linattn.train import TrainConfig
 
 
@@ -115,6 +115,58 @@ def test_summarize_takes_the_lr_with_the_best_validation():
 
     summary = summarize([record(1e-3, 0.5, 0.9), record(3e-3, 0.8, 0.7), record(1e-2, 0.6, 1.0)])
     assert summary == {"acc": {"vla": {"4": 0.7}}, "lr": {"vla": {"4": 3e-3}}}
+
+
+def test_a_run_is_tested_at_other_lengths_too(tmp_path):
+    """`eval_at`: the trained model on the test sets of longer tasks; `summarize` puts them in the mixer's row."""
+    task = KLAMQARConfig(n_pairs=2, seq_len=16, vocab_size=16, min_query_pos=4)
+    longer = KLAMQARConfig(n_pairs=2, seq_len=64, vocab_size=16, min_query_pos=4)
+    train = TrainConfig(steps=2, batch_size=4, warmup_steps=0, eval_every=0, checkpoint_every=2)
+    model = preset("debug", mixer="gated_deltanet", vocab_size=16, positions="none")
+    spec = RunSpec("kla", 16, task, model, train, eval_batches=1, eval_batch_size=4, eval_at=((64, longer),))
+    record = run_one(spec, tmp_path / spec.id, progress=False)
+    assert set(record["test_at"]) == {"64"} and 0 <= record["test_at"]["64"]["acc"] <= 1
+    assert summarize([record])["acc"]["kla"] == {"16": record["test"]["acc"], "64": record["test_at"]["64"]["acc"]}
+
+
+def test_summarize_fills_every_tested_length_from_the_chosen_run():
+    def record(lr, val, tests):
+        return {"mixer": "kla", "x": 256, "lr": lr, "best_val": {"acc": val}, "val": None,
+                "test": {"acc": tests[0]}, "test_at": {"2048": {"acc": tests[1]}}}  # fmt: skip
+
+    summary = summarize([record(1e-3, 0.9, (0.95, 0.6)), record(3e-3, 0.5, (0.5, 0.9))])
+    assert summary["acc"] == {"kla": {"256": 0.95, "2048": 0.6}} and summary["lr"]["kla"]["2048"] == 1e-3
+
+
+def test_kla_plans():
+    """The KLA paper's recipe (EXPERIMENTS.md): trained once at 256 (S-NIAH 1K), tested up to 8× that."""
+    for name, lengths in (("kla-mqar", (256, 512, 1024, 2048)), ("kla-sniah", (1024, 2048, 4096, 8192))):
+        experiment = EXPERIMENTS[name]
+        runs = experiment.plan("paper", False, experiment.mixers)
+        assert [r.mixer for r in runs] == ["kla", "gated_deltanet", "mamba2"]
+        assert {(r.x, r.task.seq_len, tuple(x for x, _ in r.eval_at)) for r in runs} == {
+            (lengths[0], lengths[0], lengths[1:])
+        }
+        assert {t.seq_len for r in runs for x, t in r.eval_at} == set(lengths[1:])
+        assert {(r.model.d_model, r.model.n_layers, r.model.n_heads, r.model.mlp_hidden, r.model.vocab_size)
+                for r in runs} == {(256, 2, 4, 1024, 8192)}  # fmt: skip
+        assert all(r.model.max_seq_len >= lengths[-1] for r in runs)
+        train = {(r.train.steps, r.train.batch_size, r.train.lr, r.train.betas, r.train.weight_decay, r.train.clip)
+                 for r in runs}  # fmt: skip
+        assert train == {(10_000, 32, 1e-3, (0.9, 0.95), 0.1, 1.0)} and experiment.protocols == ("paper",)
+    assert EXPERIMENTS["kla-mqar"].plan("paper", False, ("kla",))[0].task == KLAMQARConfig()
+    ablation = EXPERIMENTS["kla-ablation"].plan("paper", False, ("gated_deltanet-raw_keys",))
+    assert ablation[0].eval_at == () and ablation[0].model.mixer_options == {"raw_keys": True}
+    ccq = EXPERIMENTS["ccq-sniah"].plan("paper", False, EXPERIMENTS["ccq-sniah"].mixers)
+    assert [(r.model.mixer, r.model.mixer_options.get("ccq", False)) for r in ccq] == [
+        (base, with_ccq) for base in ("gla", "gated_deltanet", "kla") for with_ccq in (False, True)
+    ]
+    quick = EXPERIMENTS["kla-mqar"].plan("paper", True, ("kla",))[0]
+    assert quick.train.steps == 1000 and quick.model.d_model == 64 and [x for x, _ in quick.eval_at] == [96, 192, 384]
+    for experiment in (EXPERIMENTS[n] for n in ("kla-mqar", "kla-sniah", "kla-ablation")):  # no paper number beside
+        for run in experiment.plan("paper", True, experiment.mixers):  # a quick one
+            tested = {run.x, *(x for x, _ in run.eval_at)}
+            assert not tested & {x for row in experiment.paper.values() for x in row}
 
 
 def test_registry_plans():

@@ -42,6 +42,26 @@ def test_state_norm_rules(tmp_path):
     assert _claim("VLA's state norm stays below 15").evaluate(tmp_path)[1] == "holds"
 
 
+def test_kla_rules(tmp_path):
+    mqar = {"kla": {"256": 0.99, "2048": 0.70}, "gated_deltanet": {"256": 0.98, "2048": 0.72},
+            "mamba2": {"256": 0.9, "2048": 0.5}}  # fmt: skip
+    _write(tmp_path, "kla-mqar/paper", {"table": mqar})
+    ours, verdict = _claim("KLA extrapolates best on MQAR at 8× the training length").evaluate(tmp_path)
+    assert (ours, verdict) == ("KLA 0.700 / GDN 0.720 / Mamba-2 0.500 at T = 2,048", "partly")
+    assert _claim("in distribution KLA ≈ GDN on MQAR").evaluate(tmp_path)[1] == "holds"
+    Ts = ("1024", "2048", "4096", "8192")
+    sniah = {"kla": dict.fromkeys(Ts, 1.0), "gated_deltanet": dict.fromkeys(Ts, 0.9), "mamba2": dict.fromkeys(Ts, 0.6)}
+    _write(tmp_path, "kla-sniah/paper", {"table": sniah})
+    ours, verdict = _claim("KLA solves S-NIAH at every length; Mamba-2 does not").evaluate(tmp_path)
+    assert verdict == "partly" and ours.endswith("Mamba-2 0.600 at 8K")
+    ablation = {"kla": {"256": 0.99}, "gated_deltanet": {"256": 0.98}, "gated_deltanet-raw_keys": {"256": 0.01}}
+    _write(tmp_path, "kla-ablation/paper", {"table": ablation})
+    assert _claim("without key normalisation MQAR collapses").evaluate(tmp_path)[1] == "holds"
+    _write(tmp_path, "ccq-sniah/paper", {"table": {"gla": {"4096": 0.30}, "ccq-gla": {"4096": 0.50}}})
+    ours, verdict = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").evaluate(tmp_path)
+    assert (ours, verdict) == ("+20.0 points (GLA 0.300, CCQ-GLA 0.500) at T = 4,096", "partly")
+
+
 def test_a_claim_whose_mixer_was_not_run_is_not_yet_measured(tmp_path):
     claim = _claim("DeltaNet collapses as n grows")
     folder = tmp_path / claim.results

@@ -20,6 +20,7 @@ VARIANTS += [
     ("vla", {"lam0": 2.0, "ccq": True, "ccq_options": {"centered": False}}),
     ("deltanet", {"short_conv": False}),
     ("gated_deltanet", {"ccq": True, "ccq_options": {"normalize_keys": False}}),
+    ("gated_deltanet", {"raw_keys": True}),
     ("mamba2", {"d_state": 12}),
     ("softmax", {"short_conv": True}),
 ]
@@ -115,11 +116,34 @@ def test_build_layer_errors():
         build_layer("vla", 32, 5)
     with pytest.raises(ValueError, match="^normalizer"):
         build_layer("vla", 32, 4, normalizer="max")
+    with pytest.raises(ValueError, match="^raw_keys: KLA's keys are raw already"):
+        build_layer("kla", 32, 4, raw_keys=True)
     with pytest.raises(ValueError, match="^x: expected shape"):
         build_layer("linear", 32, 4)(torch.randn(2, 5, 16))
     with pytest.raises(ValueError, match="^x_t: expected shape"):
         layer = build_layer("linear", 32, 4)
         layer.step(torch.randn(2, 1, 32), layer.init_state(2))
+
+
+def test_raw_keys_reach_the_delta_rule_unnormalised(monkeypatch):
+    """GDN normalises its keys and KLA divides by ‖k‖² in the op; `raw_keys` (the KLA paper's ablation) does
+    neither: the op gets the keys as the convolution made them, with `β = η`."""
+    import linattn.layers.gated_deltanet as module
+
+    calls = []
+
+    def spy(q, k, v, **options):
+        calls.append((k.norm(dim=-1), options["kaczmarz_eps"]))
+        return delta_rule(q, k, v, **options)
+
+    delta_rule = module.delta_rule
+    monkeypatch.setattr(module, "delta_rule", spy)
+    for name, options in (("gated_deltanet", {}), ("gated_deltanet", {"raw_keys": True}), ("kla", {})):
+        make(name, options)(x_of(2, 9))
+    (gdn, gdn_eps), (raw, raw_eps), (kla, kla_eps) = calls
+    assert torch.allclose(gdn, torch.ones_like(gdn)) and gdn_eps is None
+    assert not torch.allclose(raw, torch.ones_like(raw)) and raw_eps is None
+    assert not torch.allclose(kla, torch.ones_like(kla)) and kla_eps is not None
 
 
 @pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)

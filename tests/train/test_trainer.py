@@ -136,6 +136,25 @@ def test_early_stop_on_patience(tmp_path):
     assert result.best_eval == {"acc": 0.5} and result.best_step == 10 and result.last_eval == {"acc": 0.3}
 
 
+def test_a_diverged_run_stops_with_its_last_finite_weights(tmp_path):
+    """A non-finite loss (here at the fourth update) is not applied: the run stops, says why, keeps finite weights,
+    and its checkpoint returns that result without training again."""
+    calls = iter(range(100))
+
+    def blows_up(model, batch):
+        loss = nn.functional.cross_entropy(
+            model(batch.inputs).flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE
+        )
+        return loss * float("nan") if next(calls) == 3 else loss
+
+    model = toy_model()
+    result = train(model, config(eval_every=5), copy_batch, accuracy, tmp_path, progress=False, loss_fn=blows_up)
+    assert result.step == 3 and result.stop_reason == "diverged: non-finite loss or gradient at update 4, not applied"
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert math.isnan(read_log(result.metrics_path)[-1]["loss"])
+    assert train(toy_model(seed=1), config(eval_every=5), never_called, accuracy, tmp_path, progress=False) == result
+
+
 def test_a_nan_eval_is_never_the_best(tmp_path):
     evals = iter([float("nan"), 0.1, 0.2, 0.3])  # NaN: an eval with nothing supervised
     cfg = config(steps=20, eval_every=5, early_stop_metric="acc", patience=2)

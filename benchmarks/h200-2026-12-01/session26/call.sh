@@ -11,6 +11,10 @@
 #         benchmarks/h200-2026-12-01/session25/engine_native.patch
 #   bash benchmarks/h200-2026-12-01/session26/call.sh speed    (about 6 minutes)
 #     after merging what passed: the verify matrix's VLA and CCQ cases, then `linattn run vla-speed --force`.
+#   bash benchmarks/h200-2026-12-01/session26/call.sh kla      (at most 9 minutes)
+#     the KLA paper's experiments, built in session 26: `kla-speed` alone on the GPU (timings), then `kla-mqar`,
+#     `kla-sniah` and `kla-ablation` side by side, three runs each (`scripts/device_experiment.sh`: unfinished runs
+#     come back as checkpoints to carry into the next call)
 # Everything comes back in one archive ($OUT holds at most a few files).
 set -u
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
@@ -31,6 +35,11 @@ case "${1:-}" in
     timeout 420 python3 -m linattn.cli run vla-speed --device cuda --force > "$R/vla-speed.txt" 2>&1
     tar czf "$R/vla-speed-results.tgz" results/vla-speed/default-cuda
     tail -n 2 "$R/verify.txt"; tail -n 40 "$R/vla-speed.txt" ;;
-  *) echo "usage: call.sh screen|native|speed" >&2; exit 2 ;;
+  kla)
+    timeout 100 python3 -m linattn.cli run kla-speed --device cuda > "$R/kla-speed.txt" 2>&1
+    tar czf "$R/kla-speed-results.tgz" results/kla-speed
+    tail -n 30 "$R/kla-speed.txt"
+    bash scripts/device_experiment.sh 420 3 kla-mqar kla-sniah kla-ablation ;;
+  *) echo "usage: call.sh screen|native|speed|kla" >&2; exit 2 ;;
 esac
 tar czf "$OUT/${1}.tgz" -C "$R" .

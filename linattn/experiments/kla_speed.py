@@ -1,0 +1,203 @@
+"""KLA paper, efficiency: a KLA layer's prefill and decoding time against a Gated DeltaNet layer's.
+
+The paper's two claims: prefill latency "KLA ≈ GDN" (1220 against 1227 ms at 131K tokens, a 0.4B model) and "decode
+2.1× GDN at 32K" (3.54 against 1.65 tokens/s), which came from a benchmark that runs the whole context again for
+every generated token (EXPERIMENTS.md). With a recurrent state a generated token costs one state update whatever the
+context, and KLA's update differs from GDN's only by its step `β = η / (‖k‖² + ε)`. Both measured directly, on one
+layer (the whole mixer: projections, short convolutions, gates, the op, the output norm, gate and projection; the
+same weights' shapes for both), batch 1, under `torch.no_grad()`:
+- prefill: `layer(x)` on `T` tokens (the chunked op: the Triton kernels on CUDA, the chunked PyTorch path on a CPU);
+- decode, recurrent: `layer.step(x_t, state)` for one token after a prefill of `context` tokens (on CUDA the fused
+  recurrent kernel), the state carried;
+- decode, re-run (the paper's benchmark): `layer(x)` on `context + 1` tokens for one new token.
+Timing: `linattn.bench.timing.median_ms` (CUDA: `do_bench`, median; CPU: `Timer.blocked_autorange`).
+
+Full runs: CUDA, bfloat16, d_model 1024 in 8 heads of 128 (the paper's 0.4B width), T = 8K, 32K, 128K (131,072),
+decode at a 32K context; CPU, float32, d_model 256 in 4 heads, T = 1K, 4K, 16K, decode at 4K. `--quick`: CUDA
+T = 8K, 32K, decode at 8K; CPU T = 1K, 4K, decode at 1K.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from linattn.bench.timing import median_ms
+from linattn.experiments.diagnostic import Diagnostic
+from linattn.io import save_figure
+from linattn.layers import build_layer
+
+MIXERS = {"GDN": "gated_deltanet", "KLA": "kla"}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# the paper's numbers: prefill ms at 131K (KLA, GDN), decoding tokens/s at 32K (KLA, GDN)
+PAPER = {"prefill_T": 131_072, "prefill_ms": {"KLA": 1220.0, "GDN": 1227.0}, "decode_context": 32_768,
+         "decode_tokens_per_s": {"KLA": 3.54, "GDN": 1.65}}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class KLASpeedConfig:
+    Ts: tuple[int, ...]  # prefill lengths, increasing
+    context: int  # tokens before the decoded one
+    d_model: int = 256
+    n_heads: int = 4
+    dtype: str = "float32"
+    min_run_time: float = 0.5  # CPU: seconds of timed calls per measurement
+    seed: int = 0
+
+    def __post_init__(self):
+        if not self.Ts or any(not isinstance(t, int) or t < 1 for t in self.Ts) or list(self.Ts) != sorted(self.Ts):
+            raise ValueError(f"Ts: expected increasing positive ints, got {self.Ts!r}")
+        for name in ("context", "d_model", "n_heads"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected an int >= 1, got {getattr(self, name)!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype: expected one of {list(DTYPES)}, got {self.dtype!r}")
+
+
+PRESETS = {  # (device, quick) -> config
+    ("cpu", False): KLASpeedConfig(Ts=(1024, 4096, 16384), context=4096),
+    ("cpu", True): KLASpeedConfig(Ts=(1024, 4096), context=1024, min_run_time=0.2),
+    ("cuda", False): KLASpeedConfig(Ts=(8192, 32768, 131072), context=32768, d_model=1024, n_heads=8, dtype="bfloat16"),
+    ("cuda", True): KLASpeedConfig(Ts=(8192, 32768), context=8192, d_model=1024, n_heads=8, dtype="bfloat16"),
+}
+
+
+def measure(quick: bool, device: str, config: KLASpeedConfig | None = None) -> dict:
+    """Prefill time at every T and one decoded token's time (recurrent and re-run) for both layers."""
+    config = config or PRESETS[device, quick]
+    dtype = DTYPES[config.dtype]
+    gen = torch.Generator(device=device).manual_seed(config.seed)
+
+    def tokens(T: int) -> torch.Tensor:
+        return torch.randn(1, T, config.d_model, generator=gen, device=device).to(dtype)
+
+    def time(fn) -> float:
+        with torch.no_grad():
+            return median_ms(fn, device, min_run_time=config.min_run_time)
+
+    prefill, decode = [], []
+    for name, layer_name in MIXERS.items():
+        torch.manual_seed(config.seed)  # the same initial weights and inputs for both
+        gen.manual_seed(config.seed)
+        layer = build_layer(layer_name, config.d_model, config.n_heads).to(device=device, dtype=dtype).eval()
+        rows, step = _measure_layer(name, layer, config, tokens, time)
+        prefill += [{"mixer": name, **r} for r in rows]
+        decode.append({"mixer": name, **step})
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    by = {(r["mixer"], r["T"]): r["ms"] for r in prefill}
+    step = {r["mixer"]: r for r in decode}
+    return {
+        "config": asdict(config),
+        "device": device,
+        "paper": PAPER,
+        "prefill": prefill,
+        "decode": decode,
+        "prefill_ratio": {str(T): by["KLA", T] / by["GDN", T] for T in config.Ts},  # KLA / GDN
+        "decode_speedup": {  # KLA's tokens/s over GDN's
+            "recurrent": step["GDN"]["step_ms"] / step["KLA"]["step_ms"],
+            "rerun": step["GDN"]["rerun_ms"] / step["KLA"]["rerun_ms"],
+        },
+    }
+
+
+def _measure_layer(name: str, layer, config: KLASpeedConfig, tokens, time) -> tuple[list[dict], dict]:
+    """`([{T, ms}] prefill rows, {context, step_ms, rerun_ms})` of one layer (`name` for the progress lines)."""
+    rows = []
+    for T in config.Ts:
+        x = tokens(T)
+        rows.append({"T": T, "ms": time(lambda: layer(x))})
+        print(f"# kla-speed: {name} {rows[-1]}", file=sys.stderr, flush=True)  # minutes-long runs
+    context = tokens(config.context + 1)
+    with torch.no_grad():
+        _, state = layer(context[:, :-1])
+    x_t = context[:, -1]
+    step = {
+        "context": config.context,
+        "step_ms": time(lambda: layer.step(x_t, state)),
+        "rerun_ms": time(lambda: layer(context)),
+    }
+    print(f"# kla-speed: {name} {step}", file=sys.stderr, flush=True)
+    return rows, step
+
+
+def _ms(x: float) -> str:
+    return f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
+
+
+def table(results: dict) -> str:
+    """Prefill times and the KLA / GDN ratio per T, then one decoded token's time both ways."""
+    c, paper = results["config"], results["paper"]
+    by = {(r["mixer"], r["T"]): r["ms"] for r in results["prefill"]}
+    lines = [
+        f"{results['device'].upper()}, {c['dtype']}, one layer, d_model {c['d_model']} in {c['n_heads']} heads, "
+        "batch 1; milliseconds per call (median).",
+        "",
+        f"## Prefill (the paper: KLA {paper['prefill_ms']['KLA']:g} ms, GDN {paper['prefill_ms']['GDN']:g} ms at "
+        f"{paper['prefill_T']:,} tokens, a 0.4B model)",
+        "",
+        "| T | GDN (ms) | KLA (ms) | KLA / GDN |",
+        "|---:|---:|---:|---:|",
+    ]
+    for T in c["Ts"]:
+        lines.append(f"| {T:,} | {_ms(by['GDN', T])} | {_ms(by['KLA', T])} | {results['prefill_ratio'][str(T)]:.3f}× |")
+    tps = paper["decode_tokens_per_s"]
+    lines += [
+        "",
+        f"## One decoded token after {c['context']:,} (the paper: KLA {tps['KLA']:g}, GDN {tps['GDN']:g} tokens/s at "
+        f"{paper['decode_context']:,}, {tps['KLA'] / tps['GDN']:.1f}×, running the context again for every token)",
+        "",
+        "| mixer | recurrent step (ms) | re-run of the context (ms) |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {r['mixer']} | {_ms(r['step_ms'])} | {_ms(r['rerun_ms'])} |" for r in results["decode"]]
+    s = results["decode_speedup"]
+    lines += ["", f"KLA's decoding speed over GDN's: {s['recurrent']:.2f}× recurrent, {s['rerun']:.2f}× re-run."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path: Path) -> None:
+    """Prefill time against T (log-log), and one decoded token's time both ways (log scale), per mixer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name in MIXERS:
+        rows = [r for r in results["prefill"] if r["mixer"] == name]
+        left.loglog([r["T"] for r in rows], [r["ms"] for r in rows], marker="o", label=name)
+    left.set_xlabel("prefill length T (tokens)")
+    left.set_ylabel("prefill time (ms, median)")
+    left.set_title("Prefill")
+    left.grid(True, which="both", alpha=0.3)
+    left.legend()
+    width, names = 0.38, list(MIXERS)
+    for i, kind in enumerate(("step_ms", "rerun_ms")):
+        heights = [next(r[kind] for r in results["decode"] if r["mixer"] == n) for n in names]
+        label = "recurrent step" if kind == "step_ms" else "re-run of the context"
+        right.bar([j + (i - 0.5) * width for j in range(len(names))], heights, width, label=label)
+    right.set_xticks(range(len(names)), names)
+    right.set_yscale("log")
+    right.set_ylabel("time for one token (ms, median)")
+    right.set_title(f"Decoding one token after {results['config']['context']:,}")
+    right.legend()
+    env = results["environment"]
+    fig.suptitle(f"KLA against GDN, one layer, on {env.get('gpu') or env.get('cpu')} ({results['config']['dtype']})")
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+
+
+DIAGNOSTIC = Diagnostic(
+    "kla-speed",
+    "Prefill time and one decoded token's time (recurrent, and by running the context again) of a KLA layer "
+    "against a GDN layer",
+    measure,
+    table,
+    plot,
+    per_device=True,
+)
