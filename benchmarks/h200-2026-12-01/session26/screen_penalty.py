@@ -44,7 +44,6 @@ SETTINGS = [
     ("BV 128", {"BV": 128}, {"BV": 128}),
     ("BV 128, dU 1 stage", {"BV": 128}, {"BV": 128, "num_stages": 1}),
     ("sums 4 warps", {"num_warps": 4}, None),
-    ("sums 1 stage", {"num_stages": 1}, None),
 ]
 
 
