@@ -376,13 +376,25 @@ def _ccq_lifts_sniah(results: dict) -> Verdict:
                    HOLDS if lift >= 39 else PARTLY if lift > 0 else FAILS)  # fmt: skip
 
 
+def _ccq_lowers_loss(results: dict) -> Verdict:
+    """At every test length beyond the training length, CCQ-GLA's test loss against GLA's and CCQ-GDN's against
+    GDN's: holds when CCQ's is lower in every such pair, partly when in some."""
+    Ts = sorted(int(T) for T in results["table"]["gla"])[1:]
+    pairs = (("gla", "ccq-gla"), ("gated_deltanet", "ccq-gated_deltanet"))
+    lower = sum(_at(results, ccq, T) < _at(results, base, T) for base, ccq in pairs for T in Ts)
+    last = Ts[-1]
+    each = "; ".join(f"{c} {_at(results, c, last):.3f} vs {b} {_at(results, b, last):.3f}" for b, c in pairs)
+    ours = f"{each} nats a byte at T = {last:,} ({lower} of {2 * len(Ts)} lower)"
+    return Verdict(ours, HOLDS if lower == 2 * len(Ts) else PARTLY if lower else FAILS)
+
+
 CCQ_CLAIMS = (
     Claim("CCQ", "CCQ-GLA improves perplexity and downstream scores at 500M / 1.3B", "headline results",
           "WikiText 16.92, LAMBADA 47.82%, LongBench 15.77", None),
     Claim("CCQ", "CCQ lifts S-NIAH-1 at 4K by 49 points over GLA", "headline results", "+49.0 points",
           "ccq-sniah/paper", _ccq_lifts_sniah),
     Claim("CCQ", "CCQ lowers perplexity from 4K to 20K context", "headline results", "lower PPL, 4K–20K",
-          "ccq-lm-length/paper"),
+          "ccq-lm-length/paper", _ccq_lowers_loss),
 )  # fmt: skip
 
 CLAIMS = VLA_CLAIMS + KLA_CLAIMS + CCQ_CLAIMS

@@ -2,7 +2,8 @@
 
 `linattn run NAME --protocol P` writes `results/NAME/P[-quick]/`: every run's folder under `runs/` (checkpoint,
 metrics log, `result.json`; an interrupted command resumes them), then the summary. For each mixer and setting
-the learning rate with the best validation accuracy is chosen, and its test accuracy (a held-out set) reported.
+the learning rate with the best validation score is chosen, and its test score (a held-out set) reported: the
+accuracy, or for language modelling the mean loss (`Experiment.metric`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Experiment:
     mixers: tuple[str, ...]  # compared by default
     paper: dict[str, dict[int, float]]  # the paper's numbers, mixer -> setting -> accuracy
     protocols: tuple[str, ...] = ("paper", "fair")
+    metric: str = "acc"  # what the table reports and the lr is chosen on: "acc" (higher is better) or "loss" (lower)
 
     def output_dir(self, root: Path, protocol: str, quick: bool) -> Path:
         return Path(root) / self.name / (f"{protocol}-quick" if quick else protocol)
@@ -59,7 +61,7 @@ class Experiment:
             mixers = tuple(m for m in self.mixers if m in union) + tuple(m for m in union if m not in self.mixers)
         specs = self.plan(protocol, quick, mixers)
         records = run_all(specs, out / "runs", device=device, jobs=jobs)
-        summary = summarize(records)
+        summary = summarize(records, self.metric)
         results = {
             "experiment": self.name,
             "description": self.description,
@@ -68,8 +70,9 @@ class Experiment:
             "command": command,
             "environment": describe(device),
             "x_name": self.x_name,
+            "metric": self.metric,
             "mixers": list(mixers),
-            "table": summary["acc"],
+            "table": summary[self.metric],
             "chosen_lr": summary["lr"],
             "paper": {m: {str(x): a for x, a in row.items()} for m, row in self.paper.items()},
             "runs": [
@@ -102,26 +105,31 @@ class Experiment:
         return out
 
 
-def summarize(records: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per mixer and setting: the test accuracy (and lr) of the run with the best validation accuracy. A run
-    evaluated at other settings too (`test_at`, length extrapolation) fills those settings from the same run."""
+def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, dict[str, float]]]:
+    """Per mixer and setting: the test `metric` (and lr) of the run with the best validation `metric` (the highest
+    accuracy, the lowest loss). A run evaluated at other settings too (`test_at`, length extrapolation) fills those
+    settings from the same run. Returns `{"acc" or "loss": {mixer: {setting: value}}, "lr": …}`."""
     best: dict[tuple[str, str], dict] = {}
     for r in records:
         key = (r["mixer"], str(r["x"]))
-        if key not in best or _val_acc(r) > _val_acc(best[key]):
+        if key not in best or _val_score(r, metric) > _val_score(best[key], metric):
             best[key] = r
-    acc: dict[str, dict[str, float]] = {}
+    scores: dict[str, dict[str, float]] = {}
     lr: dict[str, dict[str, float]] = {}
     for (mixer, x), r in best.items():
         tests = {x: r["test"], **r.get("test_at", {})}
         for setting, metrics in tests.items():
-            acc.setdefault(mixer, {})[setting] = metrics["acc"]
+            scores.setdefault(mixer, {})[setting] = metrics[metric]
             lr.setdefault(mixer, {})[setting] = r["lr"]
-    return {"acc": acc, "lr": lr}
+    return {metric: scores, "lr": lr}
 
 
-def _val_acc(record: dict) -> float:
-    return (record["best_val"] or record["val"] or {}).get("acc", -math.inf)
+def _val_score(record: dict, metric: str) -> float:
+    """The run's validation `metric`, signed so that higher is better (−inf without one)."""
+    value = (record["best_val"] or record["val"] or {}).get(metric, math.nan)
+    if math.isnan(value):
+        return -math.inf
+    return -value if metric == "loss" else value
 
 
 def report_header(results: dict, title: str) -> list[str]:
@@ -144,14 +152,21 @@ def report_header(results: dict, title: str) -> list[str]:
     ]
 
 
+MEASURES = {  # metric -> (what the table's numbers are, the plot's axis)
+    "acc": ("Test accuracy at query positions", "test accuracy"),
+    "loss": ("Test loss, nats a token (bits per byte: ÷ ln 2 = 0.693)", "test loss (nats a token)"),
+}
+
+
 def table_markdown(results: dict) -> str:
-    """Our accuracy with the paper's in parentheses, one row per setting, one column per mixer."""
+    """Our score with the paper's in parentheses, one row per setting, one column per mixer."""
     mixers, table, paper = results["mixers"], results["table"], results["paper"]
+    metric = results.get("metric", "acc")
     xs = sorted({int(x) for row in table.values() for x in row})
     title = f"{results['experiment']} — protocol `{results['protocol']}`{' (quick)' if results['quick'] else ''}"
     lines = [
         *report_header(results, title),
-        "Test accuracy at query positions (ours), with the paper's number in parentheses where it reports one.",
+        f"{MEASURES[metric][0]} (ours), with the paper's number in parentheses where it reports one.",
         "",
         f"| {results['x_name']} | " + " | ".join(mixers) + " |",
         "|---:|" + "---:|" * len(mixers),
@@ -167,7 +182,7 @@ def table_markdown(results: dict) -> str:
             cells.append(cell)
         lines.append(f"| {x} | " + " | ".join(cells) + " |")
     if results["protocol"].startswith("fair"):
-        lines += ["", "Learning rate chosen on validation accuracy:", ""]
+        lines += ["", f"Learning rate chosen on validation {'loss' if metric == 'loss' else 'accuracy'}:", ""]
         lines += [
             f"- {m}: "
             + ", ".join(
@@ -179,7 +194,7 @@ def table_markdown(results: dict) -> str:
 
 
 def plot(results: dict, path: Path) -> None:
-    """Accuracy against the swept setting: ours solid, the paper's dashed."""
+    """The score against the swept setting: ours solid, the paper's dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -204,8 +219,10 @@ def plot(results: dict, path: Path) -> None:
                 label=f"{m} (paper)",
             )
     ax.set_xlabel(results["x_name"])
-    ax.set_ylabel("test accuracy")
-    ax.set_ylim(-0.02, 1.02)
+    metric = results.get("metric", "acc")
+    ax.set_ylabel(MEASURES[metric][1])
+    if metric == "acc":
+        ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.set_title(f"{results['experiment']} ({results['protocol']}{', quick' if results['quick'] else ''})")
     ax.legend(fontsize=7, ncol=2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from linattn.experiments import (
     kla_recall,
     kla_speed,
+    lm_length,
     vla_gradient_flow,
     vla_jacobian,
     vla_recall,
@@ -14,7 +15,9 @@ from linattn.experiments import (
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.experiments.experiment import Experiment
 
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (*vla_recall.EXPERIMENTS, *kla_recall.EXPERIMENTS)}
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e for e in (*vla_recall.EXPERIMENTS, *kla_recall.EXPERIMENTS, *lm_length.EXPERIMENTS)
+}
 DIAGNOSTICS: dict[str, Diagnostic] = {
     d.name: d
     for d in (

@@ -41,6 +41,9 @@ class RunSpec:
     eval_batches: int = 20
     eval_batch_size: int = 32
     eval_at: tuple[tuple[int, object], ...] = ()  # (setting, task): test sets beyond the trained task's, e.g. longer
+    # the validation and test sets' tasks where they are not the trained one's (a corpus's held-out splits)
+    val_task: object | None = None
+    test_task: object | None = None
 
     @property
     def id(self) -> str:
@@ -79,8 +82,8 @@ def run_one(spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = 
     device = torch.device(device)
     torch.manual_seed(spec.train.seed)
     model = DecoderLM(spec.model)
-    val = eval_set(spec, spec.train.seed + VAL_SEED_OFFSET)
-    test = eval_set(spec, spec.train.seed + TEST_SEED_OFFSET)
+    val = eval_set(spec, spec.train.seed + VAL_SEED_OFFSET, spec.val_task)
+    test = eval_set(spec, spec.train.seed + TEST_SEED_OFFSET, spec.test_task)
     bs = spec.train.batch_size
     outcome = train(
         model,

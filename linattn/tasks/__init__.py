@@ -1,15 +1,16 @@
-"""Synthetic tasks: typed configs and pure generators (a local `torch.Generator`, never global RNG).
+"""Tasks: typed configs and pure generators (a local `torch.Generator`, never global RNG) of the synthetic tasks
+and of byte-level text (`text.py`).
 
 `generate(config, batch_size, generator) -> Batch` works for every task config; each module also has its own
-`generate` (`linattn.tasks.mqar.generate_vla`, … for a single MQAR format). Accuracy per slice: `accuracy`,
-`AccuracyMeter`.
+`generate` (`linattn.tasks.mqar.generate_vla`, … for a single MQAR format). Accuracy per slice and the mean loss:
+`accuracy`, `AccuracyMeter`.
 """
 
 from __future__ import annotations
 
 import torch
 
-from linattn.tasks import copy, mqar, sniah, stack
+from linattn.tasks import copy, mqar, sniah, stack, text
 from linattn.tasks.batch import IGNORE, Batch
 from linattn.tasks.copy import CopyConfig
 from linattn.tasks.metrics import AccuracyMeter, accuracy
@@ -29,8 +30,9 @@ from linattn.tasks.mqar import (
 )
 from linattn.tasks.sniah import SNIAH_EVAL_SEQ_LENS, SNIAHConfig
 from linattn.tasks.stack import StackConfig
+from linattn.tasks.text import TextConfig
 
-TaskConfig = MQARConfig | CopyConfig | SNIAHConfig | StackConfig
+TaskConfig = MQARConfig | CopyConfig | SNIAHConfig | StackConfig | TextConfig
 
 
 def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) -> Batch:
@@ -44,6 +46,8 @@ def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) ->
         return sniah.generate(config, batch_size, generator)
     if isinstance(config, StackConfig):
         return stack.generate(config, batch_size, generator)
+    if isinstance(config, TextConfig):
+        return text.generate(config, batch_size, generator)
     return mqar.generate(config, batch_size, generator)
 
 
@@ -64,6 +68,7 @@ __all__ = [
     "SNIAHConfig",
     "StackConfig",
     "TaskConfig",
+    "TextConfig",
     "VLAMQARConfig",
     "ZoologyMQARConfig",
     "accuracy",

@@ -1,8 +1,10 @@
-"""Accuracy of a model's argmax predictions on a `Batch`: overall, per slice, and exact match per example."""
+"""Accuracy of a model's argmax predictions on a `Batch`: overall, per slice, and exact match per example; and the
+mean cross-entropy of its predictions."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from linattn.tasks.batch import Batch
 
@@ -15,7 +17,9 @@ class AccuracyMeter:
     - `"acc/<slice>=<value>"`: the same restricted to examples whose slice has that value (e.g. `"acc/n_pairs=8"`);
     - `"exact"`: fraction of examples whose every supervised position is right;
     - `"acc_example_mean"`: mean over examples of each example's accuracy (Zoology's `valid/accuracy`; equals
-      `"acc"` when every example has the same number of targets).
+      `"acc"` when every example has the same number of targets);
+    - `"loss"`: the mean cross-entropy (nats) of the supervised positions (language modelling's measure: bits per
+      byte are `loss / ln 2` for a byte-level model).
     Examples without any supervised position count in none of them. A value with nothing counted is `nan`.
 
     Example:
@@ -33,6 +37,7 @@ class AccuracyMeter:
         self.examples = 0
         self.exact = 0
         self.example_acc_sum = 0.0
+        self.loss_sum = 0.0
         self.by_slice: dict[tuple[str, int | float], list[int]] = {}  # (name, value) -> [correct, supervised]
 
     def update(self, logits: torch.Tensor, batch: Batch) -> AccuracyMeter:
@@ -53,6 +58,7 @@ class AccuracyMeter:
         self.examples += totals[2]
         self.exact += totals[3]
         self.example_acc_sum += example_acc.double().sum().item()
+        self.loss_sum += F.cross_entropy(logits[mask].double(), batch.targets[mask], reduction="sum").item()
 
         per_example = torch.stack([hits, counts], dim=1)  # [B, 2]
         for name, values in batch.slices.items():
@@ -71,6 +77,7 @@ class AccuracyMeter:
             "acc": _ratio(self.correct, self.supervised),
             "exact": _ratio(self.exact, self.examples),
             "acc_example_mean": _ratio(self.example_acc_sum, self.examples),
+            "loss": _ratio(self.loss_sum, self.supervised),
         }
         for (name, value), (c, s) in sorted(self.by_slice.items()):
             if s > 0:
@@ -79,8 +86,8 @@ class AccuracyMeter:
 
 
 def accuracy(logits: torch.Tensor, batch: Batch) -> dict[str, float]:
-    """Accuracy of `logits.argmax(-1)` (`logits: [B, T, V]`) on `batch`: `"acc"`, `"exact"`, `"acc_example_mean"`
-    and `"acc/<slice>=<value>"` per slice value (see `AccuracyMeter`).
+    """Accuracy of `logits.argmax(-1)` (`logits: [B, T, V]`) on `batch`: `"acc"`, `"exact"`, `"acc_example_mean"`,
+    `"acc/<slice>=<value>"` per slice value, and the mean `"loss"` (see `AccuracyMeter`).
     Example: `accuracy(model(b.inputs)[0], b)["acc"]` (a `DecoderLM` returns `(logits, state)`).
     """
     return AccuracyMeter().update(logits, batch).compute()

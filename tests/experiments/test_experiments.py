@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from linattn.experiments.experiment import Experiment, summarize
+from linattn.experiments import runner
+from linattn.experiments.experiment import Experiment, summarize, table_markdown
 from linattn.experiments.mixers import MIXERS, parse_mixers
 from linattn.experiments.registry import EXPERIMENTS
 from linattn.experiments.runner import RunSpec, run_one
 from linattn.models import preset
-from linattn.tasks import KLAMQARConfig, VLAMQARConfig
+from linattn.tasks import KLAMQARConfig, TextConfig, VLAMQARConfig
 from linattn.train import TrainConfig
 
 
@@ -136,6 +137,45 @@ def test_summarize_fills_every_tested_length_from_the_chosen_run():
 
     summary = summarize([record(1e-3, 0.9, (0.95, 0.6)), record(3e-3, 0.5, (0.5, 0.9))])
     assert summary["acc"] == {"kla": {"256": 0.95, "2048": 0.6}} and summary["lr"]["kla"]["2048"] == 1e-3
+
+
+def test_a_language_model_is_validated_and_tested_on_held_out_text(tmp_path):
+    """`val_task`, `test_task`: a corpus's held-out splits, not the training windows; the record has the loss."""
+    train = TrainConfig(steps=2, batch_size=2, warmup_steps=0, eval_every=0, checkpoint_every=2)
+    model = preset("debug", mixer="gla", vocab_size=256, positions="none")
+    held_out = {"val_task": TextConfig(seq_len=16, split="val"), "test_task": TextConfig(seq_len=16, split="test")}
+    spec = RunSpec("gla", 16, TextConfig(seq_len=16), model, train, eval_batches=1, eval_batch_size=2, **held_out)
+    drawn = []
+    with pytest.MonkeyPatch.context() as patch:
+        real = runner.generate
+        patch.setattr(runner, "generate", lambda task, *a: drawn.append(task.split) or real(task, *a))
+        record = run_one(spec, tmp_path / spec.id, progress=False)
+    assert drawn == ["val", "test", "train", "train"] and 0 < record["test"]["loss"] < 10
+
+
+def test_summarize_and_table_by_loss():
+    """A language-modelling experiment chooses its lr on the lowest validation loss and reports the test loss."""
+
+    def record(lr, val, test):
+        return {"mixer": "gla", "x": 512, "lr": lr, "best_val": {"loss": val}, "val": None, "test": {"loss": test}}
+
+    summary = summarize([record(1e-3, 1.2, 1.3), record(3e-3, 1.1, 1.25)], "loss")
+    assert summary == {"loss": {"gla": {"512": 1.25}}, "lr": {"gla": {"512": 3e-3}}}
+    results = {"experiment": "lm", "protocol": "paper", "quick": False, "metric": "loss", "mixers": ["gla"],
+               "table": summary["loss"], "paper": {}, "description": "", "command": "c",
+               "environment": {"cpu": "x", "torch": "2", "date": "d"}, "x_name": "seq_len"}  # fmt: skip
+    assert "Test loss, nats a token" in table_markdown(results) and "| 512 | 1.250 |" in table_markdown(results)
+
+
+def test_lm_length_plan():
+    experiment = EXPERIMENTS["ccq-lm-length"]
+    runs = experiment.plan("paper", False, experiment.mixers)
+    assert experiment.metric == "loss" and [r.mixer for r in runs] == list(experiment.mixers)
+    assert {(r.task, r.val_task, r.test_task) for r in runs} == {
+        (TextConfig(512), TextConfig(512, "val"), TextConfig(512, "test"))
+    }
+    assert {x: t.split for r in runs for x, t in r.eval_at} == {1024: "test", 2048: "test", 4096: "test"}
+    assert {(r.model.vocab_size, r.model.positions, r.model.max_seq_len) for r in runs} == {(256, "none", 4096)}
 
 
 def test_kla_plans():

@@ -46,7 +46,12 @@ def test_accuracy_by_hand():
     assert metrics["acc/n_pairs=2"] == pytest.approx(1.0)
     assert metrics["acc/n_pairs=8"] == pytest.approx(1 / 4)
     assert metrics["acc/seq_len=4"] == pytest.approx(3 / 6)
-    assert set(metrics) == {"acc", "exact", "acc_example_mean", "acc/n_pairs=2", "acc/n_pairs=8", "acc/seq_len=4"}
+    assert set(metrics) == {
+        "acc", "exact", "acc_example_mean", "loss", "acc/n_pairs=2", "acc/n_pairs=8", "acc/seq_len=4"
+    }  # fmt: skip
+    mask = batch.supervised
+    want = torch.nn.functional.cross_entropy(logits[mask].double(), batch.targets[mask])
+    assert metrics["loss"] == pytest.approx(want.item())
 
 
 def test_meter_averages_by_counts_not_by_batches():
@@ -63,6 +68,7 @@ def test_empty_meter_and_all_ignored_batch_are_nan():
     targets = torch.full((2, 3), IGNORE)
     metrics = accuracy(torch.zeros(2, 3, 4), Batch(targets.clone(), targets, {"seq_len": torch.tensor([3, 3])}))
     assert math.isnan(metrics["acc"]) and math.isnan(metrics["exact"]) and "acc/seq_len=3" not in metrics
+    assert math.isnan(metrics["loss"])
 
 
 def test_shape_mismatch_raises():
