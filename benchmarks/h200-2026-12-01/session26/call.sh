@@ -16,7 +16,7 @@
 #     `kla-sniah` and `kla-ablation` side by side, three runs each (`scripts/device_experiment.sh`: unfinished runs
 #     come back as checkpoints to carry into the next call)
 #   bash benchmarks/h200-2026-12-01/session26/call.sh ccq      (at most 9 minutes)
-#     `ccq-sniah` and `ccq-mqar` side by side (GLA, GDN, KLA without and with CCQ: six runs each)
+#     `ccq-sniah`, `ccq-mqar` (GLA, GDN, KLA without and with CCQ: six runs each) and `ccq-lm-length` side by side
 # Everything comes back in one archive ($OUT holds at most a few files).
 set -u
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
@@ -42,7 +42,7 @@ case "${1:-}" in
     tar czf "$R/kla-speed-results.tgz" results/kla-speed
     tail -n 30 "$R/kla-speed.txt"
     bash scripts/device_experiment.sh 420 3 kla-mqar kla-sniah kla-ablation ;;
-  ccq) bash scripts/device_experiment.sh 480 6 ccq-sniah ccq-mqar ;;
+  ccq) bash scripts/device_experiment.sh 480 6 ccq-sniah ccq-mqar ccq-lm-length ;;
   *) echo "usage: call.sh screen|native|speed|kla|ccq" >&2; exit 2 ;;
 esac
 tar czf "$OUT/${1}.tgz" -C "$R" .
