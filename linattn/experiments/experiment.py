@@ -154,7 +154,7 @@ def report_header(results: dict, title: str) -> list[str]:
 
 MEASURES = {  # metric -> (what the table's numbers are, the plot's axis)
     "acc": ("Test accuracy at query positions", "test accuracy"),
-    "loss": ("Test loss, nats a token (bits per byte: ÷ ln 2 = 0.693)", "test loss (nats a token)"),
+    "loss": ("Test loss in nats a token (for bytes, bits per byte = loss / ln 2)", "test loss (nats a token)"),
 }
 
 

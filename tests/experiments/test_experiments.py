@@ -164,7 +164,7 @@ def test_summarize_and_table_by_loss():
     results = {"experiment": "lm", "protocol": "paper", "quick": False, "metric": "loss", "mixers": ["gla"],
                "table": summary["loss"], "paper": {}, "description": "", "command": "c",
                "environment": {"cpu": "x", "torch": "2", "date": "d"}, "x_name": "seq_len"}  # fmt: skip
-    assert "Test loss, nats a token" in table_markdown(results) and "| 512 | 1.250 |" in table_markdown(results)
+    assert "Test loss in nats a token" in table_markdown(results) and "| 512 | 1.250 |" in table_markdown(results)
 
 
 def test_lm_length_plan():
