@@ -10,7 +10,8 @@ same weights' shapes for both), batch 1, under `torch.no_grad()`:
 - decode, recurrent: `layer.step(x_t, state)` for one token after a prefill of `context` tokens (on CUDA the fused
   recurrent kernel), the state carried;
 - decode, re-run (the paper's benchmark): `layer(x)` on `context + 1` tokens for one new token.
-Timing: `linattn.bench.timing.median_ms` (CUDA: `do_bench`, median; CPU: `Timer.blocked_autorange`).
+Timing: `linattn.bench.timing.median_ms` (CUDA: `do_bench`, median; CPU: `Timer.blocked_autorange`), the two layers
+side by side (`measure`).
 
 Full runs: CUDA, bfloat16, d_model 1024 in 8 heads of 128 (the paper's 0.4B width), T = 8K, 32K, 128K (131,072),
 decode at a 32K context; CPU, float32, d_model 256 in 4 heads, T = 1K, 4K, 16K, decode at 4K. `--quick`: CUDA
@@ -19,8 +20,10 @@ T = 8K, 32K, decode at 8K; CPU T = 1K, 4K, decode at 1K.
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -31,6 +34,7 @@ from linattn.io import save_figure
 from linattn.layers import build_layer
 
 MIXERS = {"GDN": "gated_deltanet", "KLA": "kla"}
+ROUNDS = 2  # each measurement, both layers in turn, this many times in alternating order
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # the paper's numbers: prefill ms at 131K (KLA, GDN), decoding tokens/s at 32K (KLA, GDN)
 PAPER = {"prefill_T": 131_072, "prefill_ms": {"KLA": 1220.0, "GDN": 1227.0}, "decode_context": 32_768,
@@ -66,30 +70,45 @@ PRESETS = {  # (device, quick) -> config
 
 
 def measure(quick: bool, device: str, config: KLASpeedConfig | None = None) -> dict:
-    """Prefill time at every T and one decoded token's time (recurrent and re-run) for both layers."""
+    """Prefill time at every T and one decoded token's time (recurrent and re-run) for both layers, side by side:
+    each measurement is taken for both layers in turn, `ROUNDS` times in alternating order, and the lower median
+    kept (a CPU's times drift between calls; one layer measured after the other would carry the drift into the
+    ratio)."""
     config = config or PRESETS[device, quick]
     dtype = DTYPES[config.dtype]
     gen = torch.Generator(device=device).manual_seed(config.seed)
+    layers = {}
+    for name, layer_name in MIXERS.items():
+        torch.manual_seed(config.seed)  # the same initial weights for both
+        layers[name] = build_layer(layer_name, config.d_model, config.n_heads).to(device=device, dtype=dtype).eval()
 
     def tokens(T: int) -> torch.Tensor:
         return torch.randn(1, T, config.d_model, generator=gen, device=device).to(dtype)
 
-    def time(fn) -> float:
-        with torch.no_grad():
-            return median_ms(fn, device, min_run_time=config.min_run_time)
+    def side_by_side(call) -> dict[str, float]:
+        """`{mixer: ms}` of `call(mixer)()` (under `torch.no_grad()`), the lower of `ROUNDS` alternated medians."""
+        best = dict.fromkeys(layers, math.inf)
+        for r in range(ROUNDS):
+            for name in list(layers)[:: 1 if r % 2 == 0 else -1]:
+                with torch.no_grad():
+                    best[name] = min(best[name], median_ms(call(name), device, min_run_time=config.min_run_time))
+        return best
 
-    prefill, decode = [], []
-    for name, layer_name in MIXERS.items():
-        torch.manual_seed(config.seed)  # the same initial weights and inputs for both
-        gen.manual_seed(config.seed)
-        layer = build_layer(layer_name, config.d_model, config.n_heads).to(device=device, dtype=dtype).eval()
-        rows, step = _measure_layer(name, layer, config, tokens, time)
-        prefill += [{"mixer": name, **r} for r in rows]
-        decode.append({"mixer": name, **step})
-        if device == "cuda":
-            torch.cuda.empty_cache()
+    prefill = []
+    for T in config.Ts:
+        x = tokens(T)  # the same input for both
+        ms = side_by_side(lambda name: partial(layers[name], x))
+        prefill += [{"mixer": name, "T": T, "ms": ms[name]} for name in layers]
+        print(f"# kla-speed: prefill T = {T:,}: {ms}", file=sys.stderr, flush=True)  # progress of a minutes-long run
+    context = tokens(config.context + 1)
+    with torch.no_grad():
+        states = {name: layer(context[:, :-1])[1] for name, layer in layers.items()}
+    x_t = context[:, -1]
+    step = side_by_side(lambda name: partial(layers[name].step, x_t, states[name]))
+    rerun = side_by_side(lambda name: partial(layers[name], context))
+    decode = [{"mixer": n, "context": config.context, "step_ms": step[n], "rerun_ms": rerun[n]} for n in layers]
+    print(f"# kla-speed: decode {decode}", file=sys.stderr, flush=True)
     by = {(r["mixer"], r["T"]): r["ms"] for r in prefill}
-    step = {r["mixer"]: r for r in decode}
     return {
         "config": asdict(config),
         "device": device,
@@ -97,31 +116,8 @@ def measure(quick: bool, device: str, config: KLASpeedConfig | None = None) -> d
         "prefill": prefill,
         "decode": decode,
         "prefill_ratio": {str(T): by["KLA", T] / by["GDN", T] for T in config.Ts},  # KLA / GDN
-        "decode_speedup": {  # KLA's tokens/s over GDN's
-            "recurrent": step["GDN"]["step_ms"] / step["KLA"]["step_ms"],
-            "rerun": step["GDN"]["rerun_ms"] / step["KLA"]["rerun_ms"],
-        },
+        "decode_speedup": {"recurrent": step["GDN"] / step["KLA"], "rerun": rerun["GDN"] / rerun["KLA"]},  # KLA's
     }
-
-
-def _measure_layer(name: str, layer, config: KLASpeedConfig, tokens, time) -> tuple[list[dict], dict]:
-    """`([{T, ms}] prefill rows, {context, step_ms, rerun_ms})` of one layer (`name` for the progress lines)."""
-    rows = []
-    for T in config.Ts:
-        x = tokens(T)
-        rows.append({"T": T, "ms": time(lambda: layer(x))})
-        print(f"# kla-speed: {name} {rows[-1]}", file=sys.stderr, flush=True)  # minutes-long runs
-    context = tokens(config.context + 1)
-    with torch.no_grad():
-        _, state = layer(context[:, :-1])
-    x_t = context[:, -1]
-    step = {
-        "context": config.context,
-        "step_ms": time(lambda: layer.step(x_t, state)),
-        "rerun_ms": time(lambda: layer(context)),
-    }
-    print(f"# kla-speed: {name} {step}", file=sys.stderr, flush=True)
-    return rows, step
 
 
 def _ms(x: float) -> str:

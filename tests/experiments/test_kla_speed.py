@@ -22,7 +22,7 @@ def test_cli_writes_the_report(tmp_path, monkeypatch, capsys):
     assert main(["run", "kla-speed", "--quick", "--device", "cpu", "--out", str(tmp_path)]) == 0
     out = tmp_path / "kla-speed" / "default-quick"
     r = json.loads((out / "results.json").read_text())
-    assert [(p["mixer"], p["T"]) for p in r["prefill"]] == [("GDN", 16), ("GDN", 48), ("KLA", 16), ("KLA", 48)]
+    assert [(p["mixer"], p["T"]) for p in r["prefill"]] == [("GDN", 16), ("KLA", 16), ("GDN", 48), ("KLA", 48)]
     assert all(p["ms"] > 0 for p in r["prefill"]) and [d["mixer"] for d in r["decode"]] == ["GDN", "KLA"]
     ms = {(p["mixer"], p["T"]): p["ms"] for p in r["prefill"]}
     assert r["prefill_ratio"]["48"] == pytest.approx(ms["KLA", 48] / ms["GDN", 48])
