@@ -283,19 +283,12 @@ VLA_CLAIMS = (
 )  # fmt: skip
 
 
-def _at(results: dict, mixer: str, T: int) -> float:
-    return results["table"][mixer][str(T)]
-
-
-def _lengths(results: dict) -> list[int]:
-    return sorted(int(T) for T in results["table"]["kla"])
-
-
 def _kla_extrapolates(results: dict) -> Verdict:
     """At the longest test length (8× the training length): holds when KLA's accuracy is above both GDN's and
     Mamba-2's, partly when above one of them."""
-    T = _lengths(results)[-1]
-    kla, gdn, mamba = (_at(results, m, T) for m in ("kla", "gated_deltanet", "mamba2"))
+    rows = [_row(results, m) for m in ("kla", "gated_deltanet", "mamba2")]
+    T = max(rows[0])
+    kla, gdn, mamba = (row[T] for row in rows)
     beaten = (kla > gdn) + (kla > mamba)
     return Verdict(f"KLA {kla:.3f} / GDN {gdn:.3f} / Mamba-2 {mamba:.3f} at T = {T:,}",
                    HOLDS if beaten == 2 else PARTLY if beaten else FAILS)  # fmt: skip
@@ -303,18 +296,19 @@ def _kla_extrapolates(results: dict) -> Verdict:
 
 def _kla_matches_gdn(results: dict) -> Verdict:
     """At the training length: holds when KLA's and GDN's accuracies are within 0.02 (the paper's: 0.003 apart)."""
-    T = _lengths(results)[0]
-    kla, gdn = _at(results, "kla", T), _at(results, "gated_deltanet", T)
+    kla_row, gdn_row = _row(results, "kla"), _row(results, "gated_deltanet")
+    T = min(kla_row)
+    kla, gdn = kla_row[T], gdn_row[T]
     return Verdict(f"GDN {gdn:.3f} / KLA {kla:.3f} at T = {T:,}", HOLDS if abs(kla - gdn) <= 0.02 else FAILS)
 
 
 def _kla_solves_sniah(results: dict) -> Verdict:
     """Holds when KLA's accuracy is ≥ 0.99 at every length and Mamba-2's ≤ 0.5 at the longest; partly when one of the
     two holds."""
-    Ts = _lengths(results)
-    kla = [_at(results, "kla", T) for T in Ts]
-    gdn = [_at(results, "gated_deltanet", T) for T in Ts]
-    mamba = _at(results, "mamba2", Ts[-1])
+    kla_row, gdn_row = _row(results, "kla"), _row(results, "gated_deltanet")
+    Ts = sorted(kla_row)
+    kla, gdn = [kla_row[T] for T in Ts], [gdn_row[T] for T in Ts]
+    mamba = _row(results, "mamba2")[Ts[-1]]
     holds = (min(kla) >= 0.99) + (mamba <= 0.5)
     ours = (f"KLA {min(kla):.3f} – {max(kla):.3f}, GDN {min(gdn):.3f} – {max(gdn):.3f} at {Ts[0] // 1024}K – "
             f"{Ts[-1] // 1024}K; Mamba-2 {mamba:.3f} at {Ts[-1] // 1024}K")  # fmt: skip
@@ -324,14 +318,11 @@ def _kla_solves_sniah(results: dict) -> Verdict:
 def _raw_keys_collapse(results: dict) -> Verdict:
     """GDN with raw keys and β = σ (the paper's ablation) at the training length: holds when its accuracy is ≤ 0.05
     (the paper: 0.0003); partly when it is at least 0.1 below GDN's with normalised keys."""
-    T = _lengths(results)[0]
-    raw, gdn, kla = (_at(results, m, T) for m in ("gated_deltanet-raw_keys", "gated_deltanet", "kla"))
+    rows = [_row(results, m) for m in ("gated_deltanet-raw_keys", "gated_deltanet", "kla")]
+    T = min(rows[2])
+    raw, gdn, kla = (row[T] for row in rows)
     ours = f"raw keys {raw:.3f} (GDN {gdn:.3f}, KLA {kla:.3f}) at T = {T:,}"
     return Verdict(ours, HOLDS if raw <= 0.05 else PARTLY if raw <= gdn - 0.1 else FAILS)
-
-
-def _where(results: dict) -> str:
-    return "CUDA" if results["device"] == "cuda" else "CPU"
 
 
 def _kla_prefill(results: dict) -> Verdict:
@@ -339,7 +330,9 @@ def _kla_prefill(results: dict) -> Verdict:
     paper: 0.6% apart at 131K)."""
     T = max(int(t) for t in results["prefill_ratio"])
     r = results["prefill_ratio"][str(T)]
-    return Verdict(f"KLA / GDN {r:.2f}× at T = {T:,}; {_where(results)}", HOLDS if abs(r - 1) <= 0.1 else FAILS)
+    return Verdict(
+        f"KLA / GDN {r:.2f}× at T = {T:,}; {results['device'].upper()}", HOLDS if abs(r - 1) <= 0.1 else FAILS
+    )
 
 
 def _kla_decode(results: dict) -> Verdict:
@@ -347,7 +340,7 @@ def _kla_decode(results: dict) -> Verdict:
     when ≥ 1.7× (within 20% of the paper's 2.1×), partly when ≥ 1.2×."""
     s = results["decode_speedup"]
     ours = (f"{s['recurrent']:.2f}× recurrent, {s['rerun']:.2f}× re-running the context, at "
-            f"{results['config']['context']:,}; {_where(results)}")  # fmt: skip
+            f"{results['config']['context']:,}; {results['device'].upper()}")  # fmt: skip
     return Verdict(ours, HOLDS if s["recurrent"] >= 1.7 else PARTLY if s["recurrent"] >= 1.2 else FAILS)
 
 
@@ -370,7 +363,7 @@ KLA_CLAIMS = (
 def _ccq_lifts_sniah(results: dict) -> Verdict:
     """CCQ on GLA against GLA at 4K (4× the training length): holds when it adds at least 39 points (within 10 of the
     paper's +49), partly when it adds any."""
-    gla, ccq = _at(results, "gla", 4096), _at(results, "ccq-gla", 4096)
+    gla, ccq = _row(results, "gla")[4096], _row(results, "ccq-gla")[4096]
     lift = 100 * (ccq - gla)
     return Verdict(f"{lift:+.1f} points (GLA {gla:.3f}, CCQ-GLA {ccq:.3f}) at T = 4,096",
                    HOLDS if lift >= 39 else PARTLY if lift > 0 else FAILS)  # fmt: skip
@@ -379,11 +372,12 @@ def _ccq_lifts_sniah(results: dict) -> Verdict:
 def _ccq_lowers_loss(results: dict) -> Verdict:
     """At every test length beyond the training length, CCQ-GLA's test loss against GLA's and CCQ-GDN's against
     GDN's: holds when CCQ's is lower in every such pair, partly when in some."""
-    Ts = sorted(int(T) for T in results["table"]["gla"])[1:]
+    loss = {m: _row(results, m) for m in ("gla", "ccq-gla", "gated_deltanet", "ccq-gated_deltanet")}
+    Ts = sorted(loss["gla"])[1:]
     pairs = (("gla", "ccq-gla"), ("gated_deltanet", "ccq-gated_deltanet"))
-    lower = sum(_at(results, ccq, T) < _at(results, base, T) for base, ccq in pairs for T in Ts)
+    lower = sum(loss[ccq][T] < loss[base][T] for base, ccq in pairs for T in Ts)
     last = Ts[-1]
-    each = "; ".join(f"{c} {_at(results, c, last):.3f} vs {b} {_at(results, b, last):.3f}" for b, c in pairs)
+    each = "; ".join(f"{c} {loss[c][last]:.3f} vs {b} {loss[b][last]:.3f}" for b, c in pairs)
     ours = f"{each} nats a byte at T = {last:,} ({lower} of {2 * len(Ts)} lower)"
     return Verdict(ours, HOLDS if lower == 2 * len(Ts) else PARTLY if lower else FAILS)
 
