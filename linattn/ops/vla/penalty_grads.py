@@ -25,6 +25,11 @@ The per-chunk sums are float32 `d × d` matrices, `4 d² / 64` bytes a token and
 d = 64, but 1 KiB at d = 128 (1 GiB at 64K tokens and 16 heads). So the chunks are taken in `⌈d / 64⌉` slices, from
 the last: each slice's sums are formed, scanned in reverse from the sums of the slices after it (the carry, `d × d` per
 head), and used for its `∂L/∂u`; only one slice's sums are alive, never more bytes than `a`'s.
+
+Launch. A program takes whole rows of columns (`BV = d` up to 128) and `∂L/∂u`'s key loop is not pipelined: with
+32 columns a program and three stages, the key loop's buffers held 136 KB of shared memory, one program an SM. On the
+H200 (2026-12-01, `benchmarks/h200-2026-12-01/session27/`: `screen_penalty.py`, 64K tokens, H = 16, one-pass products)
+the three launches took 6.06 → 4.65 ms at d = 128, 1.22 → 1.10 at d = 64, 0.50 → 0.50 at d = 32, same bits.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from linattn.ops.delta_rule.triton.scan import chunk_scan
 
 MAX_HEAD_DIM = 128
 BT = 64  # tokens per chunk
-BV = 32  # columns per program
+MAX_BV = 128  # columns per program: the whole row up to this (launch settings in the module docstring)
 
 
 @triton.jit
@@ -174,6 +179,7 @@ def triton_penalty_grads(
     per_slice = triton.cdiv(NT, triton.cdiv(D, BT))  # the slice's sums take at most a's bytes (module docstring)
     BK = max(16, triton.next_power_of_2(D))  # whole rows for the sums, blocks of at most 64 keys for ∂L/∂u
     precision = "tf32x3" if F_T is not None else precision
+    BV = min(BK, MAX_BV)
     launch = {"H": H, "D": D, "BT": BT, "BV": BV, "PRECISION": precision, "num_warps": 4 if D <= 64 else 8}
     du = torch.empty_like(a)
     carry = torch.empty(B, H, D, D, dtype=torch.float32, device=u.device)  # Σ S_c over the chunks after the slice
@@ -187,7 +193,7 @@ def triton_penalty_grads(
         start = None if c1 == NT else carry
         chunk_scan(S, None, start, carry, chunk_layout(B, (c1 - c0) * BT, None, u.device, BT=BT), reverse=True)
         vla_penalty_grad_kernel[grid](
-            u, a, alpha_hat, n, S, F_T, du, T, c0, BK=min(BK, 64), HAS_F=F_T is not None, **launch
+            u, a, alpha_hat, n, S, F_T, du, T, c0, BK=min(BK, 64), HAS_F=F_T is not None, num_stages=1, **launch
         )
         del S
     dM0 = (-carry / 2).to(a.dtype)

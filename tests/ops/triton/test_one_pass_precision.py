@@ -18,6 +18,7 @@ from linattn.ops.delta_rule.triton.precision import (
     backward_precision,
     grad_precision,
     narrow_launch,
+    raw_operands,
     state_precision,
 )
 from tests.ops.cases import rel_err
@@ -96,6 +97,17 @@ def test_only_sixteen_bit_keys_take_the_narrow_launch():
     assert narrow_launch(BF16, BF16) and narrow_launch(torch.float16)
     # VLA's float32 α̂ beside bfloat16 queries: two warps made its K = 128 forward + backward 7% slower (H200)
     assert not narrow_launch(BF16, torch.float32)
+
+
+def test_raw_products_of_one_16_bit_dtype_multiply_as_loaded():
+    """Two raw 16-bit inputs multiply on the 16-bit tensor cores (exact products), but bfloat16 on the CPU keeps
+    float32 copies, as the interpreter's bfloat16 products are wrong; float16 runs the native path in the interpreter
+    (the float16 cases of the op tests check it against the naive recurrence)."""
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert raw_operands(cpu, torch.float16, torch.float16) == raw_operands(cuda, BF16, BF16) == "native"
+    assert raw_operands(cpu, BF16, BF16) == "tf32"
+    assert raw_operands(cuda, BF16, torch.float32) == raw_operands(cuda, torch.float32) == "tf32x3"
+    assert raw_operands(cuda, BF16, torch.float16) == "tf32"  # one tensor-core dtype per product
 
 
 @pytest.mark.skipif(DEVICE.type != "cpu", reason="the emulation patches the interpreter")

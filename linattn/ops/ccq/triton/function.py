@@ -40,8 +40,10 @@ class Options:
 
 
 # the forward's chunk-start states are kept for the backward up to this head dim: `K² + K + 1` floats a chunk of 64
-# tokens and head, no more bytes than a bfloat16 `q` at K = 32 (66 against 64 a token); above, recomputed (B1)
-KEEP_STATES_MAX_K = 32
+# tokens and head (at K = 32 as many bytes as a bfloat16 `q`, at K = 64 twice as many); above, recomputed (B1). On
+# the H200 (2026-12-01, session 27's `screen_ccq_keep.py`, 64K tokens, H = 16) keeping them took CCQ's fwd+bwd
+# 11.97 → 11.61 ms for 2.00 → 2.26 GiB at K = 64, but 25.0 → 23.7 ms for 3.63 → 4.64 GiB at K = 128
+KEEP_STATES_MAX_K = 64
 
 
 def keeps_states(q: torch.Tensor, k: torch.Tensor, initial_state, output_final_state: bool, precision: str) -> bool:

@@ -38,10 +38,11 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.ccq.triton.output import block_size, chunk_scores, read_state, score_precision
+from linattn.ops.ccq.triton.output import block_size, chunk_scores, read_state
 from linattn.ops.ccq.triton.state import chunk_decay
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.delta_rule.triton.precision import raw_operands
 
 ROWS = 5  # planes of the row scalars: s, ρ, dr, dz, dG_Γ
 # both kernels: H200, bf16, B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30): rows_bwd / local_bwd 2.84 / 6.39 ms
@@ -285,7 +286,7 @@ def rows_bwd(
         q, k, lam, g, *h, do, rows, dlam, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=score_precision(q.dtype, q.device),
+        RAW=raw_operands(q.device, q.dtype),
         PRECISION=precision, num_warps=LAUNCH_WARPS,
     )  # fmt: skip
     return rows, dlam
@@ -313,7 +314,7 @@ def local_bwd(
     ccq_local_bwd_kernel[grid](
         q, k, g, *h, *dh, do, rows, dq, dk, dg, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
-        USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None, RAW=score_precision(q.dtype, q.device),
+        USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_operands(q.device, q.dtype),
         PRECISION=precision,
         # the inner loop's five loads pipelined three deep for one-pass launches: H200, bf16 training call, B = 1,
         # H = 16, T = 64K (`bench profile`, 2026-11-30), 3.69 → 2.94 ms at K = 128 (unchanged at K = 32, one loop

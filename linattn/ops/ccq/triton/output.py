@@ -15,7 +15,7 @@ and the contraction `q' = q − λ/z (a − ρ b)`, `ρ = r/z` (centred; 0 other
 so the mean costs no second product: `b` enters only through `W`. One program per (column block, chunk, batch row
 · head) builds `A`, `r`, `z` and `W` in a pass over key blocks (every column block of a chunk rebuilds them), then
 writes its column block of `q'`, with a pass over key blocks for `Q C_0`. `Q Kᵀ` is a product of two raw inputs
-(`score_precision`: 16-bit ones on the 16-bit tensor cores); the others carry float32 intermediates and ask for
+(`precision.raw_operands`: 16-bit ones on the 16-bit tensor cores); the others carry float32 intermediates and ask for
 `tf32x3`, or one tf32 pass when a bfloat16 `q'` is the only output (`precision.state_precision`, as the delta rule's
 state pass).
 """
@@ -29,7 +29,7 @@ import triton.language as tl
 from linattn.ops.ccq.triton.state import chunk_decay
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
-from linattn.ops.delta_rule.triton.precision import raw_precision
+from linattn.ops.delta_rule.triton.precision import raw_dot, raw_operands
 
 
 def block_size(K: int) -> int:
@@ -40,24 +40,12 @@ def block_size(K: int) -> int:
     return min(32, max(16, triton.next_power_of_2(K)))
 
 
-def score_precision(dtype: torch.dtype, device: torch.device) -> str:
-    """How `chunk_scores` multiplies two raw inputs of `dtype`: `"native"` for 16-bit ones, on the bfloat16 / float16
-    tensor cores as loaded (their products are exact there as in one tf32 pass; on the H200, bf16, B = 1, H = 16,
-    2026-12-01, CCQ's forward + backward took 9.94 → 9.50 ms at 64K, K = 128, and 1.96 → 1.90 at K = 32), else
-    `precision.raw_precision`'s `input_precision` on float32 operands. Bfloat16 on the CPU keeps the float32 path:
-    Triton's interpreter multiplies bfloat16 tiles wrongly (3.9: errors of 1e10 on unit entries; float16 is exact)."""
-    precision = raw_precision(dtype)
-    if precision != "tf32" or (dtype == torch.bfloat16 and device.type != "cuda"):
-        return precision
-    return "native"
-
-
 @triton.jit
 def chunk_scores(
     x, k, hm, o_i, m_t, K: tl.constexpr, H: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, RAW: tl.constexpr
 ):
     """`(X Kᵀ [BT, BT], X m_0 [BT])` of one chunk, over key blocks: `x, k` point at the chunk's first token of this
-    head (rows `H·K` apart, any float dtype), `hm` at the chunk-start `m_0`; `RAW` as `score_precision` gives it."""
+    head (rows `H·K` apart, any float dtype), `hm` at the chunk-start `m_0`; `RAW` from `precision.raw_operands`."""
     b_S = tl.zeros([BT, BT], dtype=tl.float32)
     b_xm = tl.zeros([BT], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
@@ -69,10 +57,7 @@ def chunk_scores(
         b_k = tl.load(k + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0)
         b_m0 = tl.load(hm + o_k, mask=m_k, other=0)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
-        if RAW == "native":
-            b_S += tl.dot(b_x, tl.trans(b_k))
-        else:
-            b_S += tl.dot(b_x.to(tl.float32), tl.trans(b_k.to(tl.float32)), input_precision=RAW)
+        b_S += raw_dot(b_x, tl.trans(b_k), RAW)
         b_xm += tl.sum(b_x.to(tl.float32) * b_m0[None, :], axis=1)
     return b_S, b_xm
 
@@ -193,7 +178,7 @@ def output_fwd(
         q, k, lam, g, *h, y, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BV,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=score_precision(q.dtype, q.device),
+        RAW=raw_operands(q.device, q.dtype),
         PRECISION=precision,
         # H200, bf16, B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30): at K = 128 2.95 ms with 4 warps, 2.07 with
         # 2, 1.98 with 1; at K = 32 0.41, 0.37, 0.48 (and 9.54 with 8 at K = 128 on 2026-11-29, tf32x3)

@@ -56,7 +56,7 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
-from linattn.ops.delta_rule.triton.precision import raw_precision
+from linattn.ops.delta_rule.triton.precision import raw_dot, raw_operands
 
 
 def _chunk(q, k, v, w, beta, G, h, scale, erase=True):
@@ -267,10 +267,10 @@ def local_bwd_kernel(
             if USE_G:
                 b_hdh += b_h * b_dh
         # [BT, BK] each
-        b_q = tl.load(q + o_tk, mask=m_tk, other=0).to(tl.float32)
-        b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
+        b_q = tl.load(q + o_tk, mask=m_tk, other=0)
+        b_w = tl.load(w + o_tk, mask=m_tk, other=0)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_QW += tl.dot(b_q, tl.trans(b_w), input_precision=RAW)
+        b_QW += raw_dot(b_q, tl.trans(b_w), RAW)
         if USE_G:
             b_udh *= b_to_end[:, None]
         b_doh *= (scale * b_gamma)[:, None]
@@ -279,15 +279,17 @@ def local_bwd_kernel(
             b_x += tl.sum(b_w * b_udh, axis=1)
         if ERASE:
             # [BT, BK]
-            b_k = tl.load(k + o_tk, mask=m_tk, other=0).to(tl.float32)
+            b_k = tl.load(k + o_tk, mask=m_tk, other=0)
             # [BT, BK] @ [BK, BT] -> [BT, BT]
-            b_KW += tl.dot(b_k, tl.trans(b_w), input_precision=RAW)
+            b_KW += raw_dot(b_k, tl.trans(b_w), RAW)
+            b_k = b_k.to(tl.float32)
             # dK̂ ⊙ K summed over the key block, i.e. −rowsum(K ⊙ dṼ hᵀ)
             b_kdk = -tl.sum(b_k * b_dvh, axis=1)
             b_dbeta += b_gamma * b_kdk
             if USE_G:
                 b_dg += b_beta * b_gamma * b_kdk
 
+        b_q, b_w = b_q.to(tl.float32), b_w.to(tl.float32)
         # [BT, BT] @ [BT, BK] -> [BT, BK]
         b_dq = b_doh + tl.dot(b_P, b_w, input_precision=PRECISION)
         # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK]
@@ -395,7 +397,7 @@ def local_bwd(
         ERASE=erase, USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=inv_sq_norm is not None,
         W_IS_K=w is None,
         IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(q.dtype, k.dtype, (k if w is None else w).dtype), PRECISION=precision,
+        RAW=raw_operands(q.device, q.dtype, k.dtype, (k if w is None else w).dtype), PRECISION=precision,
         num_warps=8, num_stages=3 if one_pass else 1,  # sm_90, K = V = 128: 8 warps, as 4 spill 2 KB a thread
     )  # fmt: skip
     return dq, dk, dv, dw, dbeta, dG

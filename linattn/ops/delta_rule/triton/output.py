@@ -23,7 +23,7 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
-from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_precision
+from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_dot, raw_operands
 
 
 def output_ref(
@@ -99,13 +99,13 @@ def output_fwd_kernel(
         m_k = o_k < K
         m_tk = m_t[:, None] & m_k[None, :]
         # [BT, BK], [BT, BK], [BK, BV]
-        b_q = tl.load(q + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
-        b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
+        b_q = tl.load(q + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0)
+        b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0)
         b_h = tl.load(h + o_k[:, None] * V + o_v[None, :], mask=m_k[:, None] & m_v[None, :], other=0)
         # [BT, BK] @ [BK, BV] -> [BT, BV]
-        b_o += tl.dot(b_q, b_h, input_precision=PRECISION)
+        b_o += tl.dot(b_q.to(tl.float32), b_h, input_precision=PRECISION)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_A += tl.dot(b_q, tl.trans(b_w), input_precision=RAW)
+        b_A += raw_dot(b_q, tl.trans(b_w), RAW)
 
     # s ≤ t on real rows (a padding row has G = 0, and its exp(0 − G_s) could overflow)
     m_A = (o_i[:, None] >= o_i[None, :]) & m_t[:, None]
@@ -158,6 +158,6 @@ def output_fwd(
         q, w, G, h, U, o, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(q.dtype, w.dtype), PRECISION=precision, num_warps=2 if narrow else 4, num_stages=3,
+        RAW=raw_operands(q.device, q.dtype, w.dtype), PRECISION=precision, num_warps=2 if narrow else 4, num_stages=3,
     )  # fmt: skip
     return o

@@ -37,6 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import triton
+import triton.language as tl
 
 ONE_PASS_TOKENS = 1000  # the backward's products take one tf32 pass from this many tokens on (module docstring)
 
@@ -45,6 +47,27 @@ def raw_precision(*dtypes: torch.dtype) -> str:
     """`input_precision` of the products of raw inputs of these dtypes: one tf32 pass when it is exact (no operand
     is float32; a float32 key beside bfloat16 queries, as VLA's `α̂` is, needs three)."""
     return "tf32x3" if torch.float32 in dtypes else "tf32"
+
+
+def raw_operands(device: torch.device, *dtypes: torch.dtype) -> str:
+    """How the kernels multiply two raw inputs of these dtypes (`raw_dot`'s `RAW`): `"native"` when they share one
+    16-bit dtype, the tiles as loaded on the bfloat16 / float16 tensor cores (their products are exact there as in one
+    tf32 pass on float32 copies, in half the MMA steps), else `raw_precision`'s `input_precision` on float32 copies.
+    Bfloat16 on the CPU keeps float32 copies: Triton's interpreter multiplies bfloat16 tiles wrongly (3.9: a 16 × 16
+    product of unit-scale entries off by 2.5e10; float16 is exact)."""
+    native = len(set(dtypes)) == 1 and dtypes[0] in (torch.bfloat16, torch.float16)
+    if not native or (dtypes[0] == torch.bfloat16 and device.type != "cuda"):
+        return raw_precision(*dtypes)
+    return "native"
+
+
+@triton.jit
+def raw_dot(a, b, RAW: tl.constexpr):
+    """`a @ b` of two raw inputs' tiles as loaded, float32 out, `RAW` from `raw_operands`."""
+    if RAW == "native":
+        return tl.dot(a, b)
+    else:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=RAW)
 
 
 def narrow_launch(*key_dtypes: torch.dtype) -> bool:

@@ -39,7 +39,7 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
-from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_precision
+from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_dot, raw_operands
 from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
 
 
@@ -145,10 +145,11 @@ def state_bwd_local_kernel(
         o_k = i_k * BK + tl.arange(0, BK)
         m_tk = m_t[:, None] & (o_k < K)[None, :]
         # [BT, BK], [BT, BK]
-        b_q = tl.load(q + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
-        b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
+        b_q = tl.load(q + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0)
+        b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_A += tl.dot(b_q, tl.trans(b_w), input_precision=RAW)
+        b_A += raw_dot(b_q, tl.trans(b_w), RAW)
+        b_w = b_w.to(tl.float32)
         if USE_G:
             if i_v == 0:
                 o_tk = (t0 * H + i_h) * K + o_i[:, None] * (H * K) + o_k[None, :]
@@ -365,7 +366,7 @@ def state_bwd(
     state_bwd_local_kernel[grid](
         q, w, G, do, du, dh, w_tilde, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(q.dtype, w.dtype), PRECISION=precision,
+        RAW=raw_operands(q.device, q.dtype, w.dtype), PRECISION=precision,
         num_warps=2 if narrow_launch(q.dtype, w.dtype) else 4, num_stages=3,  # H200, K = V = 128, 64K: 6.4 vs 6.7 ms
     )  # fmt: skip
 

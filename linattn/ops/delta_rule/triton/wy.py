@@ -45,7 +45,7 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
-from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_precision
+from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_dot, raw_operands
 
 
 def wy_ref(
@@ -115,9 +115,15 @@ def neg_product(b_t, b_x, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def load_raw(src, o_r, m_r, o_n, m_n, HN: tl.constexpr):
+    """One `[16, BN]` block of rows `o_r` (valid `m_r`) and columns `o_n` (valid `m_n`), rows `HN` apart, as stored."""
+    return tl.load(src + o_r[:, None] * HN + o_n[None, :], mask=m_r[:, None] & m_n[None, :], other=0)
+
+
+@triton.jit
 def load_block(src, o_r, m_r, o_n, m_n, HN: tl.constexpr):
-    """One `[16, BN]` block of rows `o_r` (valid `m_r`) and columns `o_n` (valid `m_n`), rows `HN` apart, float32."""
-    return tl.load(src + o_r[:, None] * HN + o_n[None, :], mask=m_r[:, None] & m_n[None, :], other=0).to(tl.float32)
+    """`load_raw`'s block in float32."""
+    return load_raw(src, o_r, m_r, o_n, m_n, HN).to(tl.float32)
 
 
 @triton.jit
@@ -241,30 +247,30 @@ def wy_fwd_kernel(
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = o_k < K
         # [16, BK] rows of each block, keys and write directions
-        k0 = load_block(k, o_r, m0, o_k, m_k, H * K)
-        k1 = load_block(k, 16 + o_r, m1, o_k, m_k, H * K)
-        k2 = load_block(k, 32 + o_r, m2, o_k, m_k, H * K)
-        k3 = load_block(k, 48 + o_r, m3, o_k, m_k, H * K)
-        w0 = tl.trans(load_block(w, o_r, m0, o_k, m_k, H * K))
-        w1 = tl.trans(load_block(w, 16 + o_r, m1, o_k, m_k, H * K))
-        w2 = tl.trans(load_block(w, 32 + o_r, m2, o_k, m_k, H * K))
-        w3 = tl.trans(load_block(w, 48 + o_r, m3, o_k, m_k, H * K))
+        k0 = load_raw(k, o_r, m0, o_k, m_k, H * K)
+        k1 = load_raw(k, 16 + o_r, m1, o_k, m_k, H * K)
+        k2 = load_raw(k, 32 + o_r, m2, o_k, m_k, H * K)
+        k3 = load_raw(k, 48 + o_r, m3, o_k, m_k, H * K)
+        w0 = tl.trans(load_raw(w, o_r, m0, o_k, m_k, H * K))
+        w1 = tl.trans(load_raw(w, 16 + o_r, m1, o_k, m_k, H * K))
+        w2 = tl.trans(load_raw(w, 32 + o_r, m2, o_k, m_k, H * K))
+        w3 = tl.trans(load_raw(w, 48 + o_r, m3, o_k, m_k, H * K))
         if KACZMARZ:
-            n0 += tl.sum(k0 * k0, axis=1)
-            n1 += tl.sum(k1 * k1, axis=1)
-            n2 += tl.sum(k2 * k2, axis=1)
-            n3 += tl.sum(k3 * k3, axis=1)
+            n0 += tl.sum(k0.to(tl.float32) * k0.to(tl.float32), axis=1)
+            n1 += tl.sum(k1.to(tl.float32) * k1.to(tl.float32), axis=1)
+            n2 += tl.sum(k2.to(tl.float32) * k2.to(tl.float32), axis=1)
+            n3 += tl.sum(k3.to(tl.float32) * k3.to(tl.float32), axis=1)
         # [16, BK] @ [BK, 16] -> [16, 16], ten times
-        a00 += tl.dot(k0, w0, input_precision=RAW)
-        a10 += tl.dot(k1, w0, input_precision=RAW)
-        a11 += tl.dot(k1, w1, input_precision=RAW)
-        a20 += tl.dot(k2, w0, input_precision=RAW)
-        a21 += tl.dot(k2, w1, input_precision=RAW)
-        a22 += tl.dot(k2, w2, input_precision=RAW)
-        a30 += tl.dot(k3, w0, input_precision=RAW)
-        a31 += tl.dot(k3, w1, input_precision=RAW)
-        a32 += tl.dot(k3, w2, input_precision=RAW)
-        a33 += tl.dot(k3, w3, input_precision=RAW)
+        a00 += raw_dot(k0, w0, RAW)
+        a10 += raw_dot(k1, w0, RAW)
+        a11 += raw_dot(k1, w1, RAW)
+        a20 += raw_dot(k2, w0, RAW)
+        a21 += raw_dot(k2, w1, RAW)
+        a22 += raw_dot(k2, w2, RAW)
+        a30 += raw_dot(k3, w0, RAW)
+        a31 += raw_dot(k3, w1, RAW)
+        a32 += raw_dot(k3, w2, RAW)
+        a33 += raw_dot(k3, w3, RAW)
     if KACZMARZ:
         # [16] r = 1 / (‖k‖² + eps) on real rows (0 on padding, where ‖k‖² + eps may be 0), and β = η r
         r0 = tl.where(m0, 1.0 / (n0 + eps), 0.0)
@@ -379,7 +385,7 @@ def wy_fwd(
         float(kaczmarz_eps) if kaczmarz else 0.0, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         USE_BETA=beta is not None, USE_G=G is not None, KACZMARZ=kaczmarz, IS_VARLEN=layout.cu_seqlens is not None,
-        RAW=raw_precision(k.dtype, w.dtype), PRECISION=precision,
+        RAW=raw_operands(k.device, k.dtype, w.dtype), PRECISION=precision,
         INVERSE="ieee" if precision == "tf32x3" else "tf32", num_warps=2 if narrow else 4, num_stages=3,
     )  # fmt: skip
     return T_inv, u_tilde, k_tilde, inv_sq_norm
