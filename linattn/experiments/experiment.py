@@ -60,7 +60,7 @@ class Experiment:
             union = tuple(dict.fromkeys(done + tuple(mixers)))
             mixers = tuple(m for m in self.mixers if m in union) + tuple(m for m in union if m not in self.mixers)
         specs = self.plan(protocol, quick, mixers)
-        records = run_all(specs, out / "runs", device=device, jobs=jobs)
+        records = run_all(specs, out / "runs", device=device, jobs=jobs, reuse_root=root)
         summary = summarize(records, self.metric)
         results = {
             "experiment": self.name,
@@ -91,6 +91,7 @@ class Experiment:
                         "wall_time_s",
                         "params",
                         "hardware",
+                        "reused_from",
                     )
                     if k in r
                 }
@@ -181,6 +182,9 @@ def table_markdown(results: dict) -> str:
                 cell += f" ({theirs:.3f})"
             cells.append(cell)
         lines.append(f"| {x} | " + " | ".join(cells) + " |")
+    shared = [f"`{r['id']}` ({r['reused_from']})" for r in results.get("runs", []) if "reused_from" in r]
+    if shared:
+        lines += ["", "Runs another experiment trained (the same training, copied): " + ", ".join(shared) + "."]
     if results["protocol"].startswith("fair"):
         lines += ["", f"Learning rate chosen on validation {'loss' if metric == 'loss' else 'accuracy'}:", ""]
         lines += [

@@ -4,13 +4,20 @@
 task (and, for length extrapolation, on test sets of other tasks, `eval_at`), and writes the run's `result.json`;
 `run_all` runs many specs, in this process or as concurrent worker processes (`jobs > 1`: independent small
 trainings share one GPU or many CPU cores better than they run one after another).
+
+A run another experiment already finished is not trained again: given the results root, `run_one` looks there for
+a finished run of the same training (`training_key`: task, model, training config, validation and test sets) whose
+tests at other lengths include this spec's, and copies its record and metrics (`reused_from` names it). KLA's
+ablation and the CCQ experiments share their GDN and KLA runs with `kla-mqar` and `kla-sniah` so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -50,6 +57,53 @@ class RunSpec:
         return f"{self.mixer}-x{self.x}-lr{self.train.lr:g}"
 
 
+def _digest(value: object) -> str:
+    """A short hex digest of `repr(value)` (a dataclass's repr names its class and every field)."""
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+
+
+def training_key(spec: RunSpec) -> str:
+    """What makes two specs the same run: the trained task, the model, the training config and the validation and
+    test sets, not the display name, the swept setting's value or `eval_at`."""
+    return _digest(
+        (spec.task, spec.model, spec.train, spec.eval_batches, spec.eval_batch_size, spec.val_task, spec.test_task)
+    )
+
+
+def _tests_at(spec: RunSpec) -> dict[str, str]:
+    """`eval_at`'s tasks by setting, as digests."""
+    return {str(x): _digest(task) for x, task in spec.eval_at}
+
+
+def find_same_run(root: Path, spec: RunSpec, own: Path) -> Path | None:
+    """The folder of a finished run under `root/<experiment>/<variant>/runs/` (not `own`) that trained what `spec`
+    trains and was tested on at least `spec.eval_at`'s tasks, or None."""
+    key, wanted = training_key(spec), _tests_at(spec).items()
+    for path in sorted(Path(root).glob("*/*/runs/*/result.json")):
+        if path.parent.resolve() == Path(own).resolve():
+            continue
+        record = json.loads(path.read_text())
+        if record.get("key") == key and wanted <= record.get("tests_at", {}).items():
+            return path.parent
+    return None
+
+
+def _reuse(spec: RunSpec, source: Path, run_dir: Path, root: Path) -> dict:
+    """`spec`'s record from the finished run in `source`: its training and tests, under `spec`'s name."""
+    record = json.loads((source / "result.json").read_text())
+    mine = _tests_at(spec)
+    record.update(id=spec.id, mixer=spec.mixer, x=spec.x, tests_at=mine, reused_from=str(source.relative_to(root)))
+    if spec.eval_at:
+        record["test_at"] = {x: record["test_at"][x] for x in mine}
+    else:
+        record.pop("test_at", None)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if (source / "metrics.jsonl").exists():
+        shutil.copyfile(source / "metrics.jsonl", run_dir / "metrics.jsonl")
+    write_atomic(run_dir / "result.json", json.dumps(record, indent=2))
+    return record
+
+
 def eval_set(spec: RunSpec, seed: int, task: object | None = None) -> list[Batch]:
     """`spec.eval_batches` batches of `task` (the trained task by default), drawn from `seed` alone."""
     gen = torch.Generator().manual_seed(seed)
@@ -71,14 +125,19 @@ def evaluate_on(model: torch.nn.Module, batches: list[Batch], device: torch.devi
     return meter.compute()
 
 
-def run_one(spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = True) -> dict:
+def run_one(
+    spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = True, reuse_root: Path | None = None
+) -> dict:
     """Train `spec`'s model (resuming from `run_dir`), evaluate it on a held-out test set, write `result.json`.
 
     With `spec.eval_at` the record also holds `test_at: {setting: metrics}`, the same model on each of those tasks'
-    test sets (drawn from the same seed as the trained task's)."""
+    test sets (drawn from the same seed as the trained task's). With `reuse_root`, a finished run of the same
+    training found there (`find_same_run`) is copied instead of trained."""
     result_path = run_dir / "result.json"
     if result_path.exists():
         return json.loads(result_path.read_text())
+    if reuse_root is not None and (source := find_same_run(reuse_root, spec, run_dir)) is not None:
+        return _reuse(spec, source, run_dir, Path(reuse_root))
     device = torch.device(device)
     torch.manual_seed(spec.train.seed)
     model = DecoderLM(spec.model)
@@ -98,6 +157,8 @@ def run_one(spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = 
         "id": spec.id,
         "mixer": spec.mixer,
         "x": spec.x,
+        "key": training_key(spec),
+        "tests_at": _tests_at(spec),
         "lr": spec.train.lr,
         "steps": outcome.step,
         "stop_reason": outcome.stop_reason,
@@ -133,11 +194,11 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _worker(spec: RunSpec, run_dir: Path, device: str, threads: int) -> dict:
+def _worker(spec: RunSpec, run_dir: Path, device: str, threads: int, reuse_root: Path | None) -> dict:
     torch.set_num_threads(threads)
     if device.startswith("cuda:"):
         torch.cuda.set_device(device)  # Triton launches on the current device
-    return run_one(spec, run_dir, device, progress=False)
+    return run_one(spec, run_dir, device, progress=False, reuse_root=reuse_root)
 
 
 def _devices(device: str, n: int) -> list[str]:
@@ -150,9 +211,12 @@ class RunsFailed(RuntimeError):
     """Some training runs raised; the others finished (and are kept), so a re-run retries only the failed ones."""
 
 
-def run_all(specs: list[RunSpec], runs_dir: Path, *, device: str = "cpu", jobs: int = 1) -> list[dict]:
-    """Run every spec (finished ones are read back, interrupted ones resume), `jobs` at a time. A run that
-    raises does not stop the others: its error is printed, and `RunsFailed` names every failed run at the end."""
+def run_all(
+    specs: list[RunSpec], runs_dir: Path, *, device: str = "cpu", jobs: int = 1, reuse_root: Path | None = None
+) -> list[dict]:
+    """Run every spec (finished ones are read back, interrupted ones resume, with `reuse_root` ones another
+    experiment finished there are copied), `jobs` at a time. A run that raises does not stop the others: its error
+    is printed, and `RunsFailed` names every failed run at the end."""
     records: dict[str, dict] = {}
     failures: dict[str, str] = {}
 
@@ -165,13 +229,15 @@ def run_all(specs: list[RunSpec], runs_dir: Path, *, device: str = "cpu", jobs: 
 
     if jobs <= 1:
         for s in specs:
-            collect(s, partial(run_one, s, runs_dir / s.id, device, progress=True), print)
+            collect(s, partial(run_one, s, runs_dir / s.id, device, True, reuse_root), print)
     else:
         threads = max(1, (os.cpu_count() or 1) // jobs)
         context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_die_with_parent) as pool:
             devices = _devices(device, len(specs))
-            futures = {pool.submit(_worker, s, runs_dir / s.id, d, threads): s for s, d in zip(specs, devices)}
+            futures = {
+                pool.submit(_worker, s, runs_dir / s.id, d, threads, reuse_root): s for s, d in zip(specs, devices)
+            }
             with tqdm(total=len(specs), desc="runs", unit="run") as bar:
                 for future in as_completed(futures):
                     spec = futures[future]

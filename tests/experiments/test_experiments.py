@@ -285,3 +285,31 @@ def test_a_failed_run_does_not_stop_the_others(tmp_path):
         with pytest.raises(RunsFailed, match=r"1 of 2 runs failed: softmax-x3-lr0\.001"):
             run_all([bad, good], where, jobs=jobs)
         assert (where / good.id / "result.json").exists() and not (where / bad.id / "result.json").exists()
+
+
+def test_a_run_another_experiment_finished_is_copied_not_trained(tmp_path, monkeypatch):
+    """Same training (task, model, config, validation and test sets) under another name and with fewer tests at
+    other lengths: the record and metrics are copied, `reused_from` names the source; a different training is not."""
+    task = KLAMQARConfig(n_pairs=2, seq_len=16, vocab_size=16, min_query_pos=4)
+    longer = KLAMQARConfig(n_pairs=2, seq_len=32, vocab_size=16, min_query_pos=4)
+    train = TrainConfig(steps=2, batch_size=4, warmup_steps=0, eval_every=0, checkpoint_every=2)
+    model = preset("debug", mixer="gated_deltanet", vocab_size=16, positions="none")
+    source = RunSpec("gdn", 16, task, model, train, eval_batches=1, eval_batch_size=4, eval_at=((32, longer),))
+    first = run_one(source, tmp_path / "a" / "paper" / "runs" / source.id, progress=False, reuse_root=tmp_path)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(runner, "train", no_training)
+    same = RunSpec("gated_deltanet", 16, task, model, train, eval_batches=1, eval_batch_size=4)
+    where = tmp_path / "b" / "paper" / "runs" / same.id
+    copy = run_one(same, where, progress=False, reuse_root=tmp_path)
+    assert copy["test"] == first["test"] and copy["mixer"] == "gated_deltanet" and "test_at" not in copy
+    assert copy["reused_from"] == f"a/paper/runs/{source.id}" and (where / "metrics.jsonl").exists()
+    assert json.loads((where / "result.json").read_text()) == copy
+    for other in (
+        RunSpec("gdn", 16, task, model, TrainConfig(**{**train.__dict__, "lr": 2e-3}), 1, 4),  # another lr
+        RunSpec("gdn", 16, task, model, train, 1, 4, eval_at=((64, longer),)),  # a test the source lacks
+    ):
+        with pytest.raises(AssertionError, match="trained again"):
+            run_one(other, tmp_path / "c" / "paper" / "runs" / other.id, progress=False, reuse_root=tmp_path)
