@@ -181,14 +181,16 @@ def test_verify_checks_a_backend_against_float64():
     with mock.patch.object(backward, "_cut", recording_cut):
         row = verify.check(verify.Case(200, 16, 16, torch.float32, H=1, cut=True), "triton", device="cpu")
     assert row["ok"] and cuts == [128], (row, cuts)  # the backward ran in two spans, [0, 128) and [128, 200)
-    for op, grads in (("vla", {"du", "dstate_A", "dstate_S"}), ("ccq", {"dlam", "dstate_Z"}), ("kla", {"deta"})):
+    ops = (("vla", {"du", "dstate_A", "dstate_S"}), ("ccq", {"dlam", "dstate_Z"}), ("kla", {"deta"}), ("gla", {"dg"}))
+    for op, grads in ops:
         row = verify.check(verify.Case(70, 16, 16, torch.float32, op=op, H=1), "triton", device="cpu")
         # float32 accuracy; the 2× rule itself is not asserted here: VLA's state gradient sits at the 1e-6 floor
         # (its chained non-normal steps; 0.9 – 1.1e-6 by seed, as on the H200), and the interpreter's bfloat16
         # rounds unlike the GPU's
         errors = [v for n, v in row.items() if n not in ("case", "ok") and not n.endswith("_naive")]
         assert grads <= set(row) and max(errors) < 3e-6, row
-    assert {c.op for c in verify.matrix()} == {"delta_rule", "vla", "ccq", "kla"} and len(verify.matrix()) > 200
+    assert {c.op for c in verify.matrix()} == set(verify.OPS) == {"delta_rule", "vla", "ccq", "kla", "gla"}
+    assert len(verify.matrix()) > 200
     quick = verify.quick_matrix()
     assert 30 < len(quick) < len(verify.matrix()) / 3 and {c.dtype for c in quick} == {torch.float32, torch.bfloat16}
     assert any(c.two_key for c in quick) and any(not c.erase for c in quick) and any(c.varlen for c in quick)
@@ -199,7 +201,7 @@ def test_verify_checks_a_backend_against_float64():
     assert gdn and all(c in fla for c in gdn) and len(set(fla)) == len(fla)
     assert all((replace(c, gated=False) in fla) == (c.dtype != torch.float32) for c in gdn)
     with pytest.raises(ValueError, match="ops"):
-        verify.run("chunk", device="cpu", ops=("gla",))
+        verify.run("chunk", device="cpu", ops=("softmax",))
     refusal = AssertionError("ChunkDeltaRuleFunction does not support float32")
     with mock.patch.object(verify, "check", side_effect=refusal):  # fla asserts on what it does not support
         row = verify._check_case((gdn[0], "fla", "cpu"))

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from linattn.bench.environment import describe
+from linattn.bench.verify import OPS as VERIFY_OPS
 from linattn.io import write_atomic
 
 
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     p_verify.add_argument("--jobs", type=int, default=1, help="processes sharing the GPU (default 1)")
     p_verify.add_argument("--quick", action="store_true", help="a screening subset (about a fifth of the cases)")
     p_verify.add_argument(
-        "--ops", default="delta_rule,vla,ccq,kla", help="comma-separated: only these ops' cases (default all)"
+        "--ops", default=",".join(VERIFY_OPS), help="comma-separated: only these ops' cases (default all)"
     )
     p_decode = sub.add_parser("decode", help="GPU: per-token decode step, ours vs SDPA with a KV cache")
     p_stages = sub.add_parser("stages", help="GPU: each Triton delta-rule kernel (or VLA gate step) on its own")

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from linattn.bench.timing import forward_backward, median_ms
-from linattn.ops import delta_rule
+from linattn.ops import delta_rule, gated_linear_attention
 
 C = 64  # chunk size the FLOP model assumes
 
@@ -76,6 +76,12 @@ def fractions(contender: Contender, row: dict, limits: dict[str, float], size: i
             out[f"{name}_bw_frac"] = nbytes / seconds / limits["bandwidth"]
             out[f"{name}_mma_frac"] = flops / seconds / limits["bf16_flops"]
     return out
+
+
+def _gla_flops(s: Shape) -> float:
+    K = V = s.K
+    per_token = 2 * C * (K + V) + 4 * K * V  # intra-chunk scores and their values, state in and out
+    return s.B * s.H * s.T * per_token
 
 
 def _randn(s: Shape, dtype, *, unit=False, grad=True):
@@ -135,6 +141,21 @@ def _fla(kind: str):
     return build
 
 
+def _gla(backend: str):
+    """GLA with GLA's gate, `g = logsigmoid(·) / 16` per key channel: ours on `backend`, or fla's `chunk_gla`."""
+
+    def build(s, dtype):
+        q, k, v = _randn(s, dtype), _randn(s, dtype), _randn(s, dtype)
+        g = (F.logsigmoid(torch.randn(s.B, s.T, s.H, s.K, device="cuda")) / 16).requires_grad_()
+        if backend == "fla":
+            from fla.ops.gla import chunk_gla
+
+            return (lambda: chunk_gla(q, k, v, g)[0]), [q, k, v, g]
+        return (lambda: gated_linear_attention(q, k, v, g, backend=backend)[0]), [q, k, v, g]
+
+    return build
+
+
 CONTENDERS = [
     Contender("sdpa (flash)", _sdpa, _sdpa_flops, 3),
     Contender("ours triton GDN", _ours("triton", False), _delta_flops, 3),
@@ -143,6 +164,9 @@ CONTENDERS = [
     Contender("naive token loop GDN (PyTorch)", _ours("naive", False), _delta_flops, 3, max_tokens=4096),
     Contender("fla GDN", _fla("gdn"), _delta_flops, 3),
     Contender("fla DeltaNet", _fla("deltanet"), _delta_flops, 3),
+    Contender("ours triton GLA (per-channel decay)", _gla("triton"), _gla_flops, 4),
+    Contender("ours chunk GLA (PyTorch)", _gla("chunk"), _gla_flops, 4, max_tokens=16384),
+    Contender("fla GLA", _gla("fla"), _gla_flops, 4),
     Contender("fla DPLR two-key", _fla("dplr"), _delta_flops, 4),
 ]
 

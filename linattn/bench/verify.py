@@ -56,7 +56,7 @@ class Case:
     varlen: tuple[int, ...] | None = None  # sequence lengths packed in one row
     H: int = 2
     erase: bool = True  # False: the same kernels without the erase term (linear attention, or GLA when gated)
-    op: str = "delta_rule"  # or "vla", "ccq", "kla"
+    op: str = "delta_rule"  # or "vla", "ccq", "kla", "gla" (a per-channel decay: GLA's own kernels)
     final_state: bool = True  # False: o is the only output (its products may then run in one tf32 pass)
     cut: bool = False  # the backward cuts the sequence in two (as it does from SPLIT_BYTES on), here from 65 tokens
 
@@ -113,8 +113,13 @@ def matrix() -> list[Case]:
         cases.append(Case(1000, K, K, torch.bfloat16, op="vla", H=1, initial_state=False, final_state=False))
         # CCQ training: a bfloat16 q' alone, no initial state: one tf32 pass forward and backward
         cases.append(Case(1000, K, K, torch.bfloat16, op="ccq", H=1, initial_state=False, final_state=False))
-    for op in ("vla", "ccq"):
+    for dtype, T in itertools.product((torch.float32, torch.bfloat16, torch.float16), (1, 63, 65, 1000, 4096)):
+        H = 16 if T == 1 else 1 if T >= 1000 else 2
+        for K, V in ((64, 64), (128, 128)) if T != 65 else ((64, 64), (128, 128), (96, 40), (256, 32)):
+            cases.append(Case(T, K, V, dtype, op="gla", H=H))
+    for op in ("vla", "ccq", "gla"):
         cases.append(Case(0, 64, 64, torch.bfloat16, varlen=(1, 63, 64, 65, 300), op=op))
+    cases.append(Case(1000, 128, 128, torch.bfloat16, op="gla", H=1, initial_state=False, final_state=False))
     return cases
 
 
@@ -151,8 +156,9 @@ def _cu(case: Case, device) -> torch.Tensor | None:
 
 
 def _op_inputs(case: Case, shape: tuple[int, ...], N: int, r, gen, device) -> dict:
-    """Inputs of the ops on the engine: VLA (positive q, k; unit u over √K; states S and an SPD A), CCQ (λ, a decay,
-    its state C, m, Z), KLA (raw keys, η, a decay). Keys `state_*` are the initial state's parts, in order."""
+    """Inputs of the ops beside the delta rule: VLA (positive q, k; unit u over √K; states S and an SPD A), CCQ (λ, a
+    decay, its state C, m, Z), KLA (raw keys, η, a decay), GLA (a per-channel decay). Keys `state_*` are the initial
+    state's parts, in order."""
     K, H = case.K, case.H
 
     def uniform(*s):
@@ -171,6 +177,11 @@ def _op_inputs(case: Case, shape: tuple[int, ...], N: int, r, gen, device) -> di
             "q": r(*shape, K), "k": r(*shape, K), "lam": uniform(*shape), "g": -0.1 * uniform(*shape),
             "state_C": X @ X.mT, "state_m": r(N, H, K), "state_Z": 3 * uniform(N, H) + 1,
         }  # fmt: skip
+    if case.op == "gla":
+        return {
+            "q": r(*shape, K), "k": r(*shape, K), "v": r(*shape, case.V), "g": -0.1 * uniform(*shape, K),
+            "state_S": r(N, H, K, case.V),
+        }  # fmt: skip
     return {
         "q": r(*shape, K), "k": r(*shape, K), "v": r(*shape, K), "eta": uniform(*shape),
         "g": -0.1 * uniform(*shape), "state_S": r(N, H, K, K),
@@ -178,12 +189,15 @@ def _op_inputs(case: Case, shape: tuple[int, ...], N: int, r, gen, device) -> di
 
 
 def _call_op(op: str, a: dict, common: dict) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """`(output, final state parts)` of `vla`, `ccq_query` or KLA on prepared leaves `a`."""
+    """`(output, final state parts)` of `vla`, `ccq_query`, GLA or KLA on prepared leaves `a`."""
     state = tuple(a[n] for n in a if n.startswith("state_")) or None
     if op == "vla":
         o, S = vla(a["q"], a["k"], a["v"], a["u"], initial_state=state, **common)
     elif op == "ccq":
         o, S = ccq_query(a["q"], a["k"], a["lam"], g=a["g"], initial_state=state, **common)
+    elif op == "gla":
+        S0 = None if state is None else state[0]
+        o, S = gated_linear_attention(a["q"], a["k"], a["v"], a["g"], initial_state=S0, **common)
     else:
         S0 = None if state is None else state[0]
         kla = {"beta": a["eta"], "g": a["g"], "kaczmarz_eps": 1e-6, "initial_state": S0}
@@ -317,7 +331,7 @@ def quick_matrix() -> list[Case]:
     ]
 
 
-OPS = ("delta_rule", "vla", "ccq", "kla")
+OPS = ("delta_rule", "vla", "ccq", "kla", "gla")
 
 
 def run(

@@ -17,8 +17,8 @@ from linattn.ops.varlen import per_sequence
 
 # backends that run one sequence at a time (`per_sequence` splits packed batches for them)
 PER_SEQUENCE = {"naive": naive_gated_linear_attention, "chunk": chunk_gated_linear_attention}
-# "triton": the chunked delta-rule kernels without the erase term (scalar or no decay); "fused_recurrent": the
-# decode kernel (forward only)
+# "triton": the chunked delta-rule kernels without the erase term (scalar or no decay), GLA's own kernels for a
+# per-channel decay (`triton/`); "fused_recurrent": the decode kernel (forward only)
 BACKENDS = (*PER_SEQUENCE, "triton", "fused_recurrent")
 
 # Lower clamp of the normaliser `z_tᵀ q_t` (the VLA paper's value).
@@ -49,9 +49,9 @@ def gated_linear_attention(
         initial_state: `[N, H, K, V]` (`N = B`, or the number of packed sequences), any float dtype.
         output_final_state: also return the final state `[N, H, K, V]` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
-        backend: `"auto"` (`"triton"` on CUDA, except for float64 inputs and per-channel `g`; else `"chunk"`),
-            `"naive"`, `"chunk"`, `"triton"` (no or scalar `g` only; float32 / bfloat16 / float16 inputs, head
-            dims up to 256; on CPU it needs `TRITON_INTERPRET=1` set before the first call), or
+        backend: `"auto"` (`"triton"` on CUDA, except for float64 inputs; else `"chunk"`),
+            `"naive"`, `"chunk"`, `"triton"` (float32 / bfloat16 / float16 inputs, head dims up to 256; on CPU
+            it needs `TRITON_INTERPRET=1` set before the first call), or
             `"fused_recurrent"` (decoding: a few tokens on a carried state in one launch, forward only).
     Returns:
         `(o, final_state)`, `o: [B, T, H, V]` in v's dtype; `final_state` is None unless requested.
@@ -66,12 +66,6 @@ def gated_linear_attention(
         check_shape("g", g, (dims.B, dims.T, dims.H), "[B, T, H] or [B, T, H, K]")
     else:
         check_shape("g", g, (dims.B, dims.T, dims.H, dims.K), "[B, T, H] or [B, T, H, K]")
-        if backend == "triton":
-            raise ValueError(
-                f"g: backend='triton' takes a scalar log-decay per head, shape [B, T, H] = "
-                f"[{dims.B}, {dims.T}, {dims.H}]; got a per-channel g of shape {list(g.shape)} "
-                "(use backend='chunk' or 'auto' for per-channel decay)"
-            )
     check_log_decay("g", g)
     return _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims)
 
@@ -122,16 +116,9 @@ def linear_attention(
     return o.to(v.dtype), state
 
 
-def resolve_backend(backend: str, device: torch.device, dtype: torch.dtype, per_channel: bool) -> str:
-    """The backend that runs: `"auto"` is `"triton"` on CUDA, but `"chunk"` for float64 inputs (the kernels
-    compute in float32) and for a per-channel `g` (the kernels take one decay per head)."""
-    name = check_backend(backend, device, BACKENDS, dtype)
-    return "chunk" if name == "triton" and backend == "auto" and per_channel else name
-
-
 def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims, *, cast=True):
     """The op on validated inputs; with `cast=False`, `o` stays in the compute dtype (float32, or float64)."""
-    name = resolve_backend(backend, q.device, q.dtype, g is not None and g.dim() == 4)
+    name = check_backend(backend, q.device, BACKENDS, q.dtype)
     V = v.shape[-1]
     check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, V), "[N, H, K, V]")
     scale = dims.K**-0.5 if scale is None else scale
@@ -142,6 +129,10 @@ def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backe
                 f"V={dims.V} (use backend='chunk')"
             )
         # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
+        if g is not None and g.dim() == 4:
+            from linattn.ops.linear_attention.triton.function import gla_triton
+
+            return gla_triton(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens)
         from linattn.ops.delta_rule.triton.function import linear_attention_triton
 
         out_dtype = None if cast else torch.float32

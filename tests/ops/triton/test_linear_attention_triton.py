@@ -1,6 +1,6 @@
-"""`linear_attention` and scalar-decay `gated_linear_attention` with `backend="triton"`: the chunked delta-rule
-kernels without the erase term (`ERASE` off), on a GPU if there is one, else in Triton's interpreter on CPU (see
-tests/conftest.py).
+"""`linear_attention` and `gated_linear_attention` with `backend="triton"`: the chunked delta-rule kernels without
+the erase term (`ERASE` off) for no or a scalar decay, GLA's own kernels (`linear_attention/triton/`) for a
+per-channel one; on a GPU if there is one, else in Triton's interpreter on CPU (see tests/conftest.py).
 
 Outputs, final states and every gradient (q, k, v, g, initial state) against autograd of the float64 `naive`
 recurrence (`naive_gated_linear_attention`); each no-erase stage against its PyTorch reference. `torch.empty` is
@@ -16,12 +16,13 @@ import torch
 import torch.nn.functional as F
 
 from linattn.ops import gated_linear_attention, linear_attention
+from linattn.ops.checks import check_backend
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_layout
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_ref
 from linattn.ops.delta_rule.triton.output import output_fwd, output_ref
 from linattn.ops.delta_rule.triton.state import state_fwd, state_ref
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd, state_bwd_ref
-from linattn.ops.linear_attention.api import resolve_backend
+from linattn.ops.linear_attention.api import BACKENDS
 from tests.ops.cases import CASES, rel_err
 from tests.ops.triton.test_delta_rule_fwd import DEVICE, FLOOR, INTERPRETED_BF16_ROUNDING, check, check_shared_case
 
@@ -40,11 +41,21 @@ class Config:
     H: int = 2
     K: int = 16
     V: int = 32
-    # None (linear attention), "mild" (the state lives across chunks) or "strong" (about e^-100 across a chunk)
+    # None (linear attention), "mild" (the state lives across chunks) or "strong" (about e^-100 across a chunk),
+    # one decay per head; "channel", "channel-strong": the same per key channel (GLA)
     gate: str | None = "mild"
     h0: bool = True
     lengths: tuple[int, ...] | None = None
     normalize: bool = False  # linear_attention(normalize=True): positive q, k (ELU+1), state (S, z); no gate
+
+
+GATES = {  # log-decays from `u(*shape)` (uniform on [0, 1))
+    "mild": lambda u, shape: -0.1 * u(*shape),
+    "strong": lambda u, shape: -(3 * u(*shape) + 0.05),
+    "channel": lambda u, shape: -0.1 * u(*shape),
+    "channel-strong": lambda u, shape: -(3 * u(*shape) + 0.05),
+    "channel-extreme": lambda u, shape: -(20 + u(*shape)),  # e^-1300 across a chunk: no factor may overflow
+}
 
 
 def make_inputs(cfg: Config, dtype: torch.dtype = torch.float32, seed: int = 0) -> dict:
@@ -62,7 +73,7 @@ def make_inputs(cfg: Config, dtype: torch.dtype = torch.float32, seed: int = 0) 
         "q": feature(r(B, T, H, K)),
         "k": feature(r(B, T, H, K)),
         "v": r(B, T, H, V),
-        "g": {None: None, "mild": -0.1 * u(B, T, H), "strong": -(3 * u(B, T, H) + 0.05)}[cfg.gate],
+        "g": None if cfg.gate is None else GATES[cfg.gate](u, (B, T, H, K) if "channel" in cfg.gate else (B, T, H)),
     }
     x = {n: None if t is None else t.to(DEVICE, dtype) for n, t in x.items()}
     x["S0"] = r(N, H, K, V).to(DEVICE, torch.float32) if cfg.h0 else None
@@ -135,6 +146,7 @@ def check_all(x: dict, do, dS, tol: float, what: str) -> dict:
 SWEEP = {
     "linear": Config(gate=None, h0=False),
     "gla": Config(),
+    "gla-channel": Config(gate="channel"),
 }
 
 
@@ -156,6 +168,12 @@ AWKWARD = {
     "K1-V33": Config(T=13, B=3, K=1, V=33),
     "strong-decay": Config(T=127, gate="strong"),
     "varlen": Config(T=140, lengths=(1, 70, 5, 64)),
+    "channel-K96": Config(T=65, H=1, K=96, V=40, gate="channel"),
+    "channel-K256": Config(T=40, H=1, K=256, V=16, gate="channel"),
+    "channel-K>V": Config(T=130, B=2, H=1, K=32, V=16, gate="channel", h0=False),
+    "channel-K1-V33": Config(T=13, B=3, K=1, V=33, gate="channel"),
+    "channel-strong": Config(T=127, gate="channel-strong"),
+    "channel-varlen": Config(T=140, lengths=(1, 70, 5, 64), gate="channel"),
     "varlen-linear": Config(T=196, gate=None, h0=False, lengths=(65, 1, 130)),
     "normalized": Config(T=130, gate=None, normalize=True),
     "normalized-no-h0": Config(T=65, B=2, gate=None, h0=False, normalize=True),
@@ -172,6 +190,24 @@ def test_awkward_shapes(name):
     check_all(x, do, dS, F32_TOL, name)
 
 
+def test_extreme_channel_decay():
+    """About e^-20 a token and channel (e^-1300 across a chunk): every factor of GLA's kernels stays finite, and all
+    but `dg` keep float32 accuracy. `dg = Σ (q ⊙ dq − k ⊙ dk)` is then a difference of terms some 10⁸ times its
+    size, so it is checked at float32 rounding of those terms; the chunk backend's autograd loses it as well (17×
+    its size against triton's 321× here), only the token loop keeps it."""
+    x = make_inputs(Config(T=90, gate="channel-extreme"))
+    do, dS = draw_cotangents(x, torch.float32)
+    outs, grads = run_grads(x, "triton", do, dS)
+    want_outs, want_grads = run_grads(x, "naive", do, dS, torch.float64)
+    for name in outs:
+        check(outs[name], want_outs[name], F32_TOL, f"extreme {name}")
+    for name in ("q", "k", "v", "S0"):
+        check(grads[name], want_grads[name], F32_TOL, f"extreme d{name}")
+    scale = (x["q"].double() * want_grads["q"]).norm()
+    assert torch.isfinite(grads["g"]).all()
+    assert (grads["g"].double() - want_grads["g"]).norm() / scale < 1e-5
+
+
 @pytest.mark.parametrize("only", ["o", "final state"])
 def test_one_output_unused(only):
     """An unused output's gradient arrives as None: the backward runs on `do` alone, or on `dht` alone."""
@@ -182,6 +218,7 @@ def test_one_output_unused(only):
 
 LOW_PRECISION = {
     "gla": Config(T=200),
+    "gla-channel": Config(T=200, gate="channel"),
     "linear-varlen": Config(T=200, gate=None, lengths=(1, 70, 5, 124)),
     "normalized": Config(T=200, gate=None, normalize=True),
 }
@@ -212,10 +249,11 @@ def test_low_precision_within_twice_naive(name, dtype):
             check(got[part][n], want[part][n], tol, f"{name} {dtype} {what}")
 
 
-def test_state_chaining():
+@pytest.mark.parametrize("gate", ["mild", "channel"])
+def test_state_chaining(gate):
     """`[0:t]` then `[t:T]` from the carried final state gives the outputs and gradients of `[0:T]`."""
     T, t = 150, 67
-    x = make_inputs(Config(T=T, B=2))
+    x = make_inputs(Config(T=T, B=2, gate=gate))
     do, (dS,) = draw_cotangents(x, torch.float32)
     leaves = {n: x[n].detach().clone().requires_grad_() for n in ("q", "k", "v", "g", "S0")}
     opts = {"scale": 0.3, "output_final_state": True, "backend": "triton"}
@@ -279,11 +317,11 @@ def test_no_erase_stages_match_references(name):
             check(a, b, STAGE_TOL, f"local_bwd {what}")
 
 
-LINEAR_CASES = [c for c in CASES if c.id in ("linear", "linear-normalized", "gla-scalar")]
+LINEAR_CASES = [c for c in CASES if c.id in ("linear", "linear-normalized", "gla-scalar", "gla-channel")]
 
 
 def test_linear_cases_are_found():
-    assert len(LINEAR_CASES) == 3
+    assert len(LINEAR_CASES) == 4
 
 
 @pytest.mark.parametrize("case", LINEAR_CASES, ids=[c.id for c in LINEAR_CASES])
@@ -291,21 +329,17 @@ def test_shared_cases_f32(case):
     check_shared_case(case, CASE_TOL)
 
 
-def test_per_channel_gate_is_refused():
-    x = make_inputs(Config(T=8))
-    q, k, v = x["q"], x["k"], x["v"]
-    g = -torch.rand(*q.shape, device=DEVICE)
-    with pytest.raises(ValueError, match=r"^g: .*\[B, T, H\] = \[1, 8, 2\]"):
-        gated_linear_attention(q, k, v, g, backend="triton")
-    # auto keeps a per-channel g on the chunk backend, on CUDA as well (resolve_backend is what _run asks)
-    o, _ = gated_linear_attention(q, k, v, g, backend="auto")
-    assert torch.isfinite(o).all()
+def test_auto_takes_the_kernels_on_cuda_for_every_decay():
+    """A per-channel `g` runs on GLA's kernels (`backend="triton"`, and `"auto"` on CUDA); float64 stays on the
+    chunk backend."""
+    x = make_inputs(Config(T=8, gate="channel"))
+    got, _ = gated_linear_attention(x["q"], x["k"], x["v"], x["g"], backend="triton")
+    want, _ = gated_linear_attention(x["q"], x["k"], x["v"], x["g"], backend="chunk")
+    check(got, want, F32_TOL, "per-channel triton")
     cuda = torch.device("cuda")
-    assert resolve_backend("auto", cuda, torch.float32, per_channel=True) == "chunk"
-    assert resolve_backend("auto", cuda, torch.bfloat16, per_channel=False) == "triton"
-    assert resolve_backend("auto", cuda, torch.float64, per_channel=False) == "chunk"
-    assert resolve_backend("auto", torch.device("cpu"), torch.float32, per_channel=False) == "chunk"
-    assert resolve_backend("fused_recurrent", cuda, torch.float32, per_channel=True) == "fused_recurrent"
+    assert check_backend("auto", cuda, BACKENDS, torch.float32) == "triton"
+    assert check_backend("auto", cuda, BACKENDS, torch.float64) == "chunk"
+    assert check_backend("auto", torch.device("cpu"), BACKENDS, torch.float32) == "chunk"
 
 
 def test_head_dims_over_256_are_refused():

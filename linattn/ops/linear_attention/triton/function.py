@@ -1,0 +1,103 @@
+"""GLA with a per-channel decay on the Triton kernels, as an autograd function.
+
+Forward: `G` (`cumsum.py`), the scores `A` (`scores.py`), the chunk-start states (`state.py`), the output
+(`output.py`). Backward: the states again, their gradients walked in reverse (`state.py`), `dV` (`output.py`), `dq`,
+`dk` and `dG` (`grads.py`), then `dg` as the reverse cumsum of `dG` over each sequence (in float64, on PyTorch).
+Saved for the backward beside the inputs: `G` (`K` floats a token and head) and `A` (64).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_layout
+from linattn.ops.delta_rule.triton.forward import INPUT_DTYPES
+from linattn.ops.linear_attention.triton.cumsum import gla_cumsum
+from linattn.ops.linear_attention.triton.grads import gla_qk_grads
+from linattn.ops.linear_attention.triton.output import gla_output
+from linattn.ops.linear_attention.triton.scores import gla_scores
+from linattn.ops.linear_attention.triton.state import gla_state
+
+PRECISION = "tf32x3"  # every product in float32 (three tf32 passes)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The non-tensor arguments of one call (and `cu_seqlens`, which gets no gradient)."""
+
+    scale: float
+    output_final_state: bool
+    cu_seqlens: torch.Tensor | None  # integer [N + 1], or None
+
+
+class GLATriton(torch.autograd.Function):
+    """`(q, k, v, g, initial_state, options) -> (o, final_state)`; `initial_state` may be None, and `final_state`
+    is None unless `options.output_final_state`."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, g, initial_state, options: Options):
+        B, T = q.shape[:2]
+        layout = chunk_layout(B, T, options.cu_seqlens, q.device)
+        G = gla_cumsum(g, layout)
+        A = gla_scores(q, k, G, layout, PRECISION)
+        h, ht = gla_state(k, v, G, initial_state, options.output_final_state, layout, PRECISION)
+        o = gla_output(q, v, G, A, h, options.scale, layout, PRECISION, v.dtype)
+        ctx.save_for_backward(q, k, v, G, A, initial_state, ht)
+        ctx.layout, ctx.scale, ctx.g_dtype = layout, options.scale, g.dtype
+        ctx.set_materialize_grads(False)
+        return o, ht
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        q, k, v, G, A, initial_state, ht = ctx.saved_tensors
+        layout, scale = ctx.layout, ctx.scale
+        do = torch.zeros_like(v) if do is None else do.contiguous()
+        dht = None if dht is None else dht.contiguous()
+        h, _ = gla_state(k, v, G, initial_state, False, layout, PRECISION)
+        dh, dh0 = gla_state(q, do, G, dht, initial_state is not None, layout, PRECISION, reverse=True, scale=scale)
+        dv = gla_output(k, do, G, A, dh, scale, layout, PRECISION, v.dtype, backward=True)
+        dq, dk, dG = gla_qk_grads(q, k, v, G, h, dh, do, scale, layout, PRECISION)
+        dg = decay_grad(dG, ht, dht, layout).to(ctx.g_dtype)
+        return dq, dk, dv, dg, None if dh0 is None else dh0.to(initial_state.dtype), None
+
+
+def decay_grad(dG: torch.Tensor, ht: torch.Tensor | None, dht: torch.Tensor | None, layout: ChunkLayout):
+    """`dg_t = Σ_{t' ≥ t in its sequence} dG_t'`, with `Σ_v S_T ⊙ dS_T` added to each sequence's last token (the
+    final state holds the whole sequence's decay). float64 sums over `[B, T, H, K]`."""
+    dG = dG.double()
+    ends = torch.tensor(layout.bounds[1:], device=dG.device) - 1  # each sequence's last token
+    if dht is not None:
+        last = (ht.double() * dht.double()).sum(-1)  # [N, H, K]
+        if layout.cu_seqlens is None:
+            dG[:, -1] += last
+        else:
+            dG[0].index_add_(0, ends, last)
+    c = dG.cumsum(1)
+    lengths = torch.diff(torch.tensor(layout.bounds, device=dG.device))
+    end_of = torch.repeat_interleave(ends, lengths)  # [T]: each token's sequence's last token
+    return c.index_select(1, end_of) - c + dG
+
+
+def gla_triton(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor | None,
+    output_final_state: bool,
+    cu_seqlens: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`S_t = diag(exp(g_t)) S_{t-1} + k_t v_tᵀ`, `o_t = scale · S_tᵀ q_t` with `g: [B, T, H, K]` on validated
+    inputs: `(o, final_state)`, `o` in v's dtype, `final_state` float32 (None unless requested); differentiable in
+    `q, k, v, g, initial_state`. `q, k, v` float32, bfloat16 or float16 (float64: TypeError)."""
+    if q.dtype not in INPUT_DTYPES:
+        raise TypeError(
+            f"gated_linear_attention(backend='triton'): q, k, v must be float32, bfloat16 or float16, got {q.dtype} "
+            "(the kernels compute in float32; use backend='chunk' or 'naive' for float64)"
+        )
+    q, k, v, g, initial_state = (None if x is None else x.contiguous() for x in (q, k, v, g, initial_state))
+    options = Options(scale=scale, output_final_state=output_final_state, cu_seqlens=cu_seqlens)
+    return GLATriton.apply(q, k, v, g, initial_state, options)
