@@ -4,7 +4,7 @@
 
 Two phases, two processes:
 1. record: with `TRITON_INTERPRET=1`, run representative calls (forward + backward of the delta rule, KLA's
-   in-kernel step, linear attention, CCQ, VLA's gate and the decode kernel, at the head dims and dtypes users run)
+   in-kernel step, linear attention, GLA's per-channel decay, CCQ, VLA's gate and the decode kernel, at the head dims and dtypes users run)
    and write down each kernel launch: its function, the dtype of every pointer, the type of every scalar, every
    constexpr and the launch options.
 2. compile: without the interpreter, build each recorded signature with `triton.compile` for `cuda:<arch>` (the
@@ -65,6 +65,11 @@ def _calls() -> None:
         o, s = linear_attention(q, k, v, initial_state=h0, output_final_state=True, backend="triton")
         (o.float().sum() + s.sum()).backward()
         o, _ = gated_linear_attention(q, k, v, g, backend="triton")
+        o.float().sum().backward()
+        gk = (-torch.rand(*shape, K) / 8).requires_grad_()  # GLA's per-channel decay: its own kernels
+        o, s = gated_linear_attention(q, k, v, gk, initial_state=h0, output_final_state=True, backend="triton")
+        (o.float().sum() + s.sum()).backward()
+        o, _ = gated_linear_attention(q, k, v, gk, backend="triton")
         o.float().sum().backward()
         for wk in (w, None):  # training calls: `o` the only output
             o, _ = delta_rule(q, k, v, w=wk, beta=beta, g=g, backend="triton")
