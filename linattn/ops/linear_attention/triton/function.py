@@ -2,7 +2,7 @@
 
 Forward: `G` (`cumsum.py`), the scores `A` (`scores.py`), the chunk-start states (`state.py`), the output
 (`output.py`). Backward: the states again, their gradients walked in reverse (`state.py`), `dV` (`output.py`), `dq`,
-`dk` and `dG` (`grads.py`), then `dg` as the reverse cumsum of `dG` over each sequence (in float64, on PyTorch).
+`dk` and `dG` (`grads.py`), then `dg` as the reverse cumsum of `dG` over each sequence (`cumsum.py`).
 Saved for the backward beside the inputs: `G` (`K` floats a token and head) and `A` (64).
 """
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_layout
+from linattn.ops.delta_rule.triton.cumsum import chunk_layout
 from linattn.ops.delta_rule.triton.forward import INPUT_DTYPES
-from linattn.ops.linear_attention.triton.cumsum import gla_cumsum
+from linattn.ops.linear_attention.triton.cumsum import gla_cumsum, gla_decay_grad
 from linattn.ops.linear_attention.triton.grads import gla_qk_grads
 from linattn.ops.linear_attention.triton.output import gla_output
 from linattn.ops.linear_attention.triton.scores import gla_scores
@@ -59,25 +59,9 @@ class GLATriton(torch.autograd.Function):
         dh, dh0 = gla_state(q, do, G, dht, initial_state is not None, layout, PRECISION, reverse=True, scale=scale)
         dv = gla_output(k, do, G, A, dh, scale, layout, PRECISION, v.dtype, backward=True)
         dq, dk, dG = gla_qk_grads(q, k, v, G, h, dh, do, scale, layout, PRECISION)
-        dg = decay_grad(dG, ht, dht, layout).to(ctx.g_dtype)
+        final = None if dht is None else (ht * dht).sum(-1)  # [N, H, K]: the final state's share of every dg
+        dg = gla_decay_grad(dG, final, layout, ctx.g_dtype)
         return dq, dk, dv, dg, None if dh0 is None else dh0.to(initial_state.dtype), None
-
-
-def decay_grad(dG: torch.Tensor, ht: torch.Tensor | None, dht: torch.Tensor | None, layout: ChunkLayout):
-    """`dg_t = Σ_{t' ≥ t in its sequence} dG_t'`, with `Σ_v S_T ⊙ dS_T` added to each sequence's last token (the
-    final state holds the whole sequence's decay). float64 sums over `[B, T, H, K]`."""
-    dG = dG.double()
-    ends = torch.tensor(layout.bounds[1:], device=dG.device) - 1  # each sequence's last token
-    if dht is not None:
-        last = (ht.double() * dht.double()).sum(-1)  # [N, H, K]
-        if layout.cu_seqlens is None:
-            dG[:, -1] += last
-        else:
-            dG[0].index_add_(0, ends, last)
-    c = dG.cumsum(1)
-    lengths = torch.diff(torch.tensor(layout.bounds, device=dG.device))
-    end_of = torch.repeat_interleave(ends, lengths)  # [T]: each token's sequence's last token
-    return c.index_select(1, end_of) - c + dG
 
 
 def gla_triton(
