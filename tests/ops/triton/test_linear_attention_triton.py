@@ -41,9 +41,10 @@ class Config:
     H: int = 2
     K: int = 16
     V: int = 32
-    # None (linear attention), "mild" (the state lives across chunks) or "strong" (about e^-100 across a chunk),
-    # one decay per head; "channel", "channel-strong": the same per key channel (GLA)
+    # None (linear attention), "mild" (the state lives across chunks), "strong" (about e^-100 across a chunk) or
+    # "extreme" (about e^-1300); one decay per head, or per key channel (GLA's kernels) with `per_channel`
     gate: str | None = "mild"
+    per_channel: bool = False
     h0: bool = True
     lengths: tuple[int, ...] | None = None
     normalize: bool = False  # linear_attention(normalize=True): positive q, k (ELU+1), state (S, z); no gate
@@ -52,9 +53,7 @@ class Config:
 GATES = {  # log-decays from `u(*shape)` (uniform on [0, 1))
     "mild": lambda u, shape: -0.1 * u(*shape),
     "strong": lambda u, shape: -(3 * u(*shape) + 0.05),
-    "channel": lambda u, shape: -0.1 * u(*shape),
-    "channel-strong": lambda u, shape: -(3 * u(*shape) + 0.05),
-    "channel-extreme": lambda u, shape: -(20 + u(*shape)),  # e^-1300 across a chunk: no factor may overflow
+    "extreme": lambda u, shape: -(20 + u(*shape)),  # no factor may overflow
 }
 
 
@@ -73,7 +72,7 @@ def make_inputs(cfg: Config, dtype: torch.dtype = torch.float32, seed: int = 0) 
         "q": feature(r(B, T, H, K)),
         "k": feature(r(B, T, H, K)),
         "v": r(B, T, H, V),
-        "g": None if cfg.gate is None else GATES[cfg.gate](u, (B, T, H, K) if "channel" in cfg.gate else (B, T, H)),
+        "g": None if cfg.gate is None else GATES[cfg.gate](u, (B, T, H, K) if cfg.per_channel else (B, T, H)),
     }
     x = {n: None if t is None else t.to(DEVICE, dtype) for n, t in x.items()}
     x["S0"] = r(N, H, K, V).to(DEVICE, torch.float32) if cfg.h0 else None
@@ -146,7 +145,7 @@ def check_all(x: dict, do, dS, tol: float, what: str) -> dict:
 SWEEP = {
     "linear": Config(gate=None, h0=False),
     "gla": Config(),
-    "gla-channel": Config(gate="channel"),
+    "gla-channel": Config(per_channel=True),
 }
 
 
@@ -168,12 +167,12 @@ AWKWARD = {
     "K1-V33": Config(T=13, B=3, K=1, V=33),
     "strong-decay": Config(T=127, gate="strong"),
     "varlen": Config(T=140, lengths=(1, 70, 5, 64)),
-    "channel-K96": Config(T=65, H=1, K=96, V=40, gate="channel"),
-    "channel-K256": Config(T=40, H=1, K=256, V=16, gate="channel"),
-    "channel-K>V": Config(T=130, B=2, H=1, K=32, V=16, gate="channel", h0=False),
-    "channel-K1-V33": Config(T=13, B=3, K=1, V=33, gate="channel"),
-    "channel-strong": Config(T=127, gate="channel-strong"),
-    "channel-varlen": Config(T=140, lengths=(1, 70, 5, 64), gate="channel"),
+    "channel-K96": Config(T=65, H=1, K=96, V=40, per_channel=True),
+    "channel-K256": Config(T=40, H=1, K=256, V=16, per_channel=True),
+    "channel-K>V": Config(T=130, B=2, H=1, K=32, V=16, per_channel=True, h0=False),
+    "channel-K1-V33": Config(T=13, B=3, K=1, V=33, per_channel=True),
+    "channel-strong": Config(T=127, gate="strong", per_channel=True),
+    "channel-varlen": Config(T=140, lengths=(1, 70, 5, 64), per_channel=True),
     "varlen-linear": Config(T=196, gate=None, h0=False, lengths=(65, 1, 130)),
     "normalized": Config(T=130, gate=None, normalize=True),
     "normalized-no-h0": Config(T=65, B=2, gate=None, h0=False, normalize=True),
@@ -195,7 +194,7 @@ def test_extreme_channel_decay():
     but `dg` keep float32 accuracy. `dg = Σ (q ⊙ dq − k ⊙ dk)` is then a difference of terms some 10⁸ times its
     size, so it is checked at float32 rounding of those terms; the chunk backend's autograd loses it as well (17×
     its size against triton's 321× here), only the token loop keeps it."""
-    x = make_inputs(Config(T=90, gate="channel-extreme"))
+    x = make_inputs(Config(T=90, gate="extreme", per_channel=True))
     do, dS = draw_cotangents(x, torch.float32)
     outs, grads = run_grads(x, "triton", do, dS)
     want_outs, want_grads = run_grads(x, "naive", do, dS, torch.float64)
@@ -218,7 +217,7 @@ def test_one_output_unused(only):
 
 LOW_PRECISION = {
     "gla": Config(T=200),
-    "gla-channel": Config(T=200, gate="channel"),
+    "gla-channel": Config(T=200, per_channel=True),
     "linear-varlen": Config(T=200, gate=None, lengths=(1, 70, 5, 124)),
     "normalized": Config(T=200, gate=None, normalize=True),
 }
@@ -240,7 +239,7 @@ def test_low_precision_within_twice_naive(name, dtype):
     naive = run_grads(x, "naive", do, dS)
     assert got[0]["o"].dtype == dtype
     rounded_in_kernel = {"dq", "dk", "dv"} | (set() if cfg.normalize else {"o"})
-    if cfg.gate and "channel" in cfg.gate:  # GLA's kernels round dg too
+    if cfg.per_channel:  # GLA's kernels round dg too
         rounded_in_kernel.add("dg")
     for part in (0, 1):
         for n in got[part]:
@@ -251,11 +250,11 @@ def test_low_precision_within_twice_naive(name, dtype):
             check(got[part][n], want[part][n], tol, f"{name} {dtype} {what}")
 
 
-@pytest.mark.parametrize("gate", ["mild", "channel"])
-def test_state_chaining(gate):
+@pytest.mark.parametrize("per_channel", [False, True], ids=["scalar", "channel"])
+def test_state_chaining(per_channel):
     """`[0:t]` then `[t:T]` from the carried final state gives the outputs and gradients of `[0:T]`."""
     T, t = 150, 67
-    x = make_inputs(Config(T=T, B=2, gate=gate))
+    x = make_inputs(Config(T=T, B=2, per_channel=per_channel))
     do, (dS,) = draw_cotangents(x, torch.float32)
     leaves = {n: x[n].detach().clone().requires_grad_() for n in ("q", "k", "v", "g", "S0")}
     opts = {"scale": 0.3, "output_final_state": True, "backend": "triton"}
@@ -334,7 +333,7 @@ def test_shared_cases_f32(case):
 def test_auto_takes_the_kernels_on_cuda_for_every_decay():
     """A per-channel `g` runs on GLA's kernels (`backend="triton"`, and `"auto"` on CUDA); float64 stays on the
     chunk backend."""
-    x = make_inputs(Config(T=8, gate="channel"))
+    x = make_inputs(Config(T=8, per_channel=True))
     got, _ = gated_linear_attention(x["q"], x["k"], x["v"], x["g"], backend="triton")
     want, _ = gated_linear_attention(x["q"], x["k"], x["v"], x["g"], backend="chunk")
     check(got, want, F32_TOL, "per-channel triton")

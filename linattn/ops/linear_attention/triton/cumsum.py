@@ -10,6 +10,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
+from linattn.ops.linear_attention.triton.blocks import block
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -41,7 +42,7 @@ def gla_cumsum_kernel(
 def gla_cumsum(g: torch.Tensor, layout: ChunkLayout) -> torch.Tensor:
     """`g: [B, T, H, K]` (any float dtype) -> float32 chunk-local cumsum `G: [B, T, H, K]`."""
     B, T, H, K = g.shape
-    BK = min(64, max(16, triton.next_power_of_2(K)))
+    BK = block(K)
     G = torch.empty(B, T, H, K, dtype=torch.float32, device=g.device)
     grid = (triton.cdiv(K, BK), layout.NT, B * H)
     gla_cumsum_kernel[grid](
@@ -89,7 +90,7 @@ def gla_decay_grad_kernel(
 def gla_decay_grad(dG: torch.Tensor, c: torch.Tensor | None, layout: ChunkLayout, dtype: torch.dtype) -> torch.Tensor:
     """`dG: [B, T, H, K]` float32, `c: [N, H, K]` float32 or None -> `dg: [B, T, H, K]` in `dtype`."""
     B, T, H, K = dG.shape
-    BK = min(64, max(16, triton.next_power_of_2(K)))
+    BK = block(K)
     dg = torch.empty(B, T, H, K, dtype=dtype, device=dG.device)
     grid = (triton.cdiv(K, BK), layout.N * H)
     gla_decay_grad_kernel[grid](

@@ -11,6 +11,10 @@ after it through its own last row, the diagonal block one token a step. Since `q
 `q_t e^{Γ_t}` and `k_s` only as `k_s e^{−Γ_s}` (`Γ` the cumulative log-decay over the whole sequence), the gradient
 of `Γ_t` is `q_t ⊙ dq_t − k_t ⊙ dk_t` (plus `Σ_v S_T ⊙ dS_T` at the last token, `function.py`), stored here as
 `dG`; `dg` is its reverse cumsum over the sequence.
+
+Each key block's program forms the sub-chunk's `dA` rows and columns over every value block itself: at K = 128 the
+two key blocks of a sub-chunk both form them (`[16, 64]` and `[64, 16]`, against `[16, 128]` products of their own
+for `dq`, `dk`) instead of one more launch writing `dA` out for them to read; which is faster is not measured yet.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
-from linattn.ops.linear_attention.triton.scores import BC, masked_exp, sub_chunk
+from linattn.ops.linear_attention.triton.blocks import BC, block, masked_exp, sub_chunk
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -147,10 +151,10 @@ def gla_qk_grads(
     """`(dq, dk, dG)`: `dq, dk` in q's and k's dtypes, `dG = q ⊙ dq − k ⊙ dk` float32, all `[B, T, H, K]`."""
     B, T, H, K = q.shape
     V = v.shape[-1]
-    BK = min(64, max(16, triton.next_power_of_2(K)))
+    BK = block(K)
     # sm_90, K = 128 (compiled offline, Triton 3.6): 4 warps and 64-value blocks spilled 432 bytes a thread
     # (bfloat16) to 752 (float32); 8 warps and 32-value blocks hold 233 registers, no spill
-    BV = min(32, max(16, triton.next_power_of_2(V)))
+    BV = block(V, 32)
     dq, dk = torch.empty_like(q), torch.empty_like(k)
     dG = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     grid = (triton.cdiv(K, BK) * (layout.BT // BC), layout.NT, B * H)

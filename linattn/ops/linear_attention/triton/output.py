@@ -12,6 +12,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.linear_attention.triton.blocks import block, masked_exp
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -58,7 +59,7 @@ def gla_output_kernel(
         b_g = tl.load(G + r_t[:, None] * K + o_k[None, :], mask=m_tk, other=0)
         if BACKWARD:
             b_gl = tl.load(G + last + o_k, mask=m_k, other=0)
-            b_x *= tl.exp(tl.where(m_tk, b_gl[None, :] - b_g, float("-inf")))
+            b_x *= masked_exp(b_gl[None, :] - b_g, m_tk)
         else:
             b_x *= tl.exp(b_g)
         # [BK, BV] state (gradient) tile
@@ -96,8 +97,8 @@ def gla_output(
     gradients)` -> `dV`. In `out_dtype`."""
     B, T, H, K = x.shape
     V = y.shape[-1]
-    BK = min(64, max(16, triton.next_power_of_2(K)))
-    BV = min(64, max(16, triton.next_power_of_2(V)))
+    BK = block(K)
+    BV = block(V)
     out = torch.empty(B, T, H, V, dtype=out_dtype, device=x.device)
     grid = (triton.cdiv(V, BV), layout.NT, B * H)
     gla_output_kernel[grid](

@@ -15,23 +15,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
-
-BC = 16  # queries a sub-chunk
-
-
-@triton.jit
-def sub_chunk(i_t, i_i, bos, T, i_h, H: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
-    """Sub-chunk `i_i` of chunk `i_t`: its rows' token indices within the sequence `[BC]`, their mask, and the
-    offsets of their rows in a `[.., H, 1]` layout (multiply by a row's width)."""
-    o_c = i_t * BT + i_i * BC + tl.arange(0, BC)
-    m_c = o_c < T
-    return o_c, m_c, (bos + o_c) * H + i_h
-
-
-@triton.jit
-def masked_exp(x, m):
-    """`exp(x)` where `m`, else 0 (`x` never evaluated where masked)."""
-    return tl.exp(tl.where(m, x, float("-inf")))
+from linattn.ops.linear_attention.triton.blocks import BC, block, masked_exp, sub_chunk
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -98,7 +82,7 @@ def gla_scores(q: torch.Tensor, k: torch.Tensor, G: torch.Tensor, layout: ChunkL
     """`q, k: [B, T, H, K]`, `G` (stage 1) -> float32 `A: [B, T, H, BT]`, row `t` holding its scores against its
     chunk's keys (zero for keys after it)."""
     B, T, H, K = q.shape
-    BK = min(64, max(16, triton.next_power_of_2(K)))
+    BK = block(K)
     A = torch.empty(B, T, H, layout.BT, dtype=torch.float32, device=q.device)
     grid = (layout.BT // BC, layout.NT, B * H)
     gla_scores_kernel[grid](

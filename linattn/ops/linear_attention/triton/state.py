@@ -17,6 +17,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import sequence_coords
+from linattn.ops.linear_attention.triton.blocks import block, masked_exp
 
 
 @triton.jit
@@ -87,7 +88,7 @@ def gla_state_kernel(
         if REVERSE:
             b_x *= scale * tl.exp(b_g)
         else:
-            b_x *= tl.exp(tl.where(m_tk, b_gl[None, :] - b_g, float("-inf")))
+            b_x *= masked_exp(b_gl[None, :] - b_g, m_tk)
         # [BK, BT] @ [BT, BV] -> [BK, BV]
         b_h += tl.dot(tl.trans(b_x), b_y, input_precision=PRECISION)
     if STORE_OUT:
@@ -111,8 +112,8 @@ def gla_state(
     end-state gradient `dh: [B, NT, H, K, V]` and the initial state's gradient (or None). float32 throughout."""
     B, T, H, K = x.shape
     V = y.shape[-1]
-    BK = min(64, max(16, triton.next_power_of_2(K)))
-    BV = min(32, max(16, triton.next_power_of_2(V)))
+    BK = block(K)
+    BV = block(V, 32)
     h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=x.device)
     h_out = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=x.device) if store_out else None
     grid = (triton.cdiv(K, BK), triton.cdiv(V, BV), layout.N * H)
