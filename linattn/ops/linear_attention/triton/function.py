@@ -2,7 +2,7 @@
 
 Forward: `G` (`cumsum.py`), the scores `A` (`scores.py`), the chunk-start states (`state.py`), the output
 (`output.py`). Backward: the states again, their gradients walked in reverse (`state.py`), `dV` (`output.py`), `dq`,
-`dk` and `dG` (`grads.py`), then `dg` as the reverse cumsum of `dG` over each sequence (`cumsum.py`).
+`dk` and `dG` (`grads.py`), then `dg` from `dG` and the states (`cumsum.py`).
 Saved for the backward beside the inputs: `G` (`K` floats a token and head) and `A` (64).
 """
 
@@ -59,8 +59,7 @@ class GLATriton(torch.autograd.Function):
         dh, dh0 = gla_state(q, do, G, dht, initial_state is not None, layout, PRECISION, reverse=True, scale=scale)
         dv = gla_output(k, do, G, A, dh, scale, layout, PRECISION, v.dtype, backward=True)
         dq, dk, dG = gla_qk_grads(q, k, v, G, h, dh, do, scale, layout, PRECISION)
-        final = None if dht is None else (ht * dht).sum(-1)  # [N, H, K]: the final state's share of every dg
-        dg = gla_decay_grad(dG, final, layout, ctx.g_dtype)
+        dg = gla_decay_grad(dG, h, dh, None if dht is None else ht, layout, ctx.g_dtype)
         return dq, dk, dv, dg, None if dh0 is None else dh0.to(initial_state.dtype), None
 
 

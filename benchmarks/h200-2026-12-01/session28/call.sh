@@ -1,0 +1,28 @@
+# Session 28's device calls, from the repository root, one mode a call (session 27's call.sh says why the
+# experiments run one after another):
+#
+#   bash benchmarks/h200-2026-12-01/session28/call.sh gla-kla   (at most 9.5 minutes)
+#     GLA's decay gradient from the chunk-end states (`linear_attention/triton/cumsum.py`; session 27's call failed
+#     4 float32 cases on `dg` alone): `verify --ops gla` (38 cases), ours beside fla's `chunk_gla` (fla from a
+#     carried wheel, `.whl/`), then kla-mqar and kla-ablation in what is left of 540 s
+#   bash benchmarks/h200-2026-12-01/session28/call.sh ccq       (at most 9 minutes)
+#     ccq-mqar (copies GDN and KLA from kla-mqar: extract the first call's results.tgz here before), then
+#     ccq-lm-length
+set -u
+case "${1:-}" in
+  gla-kla)
+    export PYTHONPATH="$PWD"
+    if ls .whl/*.whl > /dev/null 2>&1; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+      export PYTHONPATH="$PWD:/tmp/site"
+    fi
+    start=$SECONDS
+    timeout 150 python3 -m linattn.bench verify --ops gla --jobs 15 > "$OUT/verify-gla.txt" 2>&1
+    grep -v "✓" "$OUT/verify-gla.txt" | tail -n 8
+    timeout 90 python3 -m linattn.bench ops --only "triton GLA,fla GLA" --no-batch-sweep --lengths 4096,16384,65536 \
+      --json "$OUT/ops-gla.json" > "$OUT/ops-gla.txt" 2>&1
+    grep -v "^# measured" "$OUT/ops-gla.txt" | tail -n 20
+    PYTHONPATH="$PWD" bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 3 kla-mqar kla-ablation ;;
+  ccq) bash scripts/device_experiment.sh 530 4 ccq-mqar ccq-lm-length ;;
+  *) echo "usage: call.sh gla-kla|ccq" >&2; exit 2 ;;
+esac
