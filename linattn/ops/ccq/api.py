@@ -66,8 +66,8 @@ def ccq_query(
         check_shape("initial_state[1]", initial_state[1], (N, H, K), "[N, H, K]")
         check_shape("initial_state[2]", initial_state[2], (N, H), "[N, H]")
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
-    if normalize_keys:
-        k = F.normalize(k, dim=-1)
+    if normalize_keys:  # in k's dtype: under autocast the norm, and so the quotient, would be float32
+        k = F.normalize(k, dim=-1).to(k.dtype)
     if name == "triton":
         # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
         from linattn.ops.ccq.triton.function import ccq_query_triton

@@ -126,6 +126,20 @@ def test_float64_is_refused():
         ccq_query(tokens["q"], tokens["k"], tokens["lam"], backend="triton")
 
 
+def test_normalised_keys_keep_their_dtype(monkeypatch):
+    """CUDA's autocast runs the norm in float32, so `F.normalize` of bfloat16 keys came out float32 beside a bfloat16
+    q, and the kernels refused the pair (CCQ on GLA, whose keys reach CCQ raw, failed so on the H200; session 28).
+    CPU's autocast keeps bfloat16: the float32 quotient is emulated here."""
+    from linattn.ops.ccq import api
+
+    normalize = api.F.normalize
+    monkeypatch.setattr(api.F, "normalize", lambda x, **kw: normalize(x.float(), **kw))
+    tokens, _ = draw(CCQ_CASES[0], Sizes(B=1, T=20, K=16))
+    q, k = (tokens[n].to(torch.bfloat16) for n in "qk")
+    out, _ = ccq_query(q, k, tokens["lam"], normalize_keys=True, backend="triton")
+    assert out.dtype == torch.bfloat16
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_kept_states_give_the_recomputed_gradients(dtype, monkeypatch):
     """Up to `KEEP_STATES_MAX_K` the backward takes the forward's chunk-start states instead of recomputing them
