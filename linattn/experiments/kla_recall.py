@@ -35,10 +35,12 @@ def _protocol(is_quick: bool) -> Protocol:
     return protocol
 
 
-def _specs(mixers, x: int, task, eval_at: dict[int, object], is_quick: bool) -> list[RunSpec]:
-    """One run per mixer (and lr): trained on `task` (setting `x`), tested on it and on every task of `eval_at`."""
+def _specs(mixers, x: int, task, eval_at: dict[int, object], is_quick: bool, longest: int = 0) -> list[RunSpec]:
+    """One run per mixer (and lr): trained on `task` (setting `x`), tested on it and on every task of `eval_at`.
+    The model's `max_seq_len` is the longest test (or `longest`); without position embeddings it changes no
+    weight, but it is part of the model, so of the key that lets another experiment copy a run."""
     protocol = _protocol(is_quick)
-    longest = max([task.seq_len, *(t.seq_len for t in eval_at.values())])
+    longest = max([longest, task.seq_len, *(t.seq_len for t in eval_at.values())])
     specs = []
     for mixer in mixers:
         m = MIXERS[mixer]
@@ -56,17 +58,23 @@ def _mqar(seq_len: int, is_quick: bool) -> KLAMQARConfig:
     return KLAMQARConfig(seq_len=seq_len)
 
 
+def _mqar_lengths(is_quick: bool) -> tuple[int, ...]:
+    """MQAR's training length, then its test lengths: 1×, 2×, 4× and 8× it."""
+    return (48, 96, 192, 384) if is_quick else KLA_EVAL_SEQ_LENS
+
+
 def mqar_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
     """Trained at T = 256 (quick: 48), tested at 1×, 2×, 4× and 8× that."""
-    lengths = (48, 96, 192, 384) if is_quick else KLA_EVAL_SEQ_LENS
+    lengths = _mqar_lengths(is_quick)
     tasks = {T: _mqar(T, is_quick) for T in lengths}
     return _specs(mixers, lengths[0], tasks[lengths[0]], {T: tasks[T] for T in lengths[1:]}, is_quick)
 
 
 def ablation_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
-    """In distribution only (T = 256; quick: 48): does MQAR survive without key normalisation?"""
-    T = 48 if is_quick else KLA_EVAL_SEQ_LENS[0]
-    return _specs(mixers, T, _mqar(T, is_quick), {}, is_quick)
+    """In distribution only (T = 256; quick: 48): does MQAR survive without key normalisation? The model is
+    `kla-mqar`'s (its `max_seq_len` too), so KLA and GDN are copied from there, not trained again."""
+    lengths = _mqar_lengths(is_quick)
+    return _specs(mixers, lengths[0], _mqar(lengths[0], is_quick), {}, is_quick, lengths[-1])
 
 
 def sniah_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:

@@ -76,14 +76,14 @@ def _tests_at(spec: RunSpec) -> dict[str, str]:
 
 
 def find_same_run(root: Path, spec: RunSpec, own: Path) -> Path | None:
-    """The folder of a finished run under `root/<experiment>/<variant>/runs/` (not `own`) that trained what `spec`
-    trains and was tested on at least `spec.eval_at`'s tasks, or None."""
+    """The folder of a finished run under `root/<experiment>/<variant>/runs/` (not `own`, not itself a copy) that
+    trained what `spec` trains and was tested on at least `spec.eval_at`'s tasks, or None."""
     key, wanted, own = training_key(spec), _tests_at(spec).items(), Path(own).resolve()
     for path in sorted(Path(root).glob("*/*/runs/*/result.json")):
         if path.parent.resolve() == own:
             continue
         record = json.loads(path.read_text())
-        if record.get("key") == key and wanted <= record.get("tests_at", {}).items():
+        if record.get("key") == key and "reused_from" not in record and wanted <= record.get("tests_at", {}).items():
             return path.parent
     return None
 

@@ -16,7 +16,7 @@ from linattn.experiments import runner
 from linattn.experiments.experiment import Experiment, summarize, table_markdown
 from linattn.experiments.mixers import MIXERS, parse_mixers
 from linattn.experiments.registry import EXPERIMENTS
-from linattn.experiments.runner import RunSpec, run_one
+from linattn.experiments.runner import RunSpec, run_one, training_key
 from linattn.models import preset
 from linattn.tasks import KLAMQARConfig, TextConfig, VLAMQARConfig
 from linattn.train import TrainConfig
@@ -197,6 +197,13 @@ def test_kla_plans():
     assert EXPERIMENTS["kla-mqar"].plan("paper", False, ("kla",))[0].task == KLAMQARConfig()
     ablation = EXPERIMENTS["kla-ablation"].plan("paper", False, ("gated_deltanet-raw_keys",))
     assert ablation[0].eval_at == () and ablation[0].model.mixer_options == {"raw_keys": True}
+    # the runs these experiments share train the same (runner.training_key), so each is trained once
+    for quick in (False, True):
+        keys = {}
+        for name in ("kla-mqar", "kla-ablation", "ccq-mqar", "kla-sniah", "ccq-sniah"):
+            for run in EXPERIMENTS[name].plan("paper", quick, ("kla", "gated_deltanet")):
+                keys.setdefault((name.endswith("sniah"), run.mixer), set()).add(training_key(run))
+        assert all(len(shared) == 1 for shared in keys.values()), keys
     ccq = EXPERIMENTS["ccq-sniah"].plan("paper", False, EXPERIMENTS["ccq-sniah"].mixers)
     assert [(r.model.mixer, r.model.mixer_options.get("ccq", False)) for r in ccq] == [
         (base, with_ccq) for base in ("gla", "gated_deltanet", "kla") for with_ccq in (False, True)
@@ -289,7 +296,8 @@ def test_a_failed_run_does_not_stop_the_others(tmp_path):
 
 def test_a_run_another_experiment_finished_is_copied_not_trained(tmp_path, monkeypatch):
     """Same training (task, model, config, validation and test sets) under another name and with fewer tests at
-    other lengths: the record and metrics are copied, `reused_from` names the source; a different training is not."""
+    other lengths: the record and metrics are copied, `reused_from` names the source (never a copy); a different
+    training is not."""
     task = KLAMQARConfig(n_pairs=2, seq_len=16, vocab_size=16, min_query_pos=4)
     longer = KLAMQARConfig(n_pairs=2, seq_len=32, vocab_size=16, min_query_pos=4)
     train = TrainConfig(steps=2, batch_size=4, warmup_steps=0, eval_every=0, checkpoint_every=2)
@@ -302,11 +310,13 @@ def test_a_run_another_experiment_finished_is_copied_not_trained(tmp_path, monke
 
     monkeypatch.setattr(runner, "train", no_training)
     same = RunSpec("gated_deltanet", 16, task, model, train, eval_batches=1, eval_batch_size=4)
-    where = tmp_path / "b" / "paper" / "runs" / same.id
+    where = tmp_path / "0" / "paper" / "runs" / same.id  # "0" sorts before "a"
     copy = run_one(same, where, progress=False, reuse_root=tmp_path)
     assert copy["test"] == first["test"] and copy["mixer"] == "gated_deltanet" and "test_at" not in copy
     assert copy["reused_from"] == f"a/paper/runs/{source.id}" and (where / "metrics.jsonl").exists()
     assert json.loads((where / "result.json").read_text()) == copy
+    again = run_one(same, tmp_path / "b" / "paper" / "runs" / same.id, progress=False, reuse_root=tmp_path)
+    assert again["reused_from"] == f"a/paper/runs/{source.id}"  # the run trained, not the copy found first
     for other in (
         RunSpec("gdn", 16, task, model, TrainConfig(**{**train.__dict__, "lr": 2e-3}), 1, 4),  # another lr
         RunSpec("gdn", 16, task, model, train, 1, 4, eval_at=((64, longer),)),  # a test the source lacks
