@@ -7,9 +7,10 @@
 # copied, not trained again (`runner.find_same_run`): hence one experiment after another, and because on one GPU
 # (session 27) nine runs at once each went at 40% of three's speed, so that none of 3 experiments finished in a call
 # where one alone would have. The experiments share SECONDS in all, each getting what the ones before left; whatever
-# finished is packed into $OUT/results.tgz (checkpoints left out). The checkpoints of unfinished runs go into
-# $OUT/checkpoints-N.tgz, one a file, where they are small enough to come back (16 MiB a file; a d 256 model with
-# its AdamW state is more), so that the next call can carry them and resume. Exit status: the first failure's.
+# finished is packed into $OUT/results.tgz (checkpoints left out). The checkpoint of each unfinished run comes back
+# as $OUT/checkpoint-N.tgz.00, .01, … (15 MiB pieces: a returned file may have 16; a d-256 model with its AdamW state
+# is about 46 MB): `cat checkpoint-N.tgz.* | tar xzf -` puts it back here, and the next call carries it (64 MiB a
+# call in all: one such run at a time) and resumes it. Exit status: the first failure's.
 set -u
 seconds=$1 jobs=$2
 shift 2
@@ -36,6 +37,6 @@ mapfile -t unfinished < <(for c in $(find results -name checkpoint.pt | sort); d
   [ -e "$(dirname "$c")/result.json" ] || echo "$c"
 done)
 for ((j = 0; j < ${#unfinished[@]}; j++)); do
-  tar czf "$OUT/checkpoints-$j.tgz" "${unfinished[j]}"
+  tar czf - "${unfinished[j]}" | split -b 15M -d - "$OUT/checkpoint-$j.tgz."
 done
 exit "$status"

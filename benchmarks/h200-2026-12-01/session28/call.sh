@@ -1,5 +1,5 @@
 # Session 28's device calls, from the repository root, one mode a call (session 27's call.sh says why the
-# experiments run one after another):
+# experiments run one after another). Run this session:
 #
 #   bash benchmarks/h200-2026-12-01/session28/call.sh gla-kla   (at most 9.5 minutes)
 #     GLA's decay gradient from the chunk-end states (`linear_attention/triton/cumsum.py`; session 27's call failed
@@ -8,14 +8,29 @@
 #   bash benchmarks/h200-2026-12-01/session28/call.sh ccq       (at most 9 minutes)
 #     ccq-mqar (copies GDN and KLA from kla-mqar: extract the first call's results.tgz here before), then
 #     ccq-lm-length
+#   (then ccq-gla.sh: CCQ on GLA again after its dtype fix)
+#
+# Prepared for the next session (extract each call's results.tgz here before the next; an unfinished run's
+# checkpoint comes back in pieces, `scripts/device_experiment.sh` says how to carry it):
+#
+#   bash benchmarks/h200-2026-12-01/session28/call.sh sniah-kla (at most 9 minutes)
+#     kla-sniah: GDN and KLA (Mamba-2 is committed), trained at T = 1024
+#   bash benchmarks/h200-2026-12-01/session28/call.sh sniah-ccq (at most 9 minutes)
+#     ccq-sniah: GLA, CCQ-GLA, CCQ-GDN, CCQ-KLA (GDN and KLA copied from kla-sniah)
+#   bash benchmarks/h200-2026-12-01/session28/call.sh gla       (at most 9 minutes)
+#     screen_gla.py (one tf32 pass for 16-bit GLA: verify's cases and times, fla's chunk_gla beside), then
+#     ccq-mqar's CCQ-GLA run (unfinished this session: 0.023 at step 9,000 of 10,000 when the call ended)
 set -u
+with_fla() {
+  export PYTHONPATH="$PWD"
+  if ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+    export PYTHONPATH="$PWD:/tmp/site"
+  fi
+}
 case "${1:-}" in
   gla-kla)
-    export PYTHONPATH="$PWD"
-    if ls .whl/*.whl > /dev/null 2>&1; then
-      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-      export PYTHONPATH="$PWD:/tmp/site"
-    fi
+    with_fla
     start=$SECONDS
     timeout 150 python3 -m linattn.bench verify --ops gla --jobs 15 > "$OUT/verify-gla.txt" 2>&1
     grep -v "✓" "$OUT/verify-gla.txt" | tail -n 8
@@ -24,5 +39,13 @@ case "${1:-}" in
     grep -v "^# measured" "$OUT/ops-gla.txt" | tail -n 20
     PYTHONPATH="$PWD" bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 3 kla-mqar kla-ablation ;;
   ccq) bash scripts/device_experiment.sh 530 4 ccq-mqar ccq-lm-length ;;
-  *) echo "usage: call.sh gla-kla|ccq" >&2; exit 2 ;;
+  sniah-kla) bash scripts/device_experiment.sh 540 2 kla-sniah ;;
+  sniah-ccq) bash scripts/device_experiment.sh 540 4 ccq-sniah ;;
+  gla)
+    with_fla
+    start=$SECONDS
+    timeout 280 python3 benchmarks/h200-2026-12-01/session28/screen_gla.py > "$OUT/screen-gla.txt" 2>&1
+    tail -n 40 "$OUT/screen-gla.txt"
+    PYTHONPATH="$PWD" bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 1 "ccq-mqar --mixers ccq-gla" ;;
+  *) echo "usage: call.sh gla-kla|ccq|sniah-kla|sniah-ccq|gla" >&2; exit 2 ;;
 esac
