@@ -9,8 +9,7 @@ state's gradient:
 the two sums split as the scores are (`scores.py`): keys before the sub-chunk through the row before it, queries
 after it through its own last row, the diagonal block one token a step. Since `q_t` meets the decay only as
 `q_t e^{Γ_t}` and `k_s` only as `k_s e^{−Γ_s}` (`Γ` the cumulative log-decay over the whole sequence), the gradient
-of `Γ_t` is `q_t ⊙ dq_t − k_t ⊙ dk_t` (plus `Σ_v S_T ⊙ dS_T` at the last token, `function.py`), stored here as
-`dG`; `dg` is its reverse cumsum over the sequence.
+of `Γ_t` is `q_t ⊙ dq_t − k_t ⊙ dk_t`, stored here as `dG`; `cumsum.py` sums it into `dg`.
 
 Each key block's program forms the sub-chunk's `dA` rows and columns over every value block itself: at K = 128 the
 two key blocks of a sub-chunk both form them (`[16, 64]` and `[64, 16]`, against `[16, 128]` products of their own
