@@ -44,6 +44,11 @@ def _parser() -> _Parser:
         type=int,
         help="training runs at a time, as separate processes (default 1); several GPUs share them out",
     )
+    run.add_argument(
+        "--seeds",
+        type=int,
+        help="train every run this many times (the protocol's seed, then the next ones; default 1), report the mean",
+    )
     run.add_argument("--out", default="results", help="results root (default results/)")
     run.add_argument("--force", action="store_true", help="run again even if results exist (discards them)")
     rep = sub.add_parser("report", help="the claims report (REPORT.md), from results/")
@@ -107,7 +112,7 @@ def _main(argv: list[str] | None) -> int:
         return _fail(f"unknown experiment {args.name!r}; expected one of {sorted([*EXPERIMENTS, *DIAGNOSTICS])}")
     diagnostic, experiment = DIAGNOSTICS.get(args.name), EXPERIMENTS.get(args.name)
     if diagnostic is not None:
-        for option in ("protocol", "mixers", "jobs"):
+        for option in ("protocol", "mixers", "jobs", "seeds"):
             if getattr(args, option) is not None:
                 return _fail(f"--{option}: not an option of {args.name!r} (a diagnostic: no training runs)")
     else:
@@ -121,6 +126,9 @@ def _main(argv: list[str] | None) -> int:
         jobs = 1 if args.jobs is None else args.jobs
         if jobs < 1:
             return _fail(f"--jobs: expected >= 1, got {args.jobs}")
+        seeds = 1 if args.seeds is None else args.seeds
+        if seeds < 1:
+            return _fail(f"--seeds: expected >= 1, got {args.seeds}")
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -148,6 +156,7 @@ def _main(argv: list[str] | None) -> int:
             root=out,
             force=args.force,
             command=command,
+            seeds=seeds,
         )
     except RunsFailed as e:
         print(f"linattn run {args.name}: {e}", file=sys.stderr)

@@ -28,6 +28,8 @@ def test_list(capsys):
         (["run", "vla-jacobian", "--protocol", "paper"], "--protocol: not an option of 'vla-jacobian'"),
         (["run", "vla-state-norm", "--mixers", "vla"], "--mixers: not an option of 'vla-state-norm'"),
         (["run", "vla-state-norm", "--jobs", "2"], "--jobs: not an option"),
+        (["run", "kla-mqar", "--seeds", "0"], "--seeds: expected >= 1, got 0"),
+        (["run", "vla-jacobian", "--seeds", "3"], "--seeds: not an option of 'vla-jacobian'"),
         (["run", "vla-jacobian", "--device", "tpu"], "--device: expected"),
         (["run", "vla-copy", "--out", "/proc/linattn-results"], "--out: cannot write"),
         (["run"], "required: name"),

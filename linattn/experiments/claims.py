@@ -43,11 +43,13 @@ class Claim:
         path = root / self.results / "results.json"
         if self.judge is None or not path.exists():
             return "—", NOT_YET
+        results = json.loads(path.read_text())
         try:
-            v = self.judge(json.loads(path.read_text()))
+            v = self.judge(results)
         except KeyError as missing:  # a run of a subset (`--mixers`): the row the claim needs was not measured
             return f"— (no {missing.args[0]!r} in {self.results})", NOT_YET
-        return v.ours, v.verdict
+        seeds = results.get("seeds", 1)
+        return v.ours + (f" (means of {seeds} seeds)" if seeds > 1 else ""), v.verdict
 
 
 def _row(results: dict, mixer: str) -> dict[int, float]:

@@ -3,7 +3,8 @@
 `linattn run NAME --protocol P` writes `results/NAME/P[-quick]/`: every run's folder under `runs/` (checkpoint,
 metrics log, `result.json`; an interrupted command resumes them), then the summary. For each mixer and setting
 the learning rate with the best validation score is chosen, and its test score (a held-out set) reported: the
-accuracy, or for language modelling the mean loss (`Experiment.metric`).
+accuracy, or for language modelling the mean loss (`Experiment.metric`). With `--seeds N` every run is trained N
+times (`RunSpec.replicate`): the scores are the replicates' means, with their range in the table.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import math
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from linattn.bench.environment import describe
@@ -45,21 +46,26 @@ class Experiment:
         root: Path,
         force: bool,
         command: str,
+        seeds: int = 1,
     ) -> Path:
-        """Run (or resume) every training run and write the report; returns the output folder."""
+        """Run (or resume) every training run and write the report; returns the output folder. `seeds > 1` trains
+        each run that many times (`RunSpec.replicate`) and reports their mean, with the range beside it."""
         out = self.output_dir(root, protocol, quick)
         if force and out.exists():
             shutil.rmtree(out)
         if (out / "results.json").exists():
-            done = tuple(json.loads((out / "results.json").read_text())["mixers"])
-            if set(mixers) <= set(done):
+            earlier = json.loads((out / "results.json").read_text())
+            done, done_seeds = tuple(earlier["mixers"]), earlier.get("seeds", 1)
+            if set(mixers) <= set(done) and seeds <= done_seeds:
                 print(f"{out / 'results.json'} exists: kept (use --force to run again)")
                 return out
-            print(f"{out / 'results.json'} exists: extending it with {[m for m in mixers if m not in done]}")
+            new = [m for m in mixers if m not in done] + [f"seeds {done_seeds} → {seeds}"] * (seeds > done_seeds)
+            print(f"{out / 'results.json'} exists: extending it with {new}")
             # extend it (earlier runs are read back), columns in the experiment's order, then any others
             union = tuple(dict.fromkeys(done + tuple(mixers)))
             mixers = tuple(m for m in self.mixers if m in union) + tuple(m for m in union if m not in self.mixers)
-        specs = self.plan(protocol, quick, mixers)
+            seeds = max(seeds, done_seeds)
+        specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(seeds)]
         records = run_all(specs, out / "runs", device=device, jobs=jobs, reuse_root=root)
         summary = summarize(records, self.metric)
         results = {
@@ -73,6 +79,8 @@ class Experiment:
             "metric": self.metric,
             "mixers": list(mixers),
             "table": summary[self.metric],
+            "seeds": seeds,
+            "spread": summary["spread"],
             "chosen_lr": summary["lr"],
             "paper": {m: {str(x): a for x, a in row.items()} for m, row in self.paper.items()},
             "runs": [
@@ -82,6 +90,7 @@ class Experiment:
                         "id",
                         "mixer",
                         "x",
+                        "replicate",
                         "lr",
                         "steps",
                         "stop_reason",
@@ -106,23 +115,34 @@ class Experiment:
         return out
 
 
-def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, dict[str, float]]]:
-    """Per mixer and setting: the test `metric` (and lr) of the run with the best validation `metric` (the highest
-    accuracy, the lowest loss). A run evaluated at other settings too (`test_at`, length extrapolation) fills those
-    settings from the same run. Returns `{"acc" or "loss": {mixer: {setting: value}}, "lr": …}`."""
-    best: dict[tuple[str, str], dict] = {}
+def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, dict]]:
+    """Per mixer and setting: the test `metric` (and lr) of the learning rate with the best validation `metric` (the
+    highest accuracy, the lowest loss), each averaged over the lr's replicates (`RunSpec.replicate`). A run
+    evaluated at other settings too (`test_at`, length extrapolation) fills those settings from the same runs.
+    Returns `{"acc" or "loss": {mixer: {setting: mean}}, "lr": …, "spread": {mixer: {setting: [min, max]}}}`, the
+    spread only where there are several replicates."""
+    groups: dict[tuple[str, str], dict[float, list[dict]]] = {}
     for r in records:
-        key = (r["mixer"], str(r["x"]))
-        if key not in best or _val_score(r, metric) > _val_score(best[key], metric):
-            best[key] = r
+        groups.setdefault((r["mixer"], str(r["x"])), {}).setdefault(r["lr"], []).append(r)
     scores: dict[str, dict[str, float]] = {}
     lr: dict[str, dict[str, float]] = {}
-    for (mixer, x), r in best.items():
-        tests = {x: r["test"], **r.get("test_at", {})}
-        for setting, metrics in tests.items():
-            scores.setdefault(mixer, {})[setting] = metrics[metric]
-            lr.setdefault(mixer, {})[setting] = r["lr"]
-    return {metric: scores, "lr": lr}
+    spread: dict[str, dict[str, list[float]]] = {}
+    for (mixer, x), by_lr in groups.items():
+        best_lr = max(by_lr, key=lambda rate: _mean(_val_score(r, metric) for r in by_lr[rate]))
+        runs = by_lr[best_lr]
+        tests = [{x: r["test"], **r.get("test_at", {})} for r in runs]
+        for setting in tests[0]:
+            values = [t[setting][metric] for t in tests if setting in t]
+            scores.setdefault(mixer, {})[setting] = _mean(values)
+            lr.setdefault(mixer, {})[setting] = best_lr
+            if len(values) > 1:
+                spread.setdefault(mixer, {})[setting] = [min(values), max(values)]
+    return {metric: scores, "lr": lr, "spread": spread}
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
 
 
 def _val_score(record: dict, metric: str) -> float:
@@ -162,12 +182,13 @@ MEASURES = {  # metric -> (what the table's numbers are, the plot's axis)
 def table_markdown(results: dict) -> str:
     """Our score with the paper's in parentheses, one row per setting, one column per mixer."""
     mixers, table, paper = results["mixers"], results["table"], results["paper"]
-    metric = results.get("metric", "acc")
+    metric, seeds, spread = results.get("metric", "acc"), results.get("seeds", 1), results.get("spread", {})
     xs = sorted({int(x) for row in table.values() for x in row})
     title = f"{results['experiment']} — protocol `{results['protocol']}`{' (quick)' if results['quick'] else ''}"
     lines = [
         *report_header(results, title),
-        f"{MEASURES[metric][0]} (ours), with the paper's number in parentheses where it reports one.",
+        f"{MEASURES[metric][0]} (ours), with the paper's number in parentheses where it reports one."
+        + (f" Ours: the mean of {seeds} training seeds, [lowest – highest] beside it." if seeds > 1 else ""),
         "",
         f"| {results['x_name']} | " + " | ".join(mixers) + " |",
         "|---:|" + "---:|" * len(mixers),
@@ -178,6 +199,8 @@ def table_markdown(results: dict) -> str:
             ours = table.get(m, {}).get(str(x))
             theirs = paper.get(m, {}).get(str(x))
             cell = "—" if ours is None else f"{ours:.3f}"
+            if str(x) in spread.get(m, {}):
+                cell += " [{:.3f} – {:.3f}]".format(*spread[m][str(x)])
             if theirs is not None:
                 cell += f" ({theirs:.3f})"
             cells.append(cell)

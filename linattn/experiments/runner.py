@@ -1,4 +1,4 @@
-"""Training runs as data: a `RunSpec` is one (mixer, setting, learning rate) model trained and evaluated.
+"""Training runs as data: a `RunSpec` is one (mixer, setting, learning rate, replicate) model trained and evaluated.
 
 `run_one` trains a fresh model on a task, resuming from its run folder, evaluates it on a held-out test set of that
 task (and, for length extrapolation, on test sets of other tasks, `eval_at`), and writes the run's `result.json`;
@@ -22,7 +22,7 @@ import signal
 import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -51,10 +51,18 @@ class RunSpec:
     # the validation and test sets' tasks where they are not the trained one's (a corpus's held-out splits)
     val_task: object | None = None
     test_task: object | None = None
+    # another draw of the initial weights and the training batches (`train.seed + replicate`); the validation and
+    # test sets stay those of `train.seed`, so that replicates are scored on the same examples
+    replicate: int = 0
 
     @property
     def id(self) -> str:
-        return f"{self.mixer}-x{self.x}-lr{self.train.lr:g}"
+        return f"{self.mixer}-x{self.x}-lr{self.train.lr:g}" + (f"-s{self.replicate}" if self.replicate else "")
+
+    @property
+    def training(self) -> TrainConfig:
+        """The training config this replicate runs: `train` with its seed moved by `replicate`."""
+        return replace(self.train, seed=self.train.seed + self.replicate)
 
 
 def _digest(value: object) -> str:
@@ -63,11 +71,11 @@ def _digest(value: object) -> str:
 
 
 def training_key(spec: RunSpec) -> str:
-    """What makes two specs the same run: the trained task, the model, the training config and the validation and
-    test sets, not the display name, the swept setting's value or `eval_at`."""
-    return _digest(
-        (spec.task, spec.model, spec.train, spec.eval_batches, spec.eval_batch_size, spec.val_task, spec.test_task)
-    )
+    """What makes two specs the same run: the trained task, the model, the training config, the replicate and the
+    validation and test sets, not the display name, the swept setting's value or `eval_at`. (The first replicate's
+    key is the digest from before replicates existed, so that its finished runs keep theirs.)"""
+    sets = (spec.task, spec.model, spec.train, spec.eval_batches, spec.eval_batch_size, spec.val_task, spec.test_task)
+    return _digest((*sets, spec.replicate) if spec.replicate else sets)
 
 
 def _tests_at(spec: RunSpec) -> dict[str, str]:
@@ -92,7 +100,8 @@ def _reuse(spec: RunSpec, source: Path, run_dir: Path, root: Path) -> dict:
     """`spec`'s record from the finished run in `source`: its training and tests, under `spec`'s name."""
     record = json.loads((source / "result.json").read_text())
     mine = _tests_at(spec)
-    record.update(id=spec.id, mixer=spec.mixer, x=spec.x, tests_at=mine, reused_from=str(source.relative_to(root)))
+    record.update(id=spec.id, mixer=spec.mixer, x=spec.x, replicate=spec.replicate, tests_at=mine)
+    record["reused_from"] = str(source.relative_to(root))
     if spec.eval_at:
         record["test_at"] = {x: record["test_at"][x] for x in mine}
     else:
@@ -139,14 +148,15 @@ def run_one(
     if reuse_root is not None and (source := find_same_run(reuse_root, spec, run_dir)) is not None:
         return _reuse(spec, source, run_dir, Path(reuse_root))
     device = torch.device(device)
-    torch.manual_seed(spec.train.seed)
+    training = spec.training
+    torch.manual_seed(training.seed)
     model = DecoderLM(spec.model)
     val = eval_set(spec, spec.train.seed + VAL_SEED_OFFSET, spec.val_task)
     test = eval_set(spec, spec.train.seed + TEST_SEED_OFFSET, spec.test_task)
     bs = spec.train.batch_size
     outcome = train(
         model,
-        spec.train,
+        training,
         lambda step, gen: generate(spec.task, bs, gen),
         lambda m: evaluate_on(m, val, device),
         run_dir,
@@ -157,6 +167,7 @@ def run_one(
         "id": spec.id,
         "mixer": spec.mixer,
         "x": spec.x,
+        "replicate": spec.replicate,
         "key": training_key(spec),
         "tests_at": _tests_at(spec),
         "lr": spec.train.lr,
@@ -171,7 +182,7 @@ def run_one(
         "hardware": torch.cuda.get_device_name(device) if device.type == "cuda" else describe("cpu")["cpu"],
         "task": {"type": type(spec.task).__name__, **asdict(spec.task)},
         "model": asdict(spec.model),
-        "train": asdict(spec.train),
+        "train": asdict(training),
     }
     write_atomic(result_path, json.dumps(record, indent=2))
     return record

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,12 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     # extending keeps the experiment's column order, whatever order the mixers were run in
     TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=False, command="x")
     assert json.loads((out / "results.json").read_text())["mixers"] == ["vla", "softmax"]
+    # more seeds extend it too: the first replicate's runs are read back, the second's trained
+    TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=False, command="s",
+             seeds=2)  # fmt: skip
+    seeded = json.loads((out / "results.json").read_text())
+    assert seeded["seeds"] == 2 and len(seeded["runs"]) == 8 and {r["replicate"] for r in seeded["runs"]} == {0, 1}
+    assert (out / "runs" / "vla-x2-lr0.001-s1" / "result.json").exists() and "[" in (out / "table.md").read_text()
 
 
 def test_finished_runs_are_read_back_and_interrupted_runs_resume(tmp_path):
@@ -115,7 +122,40 @@ def test_summarize_takes_the_lr_with_the_best_validation():
         return {"mixer": "vla", "x": 4, "lr": lr, "best_val": {"acc": val}, "val": None, "test": {"acc": test}}
 
     summary = summarize([record(1e-3, 0.5, 0.9), record(3e-3, 0.8, 0.7), record(1e-2, 0.6, 1.0)])
-    assert summary == {"acc": {"vla": {"4": 0.7}}, "lr": {"vla": {"4": 3e-3}}}
+    assert summary == {"acc": {"vla": {"4": 0.7}}, "lr": {"vla": {"4": 3e-3}}, "spread": {}}
+
+
+def test_replicates_are_averaged_and_their_range_kept():
+    """With several seeds per run the lr is chosen on the replicates' mean validation score and its test scores
+    averaged; the table shows the range beside the mean."""
+
+    def record(lr, val, test, replicate):
+        return {"mixer": "vla", "x": 4, "lr": lr, "replicate": replicate, "best_val": {"acc": val}, "val": None,
+                "test": {"acc": test}}  # fmt: skip
+
+    records = [record(1e-3, 0.9, 0.5, 0), record(1e-3, 0.3, 0.5, 1)]
+    records += [record(3e-3, 0.7, 0.4, 0), record(3e-3, 0.7, 0.8, 1)]
+    summary = summarize(records)
+    assert summary["lr"] == {"vla": {"4": 3e-3}}  # mean validation 0.7 against 0.6: not the best single run's lr
+    assert summary["acc"]["vla"]["4"] == pytest.approx(0.6) and summary["spread"] == {"vla": {"4": [0.4, 0.8]}}
+    results = {"experiment": "e", "description": "d", "protocol": "paper", "quick": False, "command": "c",
+               "environment": {"cpu": "cpu", "torch": "t", "date": "today"}, "x_name": "n_pairs", "mixers": ["vla"],
+               "table": summary["acc"], "seeds": 2, "spread": summary["spread"], "paper": {}}  # fmt: skip
+    table = table_markdown(results)
+    assert "| 4 | 0.600 [0.400 – 0.800] |" in table and "the mean of 2 training seeds" in table
+
+
+def test_a_replicate_trains_from_the_next_seed_and_is_tested_on_the_same_examples(tmp_path):
+    spec = tiny_plan("paper", True, ("gated_deltanet",))[0]
+    second = replace(spec, replicate=1)
+    assert second.id == spec.id + "-s1" and second.training.seed == spec.train.seed + 1
+    # the first replicate keeps the key its finished runs were written with before replicates existed
+    sets = (spec.task, spec.model, spec.train, spec.eval_batches, spec.eval_batch_size, spec.val_task, spec.test_task)
+    assert training_key(spec) == runner._digest(sets) != training_key(second)
+    first, other = (run_one(s, tmp_path / s.id, progress=False) for s in (spec, second))
+    assert other["train"]["seed"] == spec.train.seed + 1 and other["replicate"] == 1
+    assert other["test"] != first["test"] or other["val"] != first["val"]
+    assert runner.eval_set(spec, 7)[0].inputs.equal(runner.eval_set(second, 7)[0].inputs)
 
 
 def test_a_run_is_tested_at_other_lengths_too(tmp_path):
@@ -160,7 +200,7 @@ def test_summarize_and_table_by_loss():
         return {"mixer": "gla", "x": 512, "lr": lr, "best_val": {"loss": val}, "val": None, "test": {"loss": test}}
 
     summary = summarize([record(1e-3, 1.2, 1.3), record(3e-3, 1.1, 1.25)], "loss")
-    assert summary == {"loss": {"gla": {"512": 1.25}}, "lr": {"gla": {"512": 3e-3}}}
+    assert summary == {"loss": {"gla": {"512": 1.25}}, "lr": {"gla": {"512": 3e-3}}, "spread": {}}
     results = {"experiment": "lm", "protocol": "paper", "quick": False, "metric": "loss", "mixers": ["gla"],
                "table": summary["loss"], "paper": {}, "description": "", "command": "c",
                "environment": {"cpu": "x", "torch": "2", "date": "d"}, "x_name": "seq_len"}  # fmt: skip
