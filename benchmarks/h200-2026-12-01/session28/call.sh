@@ -17,6 +17,9 @@
 #     kla-sniah: GDN and KLA (Mamba-2 is committed), trained at T = 1024
 #   bash benchmarks/h200-2026-12-01/session28/call.sh sniah-ccq (at most 9 minutes)
 #     ccq-sniah: GLA, CCQ-GLA, CCQ-GDN, CCQ-KLA (GDN and KLA copied from kla-sniah)
+#   bash benchmarks/h200-2026-12-01/session28/call.sh seeds     (at most 9 minutes)
+#     kla-mqar from two more seeds (`--seeds 3`: six new runs at once; KLA's rows rest on one seed, and KLA learned
+#     late there: 0.02 at step 4,000 against GDN's 0.71)
 #   bash benchmarks/h200-2026-12-01/session28/call.sh gla       (at most 9 minutes)
 #     screen_gla.py (one tf32 pass for 16-bit GLA: verify's cases and times, fla's chunk_gla beside), then
 #     ccq-mqar's CCQ-GLA run (unfinished this session: 0.023 at step 9,000 of 10,000 when the call ended)
@@ -41,11 +44,12 @@ case "${1:-}" in
   ccq) bash scripts/device_experiment.sh 530 4 ccq-mqar ccq-lm-length ;;
   sniah-kla) bash scripts/device_experiment.sh 540 2 kla-sniah ;;
   sniah-ccq) bash scripts/device_experiment.sh 540 4 ccq-sniah ;;
+  seeds) bash scripts/device_experiment.sh 540 6 "kla-mqar --seeds 3" ;;
   gla)
     with_fla
     start=$SECONDS
     timeout 280 python3 benchmarks/h200-2026-12-01/session28/screen_gla.py > "$OUT/screen-gla.txt" 2>&1
     tail -n 40 "$OUT/screen-gla.txt"
     PYTHONPATH="$PWD" bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 1 "ccq-mqar --mixers ccq-gla" ;;
-  *) echo "usage: call.sh gla-kla|ccq|sniah-kla|sniah-ccq|gla" >&2; exit 2 ;;
+  *) echo "usage: call.sh gla-kla|ccq|sniah-kla|sniah-ccq|seeds|gla" >&2; exit 2 ;;
 esac
