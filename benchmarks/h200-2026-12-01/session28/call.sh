@@ -21,8 +21,9 @@
 #     kla-mqar from two more seeds (`--seeds 3`: six new runs at once; KLA's rows rest on one seed, and KLA learned
 #     late there: 0.02 at step 4,000 against GDN's 0.71)
 #   bash benchmarks/h200-2026-12-01/session28/call.sh gla       (at most 9 minutes)
-#     screen_gla.py (one tf32 pass for 16-bit GLA: verify's cases and times, fla's chunk_gla beside), then
-#     ccq-mqar's CCQ-GLA run (unfinished this session: 0.023 at step 9,000 of 10,000 when the call ended)
+#     `verify --ops gla` on GLA's one-pass rule (merged untimed, accuracy from the emulated H200), screen_gla.py
+#     (the rule against three passes, fla's chunk_gla beside), then ccq-mqar's CCQ-GLA run (unfinished this
+#     session: 0.023 at step 9,000 of 10,000 when the call ended)
 set -u
 with_fla() {
   export PYTHONPATH="$PWD"
@@ -48,8 +49,10 @@ case "${1:-}" in
   gla)
     with_fla
     start=$SECONDS
-    timeout 280 python3 benchmarks/h200-2026-12-01/session28/screen_gla.py > "$OUT/screen-gla.txt" 2>&1
-    tail -n 40 "$OUT/screen-gla.txt"
+    timeout 100 python3 -m linattn.bench verify --ops gla --jobs 15 > "$OUT/verify-gla.txt" 2>&1
+    grep -v "✓" "$OUT/verify-gla.txt" | tail -n 8
+    timeout 200 python3 benchmarks/h200-2026-12-01/session28/screen_gla.py > "$OUT/screen-gla.txt" 2>&1
+    tail -n 12 "$OUT/screen-gla.txt"
     PYTHONPATH="$PWD" bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 1 "ccq-mqar --mixers ccq-gla" ;;
   *) echo "usage: call.sh gla-kla|ccq|sniah-kla|sniah-ccq|seeds|gla" >&2; exit 2 ;;
 esac

@@ -53,6 +53,8 @@ def _arithmetic():
         Case(ONE_PASS_TOKENS, 32, 32, BF16, H=1, op="ccq", initial_state=False, final_state=False),
         # from K = 64 the one-pass output kernel takes 64 columns a program (`ccq/triton/output.py`)
         Case(ONE_PASS_TOKENS, 64, 64, BF16, H=1, op="ccq", initial_state=False, final_state=False),
+        # GLA's per-channel kernels: every product in one pass, forward and backward
+        Case(ONE_PASS_TOKENS, 64, 64, BF16, H=1, op="gla", initial_state=False, final_state=False),
     ],
     ids=lambda c: c.label,
 )
@@ -60,6 +62,25 @@ def test_one_pass_within_twice_naive(case):
     with _arithmetic():
         row = check(case, "triton", DEVICE)
     assert row["ok"], {k: v for k, v in row.items() if isinstance(v, float)}
+
+
+def test_gla_takes_one_pass_only_in_a_bfloat16_training_call(monkeypatch):
+    """GLA's products follow the engine's rule: one pass forward for a bfloat16 `o` alone, backward for bfloat16
+    tokens and no final state's gradient; a final state keeps three (one erred 3.6e-4 on it, emulated H200)."""
+    import importlib
+
+    function = importlib.import_module("linattn.ops.linear_attention.triton.function")
+    seen = []
+    output = function.gla_output
+    monkeypatch.setattr(function, "gla_output", lambda *a, **k: seen.append(a[7]) or output(*a, **k))
+    calls = ((BF16, False, "tf32"), (BF16, True, "tf32x3"), (torch.float32, False, "tf32x3"))
+    for dtype, final_state, expected in calls:
+        q, k, v = (torch.randn(1, ONE_PASS_TOKENS, 1, 16, dtype=dtype, device=DEVICE).requires_grad_() for _ in "qkv")
+        g = (-torch.rand(1, ONE_PASS_TOKENS, 1, 16, device=DEVICE)).requires_grad_()
+        seen.clear()
+        o, ht = function.gla_triton(q, k, v, g, 1.0, None, final_state, None)
+        (o.float().sum() + (ht.sum() if final_state else 0)).backward()
+        assert seen == [expected, expected], (dtype, final_state, seen)
 
 
 def test_backward_takes_one_pass_only_for_bfloat16_tokens_and_no_state_gradient():
