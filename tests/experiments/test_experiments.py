@@ -233,10 +233,16 @@ def test_kla_plans():
         assert all(r.model.max_seq_len >= lengths[-1] for r in runs)
         train = {(r.train.steps, r.train.batch_size, r.train.lr, r.train.betas, r.train.weight_decay, r.train.clip)
                  for r in runs}  # fmt: skip
-        assert train == {(10_000, 32, 1e-3, (0.9, 0.95), 0.1, 1.0)} and experiment.protocols == ("paper",)
+        assert train == {(10_000, 32, 1e-3, (0.9, 0.95), 0.1, 1.0)} and experiment.protocols == ("paper", "fair")
     assert EXPERIMENTS["kla-mqar"].plan("paper", False, ("kla",))[0].task == KLAMQARConfig()
     ablation = EXPERIMENTS["kla-ablation"].plan("paper", False, ("gated_deltanet-raw_keys",))
     assert ablation[0].eval_at == () and ablation[0].model.mixer_options == {"raw_keys": True}
+    # the fair protocol tries three rates per mixer; its run at the paper's rate is the paper protocol's
+    fair = EXPERIMENTS["kla-mqar"].plan("fair", False, ("kla",))
+    assert sorted(r.train.lr for r in fair) == [3e-4, 1e-3, 3e-3]
+    paper_run = EXPERIMENTS["kla-mqar"].plan("paper", False, ("kla",))[0]
+    assert [training_key(r) for r in fair if r.train.lr == 1e-3] == [training_key(paper_run)]
+    assert len(EXPERIMENTS["kla-sniah"].plan("fair", True, ("kla",))) == 3
     # the runs these experiments share train the same (runner.training_key), so each is trained once
     for quick in (False, True):
         keys = {}

@@ -20,6 +20,8 @@
 #   bash benchmarks/h200-2026-12-01/session28/call.sh seeds     (at most 9 minutes)
 #     kla-mqar from two more seeds (`--seeds 3`: six new runs at once; KLA's rows rest on one seed, and KLA learned
 #     late there: 0.02 at step 4,000 against GDN's 0.71)
+#   bash benchmarks/h200-2026-12-01/session28/call.sh fair      (at most 9 minutes)
+#     kla-mqar with the learning rate chosen per mixer (`--protocol fair`: 3e-4 and 3e-3 trained, 1e-3 copied)
 #   bash benchmarks/h200-2026-12-01/session28/call.sh gla       (at most 9 minutes)
 #     `verify --ops gla` on GLA's one-pass rule (merged untimed, accuracy from the emulated H200), screen_gla.py
 #     (the rule against three passes, fla's chunk_gla beside), then ccq-mqar's CCQ-GLA run (unfinished this
@@ -46,6 +48,7 @@ case "${1:-}" in
   sniah-kla) bash scripts/device_experiment.sh 540 2 kla-sniah ;;
   sniah-ccq) bash scripts/device_experiment.sh 540 4 ccq-sniah ;;
   seeds) bash scripts/device_experiment.sh 540 6 "kla-mqar --seeds 3" ;;
+  fair) bash scripts/device_experiment.sh 540 6 "kla-mqar --protocol fair" ;;
   gla)
     with_fla
     start=$SECONDS
@@ -54,5 +57,5 @@ case "${1:-}" in
     timeout 200 python3 benchmarks/h200-2026-12-01/session28/screen_gla.py > "$OUT/screen-gla.txt" 2>&1
     tail -n 12 "$OUT/screen-gla.txt"
     PYTHONPATH="$PWD" bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 1 "ccq-mqar --mixers ccq-gla" ;;
-  *) echo "usage: call.sh gla-kla|ccq|sniah-kla|sniah-ccq|seeds|gla" >&2; exit 2 ;;
+  *) echo "usage: call.sh gla-kla|ccq|sniah-kla|sniah-ccq|seeds|fair|gla" >&2; exit 2 ;;
 esac
