@@ -7,10 +7,11 @@
 # copied, not trained again (`runner.find_same_run`): hence one experiment after another, and because on one GPU
 # (session 27) nine runs at once each went at 40% of three's speed, so that none of 3 experiments finished in a call
 # where one alone would have. The experiments share SECONDS in all, each getting what the ones before left; whatever
-# finished is packed into $OUT/results.tgz (checkpoints left out). The checkpoint of each unfinished run comes back
-# as $OUT/checkpoint-N.tgz.00, .01, … (15 MiB pieces: a returned file may have 16; a d-256 model with its AdamW state
-# is about 46 MB): `cat checkpoint-N.tgz.* | tar xzf -` puts it back here, and the next call carries it (64 MiB a
-# call in all: one such run at a time) and resumes it. Exit status: the first failure's.
+# finished is packed into $OUT/results.tgz (checkpoints and best weights left out). The checkpoint of each unfinished
+# run (with its `best.pt`, if it keeps one) comes back as $OUT/checkpoint-N.tgz.00, .01, … (15 MiB pieces: a
+# returned file may have 16; a d-256 model with its AdamW state is about 46 MB): `cat checkpoint-N.tgz.* | tar xzf -`
+# puts it back here, and the next call carries it (64 MiB a call in all: one such run at a time) and resumes it.
+# Exit status: the first failure's.
 set -u
 seconds=$1 jobs=$2
 shift 2
@@ -32,11 +33,13 @@ for spec in "$@"; do
   tr '\r' '\n' < "$OUT/log$i.txt" | grep -v '^train' | tail -n 25
   [ "$status" -eq 0 ] && status=$rc
 done
-tar czf "$OUT/results.tgz" --exclude='checkpoint.pt' results
+tar czf "$OUT/results.tgz" --exclude='checkpoint.pt' --exclude='best.pt' results
 mapfile -t unfinished < <(for c in $(find results -name checkpoint.pt | sort); do
   [ -e "$(dirname "$c")/result.json" ] || echo "$c"
 done)
 for ((j = 0; j < ${#unfinished[@]}; j++)); do
-  tar czf - "${unfinished[j]}" | split -b 15M -d - "$OUT/checkpoint-$j.tgz."
+  run_dir=$(dirname "${unfinished[j]}")
+  # shellcheck disable=SC2046  # the run's best weights too, where it keeps them (`RunSpec.select_on`)
+  tar czf - "${unfinished[j]}" $(ls "$run_dir/best.pt" 2> /dev/null) | split -b 15M -d - "$OUT/checkpoint-$j.tgz."
 done
 exit "$status"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import shutil
@@ -34,8 +35,10 @@ from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks import AccuracyMeter, Batch, generate
 from linattn.train import TrainConfig, train
+from linattn.train.checkpoint import load_checkpoint, save_checkpoint
 
 VAL_SEED_OFFSET, TEST_SEED_OFFSET = 1_000, 2_000  # eval sets are drawn from their own seeds
+BEST_NAME = "best.pt"  # a run's weights at its best validation (`RunSpec.select_on`)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class RunSpec:
     # another draw of the initial weights and the training batches (`train.seed + replicate`); the validation and
     # test sets stay those of `train.seed`, so that replicates are scored on the same examples
     replicate: int = 0
+    # test the weights of the evaluation with the lowest validation value of this metric (e.g. "loss"), not the last
+    select_on: str | None = None
 
     @property
     def id(self) -> str:
@@ -71,11 +76,12 @@ def _digest(value: object) -> str:
 
 
 def training_key(spec: RunSpec) -> str:
-    """What makes two specs the same run: the trained task, the model, the training config, the replicate and the
-    validation and test sets, not the display name, the swept setting's value or `eval_at`. (The first replicate's
-    key is the digest from before replicates existed, so that its finished runs keep theirs.)"""
+    """What makes two specs the same run: the trained task, the model, the training config, the validation and test
+    sets, the replicate and the model selection, not the display name, the swept setting's value or `eval_at`. The
+    last two, unset, leave the digest they had before they existed, so that finished runs keep their keys."""
     sets = (spec.task, spec.model, spec.train, spec.eval_batches, spec.eval_batch_size, spec.val_task, spec.test_task)
-    return _digest((*sets, spec.replicate) if spec.replicate else sets)
+    later = tuple((n, v) for n, v in (("replicate", spec.replicate), ("select_on", spec.select_on)) if v)
+    return _digest((*sets, *later))
 
 
 def _tests_at(spec: RunSpec) -> dict[str, str]:
@@ -111,6 +117,29 @@ def _reuse(spec: RunSpec, source: Path, run_dir: Path, root: Path) -> dict:
         shutil.copyfile(source / "metrics.jsonl", run_dir / "metrics.jsonl")
     write_atomic(run_dir / "result.json", json.dumps(record, indent=2))
     return record
+
+
+class BestWeights:
+    """The weights of the evaluation with the lowest `metric` so far (`RunSpec.select_on`), in `path`, written
+    atomically; a resumed run reads it back (its evaluations, bit-identical to the first ones, do not replace it)."""
+
+    def __init__(self, path: Path, metric: str):
+        self.path, self.metric = path, metric
+        self.metrics = load_checkpoint(path)["metrics"] if path.exists() else None
+
+    def offer(self, model: torch.nn.Module, metrics: dict[str, float]) -> None:
+        """Keep `model`'s weights if `metrics` is the lowest `metric` yet (a NaN never is)."""
+        value = metrics[self.metric]
+        if not math.isnan(value) and (self.metrics is None or value < self.metrics[self.metric]):
+            self.metrics = metrics
+            weights = {name: t.detach().cpu() for name, t in model.state_dict().items()}
+            save_checkpoint(self.path, {"model": weights, "metrics": metrics})
+
+    def restore(self, model: torch.nn.Module) -> dict[str, float] | None:
+        """Load the kept weights into `model`; their validation metrics (None, and the model left, if none kept)."""
+        if self.metrics is not None:
+            model.load_state_dict(load_checkpoint(self.path)["model"])
+        return self.metrics
 
 
 def eval_set(spec: RunSpec, seed: int, task: object | None = None) -> list[Batch]:
@@ -154,15 +183,24 @@ def run_one(
     val = eval_set(spec, spec.train.seed + VAL_SEED_OFFSET, spec.val_task)
     test = eval_set(spec, spec.train.seed + TEST_SEED_OFFSET, spec.test_task)
     bs = spec.train.batch_size
+    best = None if spec.select_on is None else BestWeights(run_dir / BEST_NAME, spec.select_on)
+
+    def validate(m: torch.nn.Module) -> dict[str, float]:
+        metrics = evaluate_on(m, val, device)
+        if best is not None:
+            best.offer(m, metrics)
+        return metrics
+
     outcome = train(
         model,
         training,
         lambda step, gen: generate(spec.task, bs, gen),
-        lambda m: evaluate_on(m, val, device),
+        validate,
         run_dir,
         device=device,
         progress=progress,
     )
+    selected = None if best is None else best.restore(model)
     record = {
         "id": spec.id,
         "mixer": spec.mixer,
@@ -174,7 +212,8 @@ def run_one(
         "steps": outcome.step,
         "stop_reason": outcome.stop_reason,
         "val": outcome.last_eval,
-        "best_val": outcome.best_eval,
+        "best_val": outcome.best_eval if selected is None else selected,
+        **({"selected_on": spec.select_on} if spec.select_on else {}),
         "test": evaluate_on(model, test, device),
         **({"test_at": _test_at(spec, model, device)} if spec.eval_at else {}),
         "wall_time_s": outcome.wall_time_s,

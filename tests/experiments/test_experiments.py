@@ -18,7 +18,7 @@ from linattn.experiments.experiment import Experiment, summarize, table_markdown
 from linattn.experiments.mixers import MIXERS, parse_mixers
 from linattn.experiments.registry import EXPERIMENTS
 from linattn.experiments.runner import RunSpec, run_one, training_key
-from linattn.models import preset
+from linattn.models import DecoderLM, preset
 from linattn.tasks import KLAMQARConfig, TextConfig, VLAMQARConfig
 from linattn.train import TrainConfig
 
@@ -191,6 +191,31 @@ def test_a_language_model_is_validated_and_tested_on_held_out_text(tmp_path):
         patch.setattr(runner, "generate", lambda task, *a: drawn.append(task.split) or real(task, *a))
         record = run_one(spec, tmp_path / spec.id, progress=False)
     assert drawn == ["val", "test", "train", "train"] and 0 < record["test"]["loss"] < 10
+
+
+def test_the_weights_with_the_lowest_validation_loss_are_tested(tmp_path):
+    """`select_on="loss"`: the run keeps the weights of its best evaluation (`best.pt`) and tests those; a resumed run
+    reads them back. The record's `best_val` is theirs."""
+    train = TrainConfig(steps=6, batch_size=2, lr=3e-2, warmup_steps=0, eval_every=2, checkpoint_every=2)
+    model = preset("debug", mixer="gla", vocab_size=256, positions="none")
+    held_out = {"val_task": TextConfig(seq_len=16, split="val"), "test_task": TextConfig(seq_len=16, split="test")}
+    spec = RunSpec("gla", 16, TextConfig(seq_len=16), model, train, 1, 2, **held_out, select_on="loss")
+    assert training_key(spec) != training_key(replace(spec, select_on=None))
+    record = run_one(spec, tmp_path / spec.id, progress=False)
+    evals = [json.loads(line) for line in (tmp_path / spec.id / "metrics.jsonl").read_text().splitlines()]
+    losses = [e["eval"]["loss"] for e in evals if "eval" in e]
+    assert len(losses) == 3 and record["best_val"]["loss"] == min(losses) and record["selected_on"] == "loss"
+    best = runner.BestWeights(tmp_path / spec.id / runner.BEST_NAME, "loss")
+    assert best.metrics == record["best_val"]
+    restored = DecoderLM(model)
+    best.restore(restored)
+    val = runner.eval_set(spec, spec.train.seed + runner.VAL_SEED_OFFSET, spec.val_task)
+    assert runner.evaluate_on(restored, val, torch.device("cpu"))["loss"] == pytest.approx(min(losses), rel=1e-6)
+    test = runner.eval_set(spec, spec.train.seed + runner.TEST_SEED_OFFSET, spec.test_task)
+    assert runner.evaluate_on(restored, test, torch.device("cpu")) == pytest.approx(record["test"], rel=1e-6)
+    # resumed from its last checkpoint with best.pt in place, the run tests the same weights
+    (tmp_path / spec.id / "result.json").unlink()
+    assert run_one(spec, tmp_path / spec.id, progress=False)["test"] == record["test"]
 
 
 def test_summarize_and_table_by_loss():

@@ -25,7 +25,8 @@
 #   bash benchmarks/h200-2026-12-01/session28/call.sh gla       (at most 9 minutes)
 #     `verify --ops gla` on GLA's one-pass rule (merged untimed, accuracy from the emulated H200), screen_gla.py
 #     (the rule against three passes, fla's chunk_gla beside), then ccq-mqar's CCQ-GLA run (unfinished this
-#     session: 0.023 at step 9,000 of 10,000 when the call ended)
+#     session: 0.023 at step 9,000 of 10,000 when the call ended) and ccq-lm-length again (now testing the weights
+#     with the lowest validation loss; this session's run, on the last weights, had overfit and was not kept)
 set -u
 with_fla() {
   export PYTHONPATH="$PWD"
@@ -56,6 +57,7 @@ case "${1:-}" in
     grep -v "✓" "$OUT/verify-gla.txt" | tail -n 8
     timeout 200 python3 benchmarks/h200-2026-12-01/session28/screen_gla.py > "$OUT/screen-gla.txt" 2>&1
     tail -n 12 "$OUT/screen-gla.txt"
-    PYTHONPATH="$PWD" bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 1 "ccq-mqar --mixers ccq-gla" ;;
+    PYTHONPATH="$PWD" bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 4 "ccq-mqar --mixers ccq-gla" \
+      ccq-lm-length ;;
   *) echo "usage: call.sh gla-kla|ccq|sniah-kla|sniah-ccq|seeds|fair|gla" >&2; exit 2 ;;
 esac
