@@ -35,7 +35,7 @@ from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks import AccuracyMeter, Batch, generate
 from linattn.train import TrainConfig, train
-from linattn.train.checkpoint import load_checkpoint, save_checkpoint
+from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 
 VAL_SEED_OFFSET, TEST_SEED_OFFSET = 1_000, 2_000  # eval sets are drawn from their own seeds
 BEST_NAME = "best.pt"  # a run's weights at its best validation (`RunSpec.select_on`)
@@ -184,6 +184,15 @@ def run_one(
     test = eval_set(spec, spec.train.seed + TEST_SEED_OFFSET, spec.test_task)
     bs = spec.train.batch_size
     best = None if spec.select_on is None else BestWeights(run_dir / BEST_NAME, spec.select_on)
+    if best is not None and best.metrics is None and (run_dir / CHECKPOINT_NAME).exists():
+        # a checkpoint past a validation, but no best weights: trained without `select_on`, whose earlier
+        # validations' weights are gone; resuming would select among the later ones only
+        step = load_checkpoint(run_dir / CHECKPOINT_NAME)["run"]["step"]
+        if spec.train.eval_every and step >= spec.train.eval_every:
+            raise ValueError(
+                f"{run_dir}: its checkpoint (step {step}) was written without select_on={spec.select_on!r}'s best "
+                "weights; remove the folder to train the run again"
+            )
 
     def validate(m: torch.nn.Module) -> dict[str, float]:
         metrics = evaluate_on(m, val, device)

@@ -216,6 +216,11 @@ def test_the_weights_with_the_lowest_validation_loss_are_tested(tmp_path):
     # resumed from its last checkpoint with best.pt in place, the run tests the same weights
     (tmp_path / spec.id / "result.json").unlink()
     assert run_one(spec, tmp_path / spec.id, progress=False)["test"] == record["test"]
+    # a checkpoint past a validation without best.pt (trained without select_on) is refused, not resumed
+    (tmp_path / spec.id / "result.json").unlink()
+    (tmp_path / spec.id / runner.BEST_NAME).unlink()
+    with pytest.raises(ValueError, match="written without select_on='loss'"):
+        run_one(spec, tmp_path / spec.id, progress=False)
 
 
 def test_summarize_and_table_by_loss():
