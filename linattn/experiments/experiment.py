@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import fmean
 
 from linattn.bench.environment import describe
 from linattn.experiments.runner import RunSpec, run_all
@@ -128,21 +129,16 @@ def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, d
     lr: dict[str, dict[str, float]] = {}
     spread: dict[str, dict[str, list[float]]] = {}
     for (mixer, x), by_lr in groups.items():
-        best_lr = max(by_lr, key=lambda rate: _mean(_val_score(r, metric) for r in by_lr[rate]))
+        best_lr = max(by_lr, key=lambda rate: fmean(_val_score(r, metric) for r in by_lr[rate]))
         runs = by_lr[best_lr]
         tests = [{x: r["test"], **r.get("test_at", {})} for r in runs]
         for setting in tests[0]:
             values = [t[setting][metric] for t in tests if setting in t]
-            scores.setdefault(mixer, {})[setting] = _mean(values)
+            scores.setdefault(mixer, {})[setting] = fmean(values)
             lr.setdefault(mixer, {})[setting] = best_lr
             if len(values) > 1:
                 spread.setdefault(mixer, {})[setting] = [min(values), max(values)]
     return {metric: scores, "lr": lr, "spread": spread}
-
-
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
 
 
 def _val_score(record: dict, metric: str) -> float:

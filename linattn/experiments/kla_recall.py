@@ -41,14 +41,13 @@ def _protocol(name: str, is_quick: bool) -> Protocol:
     return protocol
 
 
-def _specs(
-    protocol_name: str, mixers, x: int, task, eval_at: dict[int, object], is_quick: bool, longest: int = 0
-) -> list[RunSpec]:
-    """One run per mixer (and lr): trained on `task` (setting `x`), tested on it and on every task of `eval_at`.
-    The model's `max_seq_len` is the longest test (or `longest`); without position embeddings it changes no
-    weight, but it is part of the model, so of the key that lets another experiment copy a run."""
+def _specs(protocol_name: str, mixers, tasks: dict[int, object], is_quick: bool, longest: int = 0) -> list[RunSpec]:
+    """One run per mixer (and lr): trained on the first of `tasks` (its length the setting), tested on it and on
+    every other one. The model's `max_seq_len` is the longest test (or `longest`); without position embeddings it
+    changes no weight, but it is part of the model, so of the key that lets another experiment copy a run."""
     protocol = _protocol(protocol_name, is_quick)
-    longest = max([longest, task.seq_len, *(t.seq_len for t in eval_at.values())])
+    (x, task), *eval_at = tasks.items()
+    longest = max([longest, *tasks])
     specs = []
     for mixer in mixers:
         m = MIXERS[mixer]
@@ -56,7 +55,7 @@ def _specs(
         model = preset("kla-mqar", **changes, **(QUICK_MODEL if is_quick else {}))
         for train in protocol.configs():
             batches = {"eval_batches": protocol.eval_batches, "eval_batch_size": protocol.eval_batch_size}
-            specs.append(RunSpec(mixer, x, task, model, train, **batches, eval_at=tuple(eval_at.items())))
+            specs.append(RunSpec(mixer, x, task, model, train, **batches, eval_at=tuple(eval_at)))
     return specs
 
 
@@ -73,24 +72,21 @@ def _mqar_lengths(is_quick: bool) -> tuple[int, ...]:
 
 def mqar_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
     """Trained at T = 256 (quick: 48), tested at 1×, 2×, 4× and 8× that."""
-    lengths = _mqar_lengths(is_quick)
-    tasks = {T: _mqar(T, is_quick) for T in lengths}
-    return _specs(protocol_name, mixers, lengths[0], tasks[lengths[0]], {T: tasks[T] for T in lengths[1:]}, is_quick)
+    return _specs(protocol_name, mixers, {T: _mqar(T, is_quick) for T in _mqar_lengths(is_quick)}, is_quick)
 
 
 def ablation_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
     """In distribution only (T = 256; quick: 48): does MQAR survive without key normalisation? The model is
     `kla-mqar`'s (its `max_seq_len` too), so KLA and GDN are copied from there, not trained again."""
     lengths = _mqar_lengths(is_quick)
-    return _specs(protocol_name, mixers, lengths[0], _mqar(lengths[0], is_quick), {}, is_quick, lengths[-1])
+    return _specs(protocol_name, mixers, {lengths[0]: _mqar(lengths[0], is_quick)}, is_quick, lengths[-1])
 
 
 def sniah_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
     """Trained at T = 1024 (quick: 96), tested at 1×, 2×, 4× and 8× that."""
     lengths = (96, 192, 384, 768) if is_quick else SNIAH_EVAL_SEQ_LENS
     vocab = {"vocab_size": QUICK_VOCAB} if is_quick else {}
-    tasks = {T: SNIAHConfig(seq_len=T, **vocab) for T in lengths}
-    return _specs(protocol_name, mixers, lengths[0], tasks[lengths[0]], {T: tasks[T] for T in lengths[1:]}, is_quick)
+    return _specs(protocol_name, mixers, {T: SNIAHConfig(seq_len=T, **vocab) for T in lengths}, is_quick)
 
 
 EXPERIMENTS = [
