@@ -9,8 +9,9 @@
 # where one alone would have. The experiments share SECONDS in all, each getting what the ones before left; whatever
 # finished is packed into $OUT/results.tgz (checkpoints and best weights left out). The checkpoint of each unfinished
 # run (with its `best.pt`, if it keeps one) comes back as $OUT/checkpoint-N.tgz.00, .01, … (15 MiB pieces: a
-# returned file may have 16; a d-256 model with its AdamW state is about 46 MB): `cat checkpoint-N.tgz.* | tar xzf -`
-# puts it back here, and the next call carries it (64 MiB a call in all: one such run at a time) and resumes it.
+# returned file may have 16; a d-256 model with its AdamW state is about 46 MB), as many runs as fit beside
+# results.tgz and the logs in the 8 files and 64 MiB that come back: `cat checkpoint-N.tgz.* | tar xzf -` puts it
+# back here, and the next call carries it (64 MiB a call in all: one such run at a time) and resumes it.
 # Exit status: the first failure's.
 set -u
 seconds=$1 jobs=$2
@@ -37,9 +38,21 @@ tar czf "$OUT/results.tgz" --exclude='checkpoint.pt' --exclude='best.pt' results
 mapfile -t unfinished < <(for c in $(find results -name checkpoint.pt | sort); do
   [ -e "$(dirname "$c")/result.json" ] || echo "$c"
 done)
+# the device returns at most 8 files and 64 MiB from $OUT: the checkpoints that fit beside what is there already
+# (session 29: six unfinished runs' pieces crowded out results.tgz), the others named and left behind
+spare=/tmp/checkpoint-pieces
 for ((j = 0; j < ${#unfinished[@]}; j++)); do
   run_dir=$(dirname "${unfinished[j]}")
+  rm -rf "$spare" && mkdir -p "$spare"
   # shellcheck disable=SC2046  # the run's best weights too, where it keeps them (`RunSpec.select_on`)
-  tar czf - "${unfinished[j]}" $(ls "$run_dir/best.pt" 2> /dev/null) | split -b 15M -d - "$OUT/checkpoint-$j.tgz."
+  tar czf - "${unfinished[j]}" $(ls "$run_dir/best.pt" 2> /dev/null) | split -b 15M -d - "$spare/checkpoint-$j.tgz."
+  files=$(($(find "$OUT" -type f | wc -l) + $(find "$spare" -type f | wc -l)))
+  bytes=$(($(du -sb "$OUT" | cut -f1) + $(du -sb "$spare" | cut -f1)))
+  if [ "$files" -le 8 ] && [ "$bytes" -le $((63 * 1024 * 1024)) ]; then
+    mv "$spare"/* "$OUT"/
+  else
+    echo "== unfinished, its checkpoint left on the machine (over the 8 files / 64 MiB that come back): $run_dir"
+  fi
 done
+rm -rf "$spare"
 exit "$status"

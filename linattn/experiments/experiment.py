@@ -66,6 +66,8 @@ class Experiment:
             union = tuple(dict.fromkeys(done + tuple(mixers)))
             mixers = tuple(m for m in self.mixers if m in union) + tuple(m for m in union if m not in self.mixers)
             seeds = max(seeds, done_seeds)
+            # the table's command line: what made the earlier columns, then this one
+            command = f"{earlier['command']}` then `{command}"
         specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(seeds)]
         records = run_all(specs, out / "runs", device=device, jobs=jobs, reuse_root=root)
         summary = summarize(records, self.metric)

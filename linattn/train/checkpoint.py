@@ -8,7 +8,9 @@ A checkpoint is a dict of
 - `run`: the trainer's bookkeeping: `step` (updates done), `stop_reason`, `last_eval`, `best_eval`, `best_step`,
   `evals_since_best`, `wall_time_s`;
 - `world_size` and `ranks`: one dict per process with its RNG states (`data_rng`, `torch_rng`, `cuda_rng` or
-  None) and its partial logging window (`window_loss`, `window_steps`).
+  None) and its partial logging window (`window_loss`, `window_steps`);
+- `metrics_log`: the text of `metrics.jsonl` when it was written (a resumed run restores the log from it, then
+  drops any later lines).
 """
 
 from __future__ import annotations

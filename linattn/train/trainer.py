@@ -208,6 +208,8 @@ def train(
         if run.step >= config.steps or run.stop_reason is not None:
             return run.result(metrics_path)
     if metrics_path is not None and info.is_main:
+        if checkpoint is not None and "metrics_log" in checkpoint:
+            write_atomic(metrics_path, checkpoint["metrics_log"])
         _truncate_metrics(metrics_path, run.step)
 
     ddp_model = distributed.wrap_model(model, info, device, sharding)
@@ -297,6 +299,9 @@ def train(
                         "world_size": info.world_size,
                         "sharding": sharding,
                         "ranks": ranks,
+                        # the log so far travels with the weights: a resumed run restores it whole even where the
+                        # folder lost it (a device call keeps ignored checkpoints but removes untracked logs)
+                        "metrics_log": metrics_path.read_text() if metrics_path.exists() else "",
                     }
                     save_checkpoint(checkpoint_path, checkpoint)
                 distributed.barrier(info)  # no rank may go on to read an older checkpoint than this one

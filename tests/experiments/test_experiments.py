@@ -93,6 +93,8 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     )
     extended = json.loads((out / "results.json").read_text())
     assert extended["mixers"] == ["vla", "softmax", "linear"] and extended["table"]["vla"] == results["table"]["vla"]
+    # its command line says what made the earlier columns, then the new one
+    assert extended["command"] == f"{results['command']}` then `extend"
     TINY.run("paper", quick=True, mixers=("softmax",), device="cpu", jobs=1, root=tmp_path, force=True, command="force")
     assert json.loads((out / "results.json").read_text())["command"] == "force"
     # extending keeps the experiment's column order, whatever order the mixers were run in

@@ -62,10 +62,11 @@ def test_kla_rules(tmp_path):
     assert (ours, verdict) == ("+20.0 points (GLA 0.300, CCQ-GLA 0.500) at T = 4,096", "partly")
     losses = {"gla": {"512": 1.5, "1024": 1.6, "4096": 1.9}, "ccq-gla": {"512": 1.5, "1024": 1.55, "4096": 1.8},
               "gated_deltanet": {"512": 1.4, "1024": 1.45, "4096": 1.7},
-              "ccq-gated_deltanet": {"512": 1.4, "1024": 1.46, "4096": 1.6}}  # fmt: skip
+              "ccq-gated_deltanet": {"512": 1.4, "1024": 1.445, "4096": 1.6}}  # fmt: skip
     _write(tmp_path, "ccq-lm-length/paper", {"table": losses})
     ours, verdict = _claim("CCQ lowers perplexity from 4K to 20K context").evaluate(tmp_path)
-    assert verdict == "partly" and ours.endswith("nats a byte at T = 4,096 (3 of 4 lower)")
+    # 1.445 against 1.45 is lower by less than the margin (0.01 nats), so it does not count
+    assert verdict == "partly" and ours.endswith("nats a byte at T = 4,096 (3 of 4 lower by ≥ 0.01)")
 
 
 def test_a_claim_whose_mixer_was_not_run_is_not_yet_measured(tmp_path):

@@ -105,6 +105,19 @@ def test_resume_mid_log_window_keeps_the_mean_loss(tmp_path):
     assert losses(again) == losses(done)
 
 
+def test_a_resumed_run_restores_a_lost_log_from_its_checkpoint(tmp_path):
+    """The GPU machine keeps a run's (ignored) checkpoint between calls but removes its (untracked) log."""
+    cfg = config(log_every=2, checkpoint_every=4, eval_every=4)
+    done = train(toy_model(), cfg, copy_batch, accuracy, tmp_path / "straight", progress=False)
+    with pytest.raises(Crash):  # the last checkpoint is step 8
+        train(toy_model(), cfg, crash_at(10), accuracy, tmp_path / "resumed", progress=False)
+    (tmp_path / "resumed" / "metrics.jsonl").unlink()
+    again = train(toy_model(), cfg, copy_batch, accuracy, tmp_path / "resumed", progress=False)
+    drop_timing = lambda log: [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in log]
+    assert drop_timing(read_log(again.metrics_path)) == drop_timing(read_log(done.metrics_path))
+    assert read_log(again.metrics_path)[0]["step"] == 2
+
+
 def test_a_finished_run_is_returned_not_retrained(tmp_path):
     cfg = config(eval_every=10)
     trained = toy_model()
