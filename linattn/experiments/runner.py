@@ -166,14 +166,23 @@ def evaluate_on(model: torch.nn.Module, batches: list[Batch], device: torch.devi
 def run_one(
     spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = True, reuse_root: Path | None = None
 ) -> dict:
-    """Train `spec`'s model (resuming from `run_dir`), evaluate it on a held-out test set, write `result.json`.
+    """Train `spec`'s model (resuming from `run_dir`), evaluate it on a held-out test set, write `result.json`; a
+    finished run is read back (an error if it trained something else than `spec`, `training_key`).
 
     With `spec.eval_at` the record also holds `test_at: {setting: metrics}`, the same model on each of those tasks'
     test sets (drawn from the same seed as the trained task's). With `reuse_root`, a finished run of the same
     training found there (`find_same_run`) is copied instead of trained."""
     result_path = run_dir / "result.json"
     if result_path.exists():
-        return json.loads(result_path.read_text())
+        record = json.loads(result_path.read_text())
+        # a record from before runs had keys has none, and is read back as it is
+        if record.get("key", training_key(spec)) != training_key(spec):
+            raise ValueError(
+                f"{run_dir}: its result.json is of another training (key {record['key']}, this run's "
+                f"{training_key(spec)}: the task, model or training config changed); remove the folder to train it "
+                "again"
+            )
+        return record
     if reuse_root is not None and (source := find_same_run(reuse_root, spec, run_dir)) is not None:
         return _reuse(spec, source, run_dir, Path(reuse_root))
     device = torch.device(device)

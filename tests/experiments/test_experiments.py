@@ -117,6 +117,11 @@ def test_finished_runs_are_read_back_and_interrupted_runs_resume(tmp_path):
     (tmp_path / spec.id / "result.json").unlink()
     resumed = run_one(spec, tmp_path / spec.id, progress=False)
     assert resumed["test"] == first["test"]
+    # a finished run of another training (its spec changed since) is an error, not read back as this one's
+    record = json.loads((tmp_path / spec.id / "result.json").read_text())
+    (tmp_path / spec.id / "result.json").write_text(json.dumps({**record, "key": "0123456789abcdef"}))
+    with pytest.raises(ValueError, match="result.json is of another training"):
+        run_one(spec, tmp_path / spec.id, progress=False)
 
 
 def test_summarize_takes_the_lr_with_the_best_validation():
