@@ -205,11 +205,11 @@ def train(
             )
         model.load_state_dict(checkpoint["model"])
         run = _Run(**checkpoint["run"])
+        if info.is_main and "metrics_log" in checkpoint:
+            write_atomic(metrics_path, checkpoint["metrics_log"])
         if run.step >= config.steps or run.stop_reason is not None:
             return run.result(metrics_path)
     if metrics_path is not None and info.is_main:
-        if checkpoint is not None and "metrics_log" in checkpoint:
-            write_atomic(metrics_path, checkpoint["metrics_log"])
         _truncate_metrics(metrics_path, run.step)
 
     ddp_model = distributed.wrap_model(model, info, device, sharding)

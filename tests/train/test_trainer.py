@@ -75,6 +75,11 @@ def test_loss_falls_on_the_copy_task(tmp_path, capsys):
     assert "loss=" in capsys.readouterr().err, "the progress bar shows the loss"
 
 
+def drop_timing(log: list[dict]) -> list[dict]:
+    """A metrics log without its wall-clock fields, which differ between two runs of the same training."""
+    return [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in log]
+
+
 def test_resume_after_a_crash_is_bit_identical(tmp_path):
     cfg = config(checkpoint_every=5, eval_every=5)
     straight = toy_model(dropout=0.1)  # dropout draws from torch's RNG, which the checkpoint carries
@@ -91,7 +96,6 @@ def test_resume_after_a_crash_is_bit_identical(tmp_path):
     for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(a, b), name
     assert (again.step, again.last_eval, again.best_step) == (done.step, done.last_eval, done.best_step)
-    drop_timing = lambda log: [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in log]
     assert drop_timing(read_log(again.metrics_path)) == drop_timing(read_log(done.metrics_path))
 
 
@@ -113,9 +117,12 @@ def test_a_resumed_run_restores_a_lost_log_from_its_checkpoint(tmp_path):
         train(toy_model(), cfg, crash_at(10), accuracy, tmp_path / "resumed", progress=False)
     (tmp_path / "resumed" / "metrics.jsonl").unlink()
     again = train(toy_model(), cfg, copy_batch, accuracy, tmp_path / "resumed", progress=False)
-    drop_timing = lambda log: [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in log]
     assert drop_timing(read_log(again.metrics_path)) == drop_timing(read_log(done.metrics_path))
     assert read_log(again.metrics_path)[0]["step"] == 2
+    # and a finished run read back restores its whole log
+    (tmp_path / "resumed" / "metrics.jsonl").unlink()
+    train(toy_model(), cfg, never_called, accuracy, tmp_path / "resumed", progress=False)
+    assert drop_timing(read_log(again.metrics_path)) == drop_timing(read_log(done.metrics_path))
 
 
 def test_a_finished_run_is_returned_not_retrained(tmp_path):
