@@ -11,6 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
+from linattn.ops.grid import cdiv, next_power_of_2
 from linattn.ops.unit_rows.api import EPS
 
 
@@ -57,9 +58,9 @@ def _launch(kernel, *tensors: torch.Tensor) -> None:
     x = tensors[0]
     D = x.shape[-1]
     R = x.numel() // D
-    BD = triton.next_power_of_2(D)
+    BD = next_power_of_2(D)
     BR = max(1, 1024 // BD)  # 1024 floats a tile: 8 a thread, few registers, many programs in flight
-    kernel[(triton.cdiv(R, BR),)](*tensors, R, D=D, BD=BD, BR=BR, EPS_=EPS, num_warps=4)
+    kernel[(cdiv(R, BR),)](*tensors, R, D=D, BD=BD, BR=BR, EPS_=EPS, num_warps=4)
 
 
 def unit_rows_in_place(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -38,6 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
+from linattn.ops.grid import cdiv
 from linattn.ops.vla.chunk import spd_inverse
 
 MAX_HEAD_DIM = 128
@@ -153,7 +154,7 @@ def triton_spd_inverse(M: torch.Tensor) -> torch.Tensor:
     M = M.contiguous()
     A = torch.empty_like(M)
     BB, warps = spd_inverse_launch(D)
-    NB = triton.cdiv(D, BB)
+    NB = cdiv(D, BB)
     W = torch.empty(M.numel() // (D * D), NB * BB, NB * BB, dtype=M.dtype, device=M.device)  # scratch
     spd_inverse_kernel[(W.shape[0],)](M, A, W, D=D, BB=BB, NB=NB, num_warps=warps)
     return A

@@ -20,6 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
+from linattn.ops.grid import cdiv, next_power_of_2
+
 BT = 64  # tokens a step of a program's sum
 BN = 32  # columns of M a program
 
@@ -74,12 +76,12 @@ def triton_group_penalties(u: torch.Tensor, M0: torch.Tensor | float, L: int) ->
     if u.dtype != torch.bfloat16:
         raise TypeError(f"group penalties kernel: bfloat16 u expected (module docstring), got {u.dtype}")
     B, T, H, D = u.shape
-    NG1 = triton.cdiv(T, L) + 1
+    NG1 = cdiv(T, L) + 1
     M = torch.empty(B, H, NG1, D, D, dtype=torch.float32, device=u.device)
     given = isinstance(M0, torch.Tensor)
-    BD = max(16, triton.next_power_of_2(D))
+    BD = max(16, next_power_of_2(D))
     bn = min(BN, BD)
-    group_grams_kernel[(triton.cdiv(D, bn), NG1, B * H)](
+    group_grams_kernel[(cdiv(D, bn), NG1, B * H)](
         u, M0.contiguous() if given else None, M, T, L, NG1, 0.0 if given else float(M0),
         H=H, D=D, BD=BD, BN=bn, BT=BT, M0_GIVEN=given, num_warps=4,
     )  # fmt: skip

@@ -41,6 +41,7 @@ import triton.language as tl
 from linattn.ops.delta_rule.triton.cumsum import chunk_layout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.scan import chunk_scan
+from linattn.ops.grid import cdiv, next_power_of_2
 
 MAX_HEAD_DIM = 128
 BT = 64  # tokens per chunk
@@ -175,9 +176,9 @@ def triton_penalty_grads(
         raise ValueError(f"triton_penalty_grads: head dims up to {MAX_HEAD_DIM}, got d={D}")
     u, a, alpha_hat, n = (x.contiguous() for x in (u, a, alpha_hat, n))
     F_T = None if F_T is None else F_T.contiguous()
-    NT = triton.cdiv(T, BT)
-    per_slice = triton.cdiv(NT, triton.cdiv(D, BT))  # the slice's sums take at most a's bytes (module docstring)
-    BK = max(16, triton.next_power_of_2(D))  # whole rows for the sums, blocks of at most 64 keys for ∂L/∂u
+    NT = cdiv(T, BT)
+    per_slice = cdiv(NT, cdiv(D, BT))  # the slice's sums take at most a's bytes (module docstring)
+    BK = max(16, next_power_of_2(D))  # whole rows for the sums, blocks of at most 64 keys for ∂L/∂u
     precision = "tf32x3" if F_T is not None else precision
     BV = min(BK, MAX_BV)
     launch = {"H": H, "D": D, "BT": BT, "BV": BV, "PRECISION": precision, "num_warps": 4 if D <= 64 else 8}
@@ -186,7 +187,7 @@ def triton_penalty_grads(
     for c1 in range(NT, 0, -per_slice):
         c0 = max(0, c1 - per_slice)
         S = torch.empty(B, c1 - c0, H, D, D, dtype=torch.float32, device=u.device)
-        grid = (triton.cdiv(D, BV), c1 - c0, B * H)
+        grid = (cdiv(D, BV), c1 - c0, B * H)
         vla_pair_sums_kernel[grid](a, alpha_hat, n, S, T, c0, BK=BK, **launch)
         # from the slices after it (none for the last), in place: each program reads its entries of the carry
         # before it writes them

@@ -40,6 +40,7 @@ import triton
 import triton.language as tl
 
 from linattn.ops.delta_rule.triton.precision import grad_precision
+from linattn.ops.grid import cdiv, next_power_of_2
 from linattn.ops.unit_rows import unit_rows
 from linattn.ops.unit_rows.api import EPS
 from linattn.ops.unit_rows.triton import unit_rows_in_place
@@ -58,7 +59,7 @@ CHUNK = 16  # tokens per chunk: the sequential part, a 16 × 16 Cholesky and inv
 
 def triton_grouping(T: int) -> Grouping:
     """Chunks of 16 tokens, 512 tokens a group (fewer when the sequence is shorter)."""
-    return Grouping(CHUNK, max(1, min(GROUP_TOKENS // CHUNK, triton.cdiv(T, CHUNK))))
+    return Grouping(CHUNK, max(1, min(GROUP_TOKENS // CHUNK, cdiv(T, CHUNK))))
 
 
 @triton.jit(do_not_specialize=["T", "SG"])
@@ -175,7 +176,7 @@ def triton_apply(
     SG = A_starts.stride(1) // (D * D)  # matrices from one of a head's groups to the next
     if A_starts.stride() != (H * SG * D * D, SG * D * D, D * D, D, 1):
         A_starts, SG = A_starts.contiguous(), A_starts.shape[2]
-    BD = max(16, triton.next_power_of_2(D))
+    BD = max(16, next_power_of_2(D))
     # Warps a program. The gate alone, one call, bf16 `u`, H = 16, H200, 2026-11-30, night (scratch `gate_warps.py`,
     # BENCHMARKS.md), ms at T = 4K / 64K:
     # - d = 32: one warp 0.23 / 0.52, two 0.20 / 0.92, four 0.20 / 1.86

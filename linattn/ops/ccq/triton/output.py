@@ -30,6 +30,7 @@ from linattn.ops.ccq.triton.state import chunk_decay
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.precision import raw_dot, raw_operands
+from linattn.ops.grid import cdiv, next_power_of_2
 
 
 def block_size(K: int) -> int:
@@ -37,7 +38,7 @@ def block_size(K: int) -> int:
     sm_90 at K = 128, bfloat16 (scripts/compile_kernels.py, Triton 3.6): 64-wide blocks take 3.3× the shared memory
     of the forward and `rows_bwd` and spill 0.55 KB a thread in `local_bwd`; 32-wide ones spill 0.13 KB there, nothing
     elsewhere."""
-    return min(32, max(16, triton.next_power_of_2(K)))
+    return min(32, max(16, next_power_of_2(K)))
 
 
 @triton.jit
@@ -173,7 +174,7 @@ def output_fwd(
     # 2.16 and 0.77). With `tf32x3` they spill 2 – 3 KB a thread (sm_90, Triton 3.6, `scripts/compile_kernels.py`),
     # so those launches keep 32 columns
     BV = 64 if K >= 64 and precision == "tf32" else BK
-    grid = (triton.cdiv(K, BV), layout.NT, B * H)
+    grid = (cdiv(K, BV), layout.NT, B * H)
     ccq_output_fwd_kernel[grid](
         q, k, lam, g, *h, y, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BV,

@@ -48,6 +48,7 @@ from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
 from linattn.ops.delta_rule.triton.precision import raw_precision
 from linattn.ops.delta_rule.triton.scan import SCAN_BE, SCAN_CB, scan_rows
+from linattn.ops.grid import cdiv, next_power_of_2
 
 SUMS_BV = 32  # columns of a chunk's term per program of the sums kernels
 
@@ -272,10 +273,10 @@ def _scan(h: State, log_decay: torch.Tensor | None, start: State | None, end: St
     H, K = h[0].shape[2], h[0].shape[3]
     C0, m0, Z0 = (None, None, None) if start is None else start
     Ct, mt, Zt = (None, None, None) if end is None else end
-    grid = (triton.cdiv(K * K, SCAN_BE) + 1, layout.N * H)
+    grid = (cdiv(K * K, SCAN_BE) + 1, layout.N * H)
     ccq_scan_kernel[grid](
         *h, log_decay, C0, m0, Z0, Ct, mt, Zt, layout.cu_seqlens, layout.chunk_offsets, layout.T,
-        H=H, K=K, BT=layout.BT, BK=triton.next_power_of_2(K), BE=SCAN_BE, CB=SCAN_CB,
+        H=H, K=K, BT=layout.BT, BK=next_power_of_2(K), BE=SCAN_BE, CB=SCAN_CB,
         USE_G=log_decay is not None, USE_H0=start is not None, STORE_HT=end is not None,
         IS_VARLEN=layout.cu_seqlens is not None, REVERSE=reverse, num_warps=4,
     )  # fmt: skip
@@ -300,10 +301,10 @@ def state_fwd(
     h = _state_buffers(B, H, K, layout, k.device)
     log_decay = torch.empty(B, layout.NT, H, dtype=torch.float32, device=k.device)
     final = _final_buffers(layout.N, H, K, k.device) if output_final_state else None
-    BK = triton.next_power_of_2(max(16, K))
+    BK = next_power_of_2(max(16, K))
     # without decay both factors of KᵀK are raw inputs
     precision = precision if g is not None else raw_precision(k.dtype)
-    grid = (triton.cdiv(K, SUMS_BV), layout.NT, B * H)
+    grid = (cdiv(K, SUMS_BV), layout.NT, B * H)
     ccq_sums_fwd_kernel[grid](
         k, g, *h, log_decay, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, BT=layout.BT, BK=BK, BV=SUMS_BV, USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None,
@@ -335,8 +336,8 @@ def state_bwd(
     dh = _state_buffers(B, H, K, layout, q.device)
     log_decay = torch.empty(B, layout.NT, H, dtype=torch.float32, device=q.device)
     dh0 = _final_buffers(layout.N, H, K, q.device) if with_initial_state else None
-    BK = triton.next_power_of_2(max(16, K))
-    grid = (triton.cdiv(K, SUMS_BV), layout.NT, B * H)
+    BK = next_power_of_2(max(16, K))
+    grid = (cdiv(K, SUMS_BV), layout.NT, B * H)
     ccq_sums_bwd_kernel[grid](
         q, do, g, rows, *dh, log_decay, layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=SUMS_BV, USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None,

@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.grid import cdiv, next_power_of_2
 
 CHUNK = 64
 
@@ -48,7 +49,7 @@ class ChunkLayout:
             return [(b, b, 0, self.T, 0) for b in range(self.B)]
         starts = [0]
         for bos, eos in itertools.pairwise(self.bounds):
-            starts.append(starts[-1] + triton.cdiv(eos - bos, self.BT))
+            starts.append(starts[-1] + cdiv(eos - bos, self.BT))
         return [(n, 0, self.bounds[n], self.bounds[n + 1], starts[n]) for n in range(self.N)]
 
 
@@ -58,14 +59,14 @@ def chunk_layout(B: int, T: int, cu_seqlens: torch.Tensor | None, device: torch.
     Reads `cu_seqlens` on the host once (one device sync) to size the grid.
     """
     if cu_seqlens is None:
-        NT = triton.cdiv(T, BT)
+        NT = cdiv(T, BT)
         return ChunkLayout(
             B=B, T=T, N=B, NT=NT, BT=BT, bounds=(0, T), cu_seqlens=None, chunk_indices=None, chunk_offsets=None
         )
     bounds = tuple(int(x) for x in cu_seqlens.tolist())
     rows, offsets = [], [0]
     for n, (bos, eos) in enumerate(itertools.pairwise(bounds)):
-        count = triton.cdiv(eos - bos, BT)
+        count = cdiv(eos - bos, BT)
         rows += [(n, i) for i in range(count)]
         offsets.append(offsets[-1] + count)
 
@@ -132,6 +133,6 @@ def chunk_cumsum(g: torch.Tensor, layout: ChunkLayout, reverse: bool = False) ->
     grid = (layout.NT, B)
     chunk_cumsum_kernel[grid](
         g, G, layout.cu_seqlens, layout.chunk_indices, T,
-        H=H, BT=layout.BT, BH=triton.next_power_of_2(H), REVERSE=reverse, IS_VARLEN=layout.cu_seqlens is not None,
+        H=H, BT=layout.BT, BH=next_power_of_2(H), REVERSE=reverse, IS_VARLEN=layout.cu_seqlens is not None,
     )  # fmt: skip
     return G

@@ -18,6 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
+from linattn.ops.grid import cdiv, next_power_of_2
+
 
 @triton.jit
 def fused_recurrent_fwd_kernel(
@@ -152,11 +154,11 @@ def fused_recurrent(
     q, k, v = (x.contiguous() for x in (q, k, v))
     o = torch.empty_like(v)
     ht = q.new_empty(N, H, K, V, dtype=torch.float32) if output_final_state else None
-    BK = triton.next_power_of_2(K)
-    BV = min(triton.next_power_of_2(V), max(16, 4096 // BK))  # keep the [BK, BV] tile at ≤ 4096 floats
+    BK = next_power_of_2(K)
+    BV = min(next_power_of_2(V), max(16, 4096 // BK))  # keep the [BK, BV] tile at ≤ 4096 floats
     gate = 0 if g is None else (2 if g.dim() == 4 else 1)
     dummy = o  # stands in for the absent optional tensors (never read: their flags are off)
-    grid = (triton.cdiv(V, BV), N * H)
+    grid = (cdiv(V, BV), N * H)
     fused_recurrent_fwd_kernel[grid](
         q, k, v,
         dummy if w is None else w.contiguous(),

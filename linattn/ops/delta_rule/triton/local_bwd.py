@@ -57,6 +57,7 @@ from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.precision import raw_dot, raw_operands
+from linattn.ops.grid import next_power_of_2
 
 
 def _chunk(q, k, v, w, beta, G, h, scale, erase=True):
@@ -386,8 +387,8 @@ def local_bwd(
     # blocks of 32 alone 0.637 / 4.87, two stages slower); sm_90: 0.30 KB of spills a thread and 152 KB of shared
     # memory, against 0.44 KB and 128 KB. `tf32x3` launches keep 64 and one stage (their spills, not timed)
     one_pass = precision == "tf32"
-    BK = min(64, max(32, triton.next_power_of_2(K)))
-    BV = min(32 if one_pass else 64, max(16, triton.next_power_of_2(V)))
+    BK = min(64, max(32, next_power_of_2(K)))
+    BV = min(32 if one_pass else 64, max(16, next_power_of_2(V)))
     dq, dk, dv, dw, dbeta, dG = local_bwd_outputs(q, k, v, w, beta, G) if out is None else out
     grid = (layout.NT, B * H)
     local_bwd_kernel[grid](

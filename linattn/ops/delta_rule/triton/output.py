@@ -24,6 +24,7 @@ from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_dot, raw_operands
+from linattn.ops.grid import cdiv, next_power_of_2
 
 
 def output_ref(
@@ -150,10 +151,10 @@ def output_fwd(
     # the same bits, 2026-12-01); float32 keys: 64 columns, four warps
     narrow = narrow_launch(q.dtype, w.dtype)
     block = 32 if narrow else 64
-    BK = min(block, max(16, triton.next_power_of_2(K)))
-    BV = min(64 if precision == "tf32" else block, max(16, triton.next_power_of_2(V)))
+    BK = min(block, max(16, next_power_of_2(K)))
+    BV = min(64 if precision == "tf32" else block, max(16, next_power_of_2(V)))
     o = torch.empty(B, T, H, V, dtype=out_dtype, device=q.device)
-    grid = (triton.cdiv(V, BV), layout.NT, B * H)
+    grid = (cdiv(V, BV), layout.NT, B * H)
     output_fwd_kernel[grid](
         q, w, G, h, U, o, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,

@@ -24,6 +24,7 @@ import triton.language as tl
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.precision import narrow_launch
+from linattn.ops.grid import next_power_of_2
 
 
 @triton.jit
@@ -152,8 +153,8 @@ def wy_apply(
     `precision`: of the products with `T` (`precision.grad_precision`)."""
     B, T, H, K = k.shape
     V = v.shape[-1]
-    BK = min(64, max(16, triton.next_power_of_2(K)))
-    BV = min(64, max(16, triton.next_power_of_2(V)))
+    BK = min(64, max(16, next_power_of_2(K)))
+    BV = min(64, max(16, next_power_of_2(V)))
     f32 = {"dtype": torch.float32, "device": k.device}
     u_tilde = torch.empty(B, T, H, V, **f32) if values else None
     k_tilde = torch.empty(B, T, H, K, **f32) if values else None

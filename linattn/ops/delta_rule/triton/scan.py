@@ -23,6 +23,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import sequence_coords
+from linattn.ops.grid import cdiv
 
 SCAN_CB = 16  # chunks per step
 SCAN_BE = 256  # entries per program
@@ -119,7 +120,7 @@ def chunk_scan(
     last chunk goes to `end` (same shape as `start`) when given. `log_decay: [B, NT, H]` float32 or None (no decay);
     `reverse`: from each sequence's last chunk to its first."""
     H, E = x.shape[2], x[0, 0, 0].numel()
-    grid = (triton.cdiv(E, SCAN_BE), layout.N * H)
+    grid = (cdiv(E, SCAN_BE), layout.N * H)
     chunk_scan_kernel[grid](
         x, log_decay, start, end, layout.cu_seqlens, layout.chunk_offsets, layout.T,
         H=H, E=E, BT=layout.BT, BE=SCAN_BE, CB=SCAN_CB,

@@ -27,6 +27,7 @@ import triton.language as tl
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import sequence_coords
 from linattn.ops.delta_rule.triton.transpose import chunk_transpose, load_chunk_transposed
+from linattn.ops.grid import cdiv, next_power_of_2
 
 
 def state_ref(
@@ -177,7 +178,7 @@ def state_fwd(
     erase = k_tilde is not None
     # the whole key dim in one tile (the state's rows cannot be split across loop steps), the value dim in blocks
     # that keep the [BK, BV] state tile at ≤ 4096 floats; every dim ≥ 16 for tl.dot
-    BK = max(16, triton.next_power_of_2(K))
+    BK = max(16, next_power_of_2(K))
     # value blocks of 16: twice the programs of 32 (128 at B = 1, H = 16, K = V = 128: one per SM of the H200)
     BV = 16
     h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=w.device)
@@ -187,7 +188,7 @@ def state_fwd(
     # over tokens: as the state backward's K̃, they would be copied in 4 bytes at a time; laid out along the tokens
     # first (`transpose.py`). Scaled by a decay, or converted from 16 bits, they pass through registers anyway.
     transposed = w.dtype == torch.float32 and G is None
-    grid = (triton.cdiv(V, BV), layout.N * H)
+    grid = (cdiv(V, BV), layout.N * H)
     state_fwd_kernel[grid](
         k_tilde, u_tilde, chunk_transpose(w, layout) if transposed else w, G, h, U, initial_state, ht,
         layout.cu_seqlens, layout.chunk_offsets, T, H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,

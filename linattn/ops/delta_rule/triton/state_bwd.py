@@ -41,6 +41,7 @@ from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
 from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_dot, raw_operands
 from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
+from linattn.ops.grid import cdiv, next_power_of_2
 
 
 def state_bwd_ref(
@@ -356,13 +357,13 @@ def state_bwd(
     B, T, H, K = q.shape
     V = do.shape[-1]
     device = q.device
-    BK = min(64, max(16, triton.next_power_of_2(K)))
-    BV = min(64, max(16, triton.next_power_of_2(V)))
+    BK = min(64, max(16, next_power_of_2(K)))
+    BV = min(64, max(16, next_power_of_2(V)))
     du = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
     dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
     # W̃ = diag(Γ_C/Γ) W for the sequential kernel, written by the local one; W itself without a decay
     w_tilde = None if G is None else torch.empty(B, T, H, K, dtype=torch.float32, device=device)
-    grid = (triton.cdiv(V, BV), layout.NT, B * H)
+    grid = (cdiv(V, BV), layout.NT, B * H)
     state_bwd_local_kernel[grid](
         q, w, G, do, du, dh, w_tilde, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
@@ -372,10 +373,10 @@ def state_bwd(
 
     # as in state_fwd: the whole key dim in one tile; value blocks of 16: 128 programs at B = 1, H = 16, K = V = 128
     # (one per SM of the H200); two pipeline stages up to K = 128 (at 256 they would take more than its 227 KB)
-    BK_state = max(16, triton.next_power_of_2(K))
+    BK_state = max(16, next_power_of_2(K))
     dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
     erase = k_tilde_t is not None
-    state_bwd_kernel[(triton.cdiv(V, 16), layout.N * H)](
+    state_bwd_kernel[(cdiv(V, 16), layout.N * H)](
         w if w_tilde is None else w_tilde, G, k_tilde_t, du, dh, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK_state, BV=16, ERASE=erase,
         USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=want_dh0, IS_VARLEN=layout.cu_seqlens is not None,

@@ -21,6 +21,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.grid import cdiv, next_power_of_2
 
 
 def chunk_transpose_ref(x: torch.Tensor, layout: ChunkLayout) -> torch.Tensor:
@@ -73,8 +74,8 @@ def chunk_transpose(x: torch.Tensor, layout: ChunkLayout) -> torch.Tensor:
     """`x: [B, T, H, K]` (contiguous) -> `[B, NT, H, K, BT]` in `x`'s dtype, as `chunk_transpose_ref`."""
     B, T, H, K = x.shape
     y = torch.empty(B, layout.NT, H, K, layout.BT, dtype=x.dtype, device=x.device)
-    BK = min(64, max(16, triton.next_power_of_2(K)))
-    chunk_transpose_kernel[(triton.cdiv(K, BK), layout.NT, B * H)](
+    BK = min(64, max(16, next_power_of_2(K)))
+    chunk_transpose_kernel[(cdiv(K, BK), layout.NT, B * H)](
         x, y, layout.cu_seqlens, layout.chunk_indices, T,
         H=H, K=K, BT=layout.BT, BK=BK, IS_VARLEN=layout.cu_seqlens is not None,
     )  # fmt: skip

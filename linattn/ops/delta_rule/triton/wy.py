@@ -46,6 +46,7 @@ from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_dot, raw_operands
+from linattn.ops.grid import next_power_of_2
 
 
 def wy_ref(
@@ -372,8 +373,8 @@ def wy_fwd(
     # blocks of 64 and two warps, on the H200 at K = V = 128, 64K tokens, 1.22 ms against 1.56 with 32 and four
     # (sixteen settings screened, BENCHMARKS.md); float32 keys: value blocks of 32, four warps
     narrow = narrow_launch(k.dtype, w.dtype)
-    BK = min(32, max(16, triton.next_power_of_2(K)))
-    BV = min(64 if narrow else 32, max(16, triton.next_power_of_2(V)))
+    BK = min(32, max(16, next_power_of_2(K)))
+    BV = min(64 if narrow else 32, max(16, next_power_of_2(V)))
     T_inv = torch.empty(B, T, H, layout.BT, dtype=torch.float32, device=k.device)
     u_tilde = torch.empty(B, T, H, V, dtype=torch.float32, device=k.device)
     k_tilde = torch.empty(B, T, H, K, dtype=torch.float32, device=k.device)

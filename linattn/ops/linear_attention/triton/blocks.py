@@ -5,6 +5,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from linattn.ops.grid import next_power_of_2
+
 BC = 16  # queries a sub-chunk
 
 
@@ -26,4 +28,4 @@ def masked_exp(x, m):
 def block(dim: int, most: int = 64) -> int:
     """A tile's width along a head dim: the dim's next power of two, at least 16 (`tl.dot`'s minimum), at most
     `most` (wider dims are looped over in blocks)."""
-    return min(most, max(16, triton.next_power_of_2(dim)))
+    return min(most, max(16, next_power_of_2(dim)))

@@ -16,6 +16,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.grid import cdiv
 from linattn.ops.linear_attention.triton.blocks import block
 
 
@@ -50,7 +51,7 @@ def gla_cumsum(g: torch.Tensor, layout: ChunkLayout) -> torch.Tensor:
     B, T, H, K = g.shape
     BK = block(K)
     G = torch.empty(B, T, H, K, dtype=torch.float32, device=g.device)
-    grid = (triton.cdiv(K, BK), layout.NT, B * H)
+    grid = (cdiv(K, BK), layout.NT, B * H)
     gla_cumsum_kernel[grid](
         g, G, layout.cu_seqlens, layout.chunk_indices, T, H=H, K=K, BT=layout.BT, BK=BK,
         IS_VARLEN=layout.cu_seqlens is not None,
@@ -121,7 +122,7 @@ def gla_decay_grad(
     V = h.shape[-1]
     BK = block(K)
     dg = torch.empty(B, T, H, K, dtype=dtype, device=dG.device)
-    grid = (triton.cdiv(K, BK), layout.NT, B * H)
+    grid = (cdiv(K, BK), layout.NT, B * H)
     gla_decay_grad_kernel[grid](
         dG, h, dh, ht, dg, layout.cu_seqlens, layout.chunk_indices, T, H=H, K=K, V=V, BT=layout.BT, BK=BK,
         BV=block(V, 32), USE_FINAL=ht is not None, IS_VARLEN=layout.cu_seqlens is not None,

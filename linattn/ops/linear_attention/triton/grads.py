@@ -24,6 +24,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.grid import cdiv
 from linattn.ops.linear_attention.triton.blocks import BC, block, masked_exp, sub_chunk
 
 
@@ -156,7 +157,7 @@ def gla_qk_grads(
     BV = block(V, 32)
     dq, dk = torch.empty_like(q), torch.empty_like(k)
     dG = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    grid = (triton.cdiv(K, BK) * (layout.BT // BC), layout.NT, B * H)
+    grid = (cdiv(K, BK) * (layout.BT // BC), layout.NT, B * H)
     gla_qk_grad_kernel[grid](
         q, k, v, G, h, dh, do, dq, dk, dG, layout.cu_seqlens, layout.chunk_indices, T, scale, H=H, K=K, V=V,
         BT=layout.BT, BC=BC, BK=BK, BV=BV, IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,

@@ -12,6 +12,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
+from linattn.ops.grid import cdiv
 from linattn.ops.linear_attention.triton.blocks import block, masked_exp
 
 
@@ -100,7 +101,7 @@ def gla_output(
     BK = block(K)
     BV = block(V)
     out = torch.empty(B, T, H, V, dtype=out_dtype, device=x.device)
-    grid = (triton.cdiv(V, BV), layout.NT, B * H)
+    grid = (cdiv(V, BV), layout.NT, B * H)
     gla_output_kernel[grid](
         x, y, G, A, h, out, layout.cu_seqlens, layout.chunk_indices, T, scale, H=H, K=K, V=V, BT=layout.BT,
         BK=BK, BV=BV, BACKWARD=backward, IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,

@@ -17,6 +17,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import sequence_coords
+from linattn.ops.grid import cdiv
 from linattn.ops.linear_attention.triton.blocks import block, masked_exp
 
 
@@ -116,7 +117,7 @@ def gla_state(
     BV = block(V, 32)
     h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=x.device)
     h_out = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=x.device) if store_out else None
-    grid = (triton.cdiv(K, BK), triton.cdiv(V, BV), layout.N * H)
+    grid = (cdiv(K, BK), cdiv(V, BV), layout.N * H)
     gla_state_kernel[grid](
         x, y, G, h, h_in, h_out, layout.cu_seqlens, layout.chunk_offsets, T, scale, H=H, K=K, V=V, BT=layout.BT,
         BK=BK, BV=BV, REVERSE=reverse, USE_IN=h_in is not None, STORE_OUT=store_out,
