@@ -51,9 +51,8 @@ class ForwardSaved:
     inv_sq_norm: torch.Tensor | None = None  # [B, T, H] float32 r = 1 / (‖k‖² + ε) of KLA's step; None otherwise
 
 
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(f"delta_rule_fwd: {message}")
+def _fail(message: str) -> ValueError:
+    return ValueError(f"delta_rule_fwd: {message}")
 
 
 def _check(
@@ -68,25 +67,32 @@ def _check(
     erase: bool,
     kaczmarz_eps: float | None,
 ) -> None:
-    """The launcher's own assumptions; shapes are the public API's job (`delta_rule` validates them)."""
-    if not erase:
-        _require(w is None and beta is None, "without the erase term there is one key (w None) and no beta")
-        _require(kaczmarz_eps is None, "the Kaczmarz step (kaczmarz_eps) needs the erase term")
+    """The launcher's own assumptions; shapes are the public API's job (`delta_rule` validates them). The messages
+    are formatted only on failure: a call's host time is part of a short sequence's cost."""
+    if not erase and not (w is None and beta is None):
+        raise _fail("without the erase term there is one key (w None) and no beta")
+    if not erase and kaczmarz_eps is not None:
+        raise _fail("the Kaczmarz step (kaczmarz_eps) needs the erase term")
     tokens = {"q": q, "k": k, "v": v, "w": w}
     for name, x in {**tokens, "beta": beta, "g": g, "initial_state": initial_state}.items():
         if x is None:
             continue
-        _require(x.is_contiguous(), f"{name} must be contiguous (call .contiguous() first)")
-        _require(x.is_floating_point(), f"{name} must be a floating-point tensor, got {x.dtype}")
-        _require(x.device == q.device, f"{name} is on {x.device}, expected {q.device} (as q)")
+        if not x.is_contiguous():
+            raise _fail(f"{name} must be contiguous (call .contiguous() first)")
+        if not x.is_floating_point():
+            raise _fail(f"{name} must be a floating-point tensor, got {x.dtype}")
+        if x.device != q.device:
+            raise _fail(f"{name} is on {x.device}, expected {q.device} (as q)")
     for name, x in tokens.items():
-        if x is not None:
-            _require(x.dtype in INPUT_DTYPES, f"{name} must be float32, bfloat16 or float16, got {x.dtype}")
+        if x is not None and x.dtype not in INPUT_DTYPES:
+            raise _fail(f"{name} must be float32, bfloat16 or float16, got {x.dtype}")
     K, V = k.shape[-1], v.shape[-1]
-    _require(K <= MAX_HEAD_DIM, f"head dims up to {MAX_HEAD_DIM} only, got K={K}")
-    _require(V <= MAX_VALUE_DIM, f"value dim up to {MAX_VALUE_DIM} only (256 + a normaliser column), got V={V}")
-    if cu_seqlens is not None:
-        _require(not cu_seqlens.is_floating_point(), f"cu_seqlens must be an integer tensor, got {cu_seqlens.dtype}")
+    if K > MAX_HEAD_DIM:
+        raise _fail(f"head dims up to {MAX_HEAD_DIM} only, got K={K}")
+    if V > MAX_VALUE_DIM:
+        raise _fail(f"value dim up to {MAX_VALUE_DIM} only (256 + a normaliser column), got V={V}")
+    if cu_seqlens is not None and cu_seqlens.is_floating_point():
+        raise _fail(f"cu_seqlens must be an integer tensor, got {cu_seqlens.dtype}")
 
 
 def delta_rule_fwd(
