@@ -75,7 +75,7 @@ def profile_mixer(mixer: str, device: str, steps: int) -> dict:
     data_s[0] = 0.0
     wall = run(steps)  # without the profiler's own overhead
     kernels = _kernel_events(prof)
-    gpu_us = sum(getattr(e, "device_time", getattr(e, "cuda_time", 0.0)) for e in kernels)
+    gpu_us = sum(e.time_range.elapsed_us() for e in kernels)
     return {
         "mixer": mixer,
         "batch_size": spec.train.batch_size,
