@@ -29,6 +29,12 @@ def _hardware(results: dict) -> str:
     return f"{env.get('gpu') or env.get('cpu')}, torch {env['torch']}, {env['date']}"
 
 
+def _without_device(command: str) -> str:
+    """The command line(s) of a result without `--device` and what follows it, each of an extended result's
+    commands (joined by "` then `", `Experiment.run`)."""
+    return "` then `".join(part.split(" --device")[0] for part in command.split("` then `"))
+
+
 def capacity_tables(root: Path = Path("results")) -> str:
     """Markdown: the paper protocol beside the paper's table, then the fair protocol (lr sweeps so far)."""
     paper_dir, fair_dir = root / CAPACITY / "paper", root / CAPACITY / "fair"
@@ -37,7 +43,7 @@ def capacity_tables(root: Path = Path("results")) -> str:
     paper = json.loads((paper_dir / "results.json").read_text())
     ns = sorted({int(x) for row in paper["table"].values() for x in row})
     lines = [
-        f"**Paper protocol** (`{paper['command'].split(' --device')[0]}`; {_hardware(paper)}): 3000 steps, batch 64, "
+        f"**Paper protocol** (`{_without_device(paper['command'])}`; {_hardware(paper)}): 3000 steps, batch 64, "
         "lr 3e-4, one seed. Ours, with the paper's number in parentheses.",
         "",
         "| n_pairs | " + " | ".join(paper["mixers"]) + " |",

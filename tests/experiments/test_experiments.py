@@ -18,6 +18,7 @@ from linattn.experiments.experiment import Experiment, summarize, table_markdown
 from linattn.experiments.mixers import MIXERS, parse_mixers
 from linattn.experiments.registry import EXPERIMENTS
 from linattn.experiments.runner import RunSpec, run_one, training_key
+from linattn.experiments.tables import _without_device
 from linattn.models import DecoderLM, preset
 from linattn.tasks import KLAMQARConfig, TextConfig, VLAMQARConfig
 from linattn.train import TrainConfig
@@ -93,8 +94,12 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     )
     extended = json.loads((out / "results.json").read_text())
     assert extended["mixers"] == ["vla", "softmax", "linear"] and extended["table"]["vla"] == results["table"]["vla"]
-    # its command line says what made the earlier columns, then the new one
+    # its command line says what made the earlier columns, then the new one; tables drop each one's device
     assert extended["command"] == f"{results['command']}` then `extend"
+    assert (
+        _without_device("run x --device cpu` then `run x --mixers y --device cuda --jobs 4")
+        == "run x` then `run x --mixers y"
+    )
     TINY.run("paper", quick=True, mixers=("softmax",), device="cpu", jobs=1, root=tmp_path, force=True, command="force")
     assert json.loads((out / "results.json").read_text())["command"] == "force"
     # extending keeps the experiment's column order, whatever order the mixers were run in
