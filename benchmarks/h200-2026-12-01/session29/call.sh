@@ -12,6 +12,9 @@
 #     kla-mqar from two more seeds (`--seeds 3`: six new runs at once; KLA's rows rest on one seed)
 #   bash benchmarks/h200-2026-12-01/session29/call.sh fair       (at most 9 minutes)
 #     kla-mqar with the learning rate chosen per mixer (`--protocol fair`: 3e-4 and 3e-3 trained, 1e-3 copied)
+#   bash benchmarks/h200-2026-12-01/session29/call.sh speed      (at most 9 minutes)
+#     issue 5's table again (`vla-speed --force`) after session 29's host-time cuts (`linattn/ops/grid.py`), then
+#     where CCQ-GDN's and GDN's host time goes at 8K, K = 32 (`bench profile --host`: goal 3 there is the host's)
 set -u
 case "${1:-}" in
   sniah-ccq)
@@ -21,5 +24,13 @@ case "${1:-}" in
     bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 1 "ccq-sniah" ;;
   seeds) bash scripts/device_experiment.sh 540 6 "kla-mqar --seeds 3" ;;
   fair) bash scripts/device_experiment.sh 540 6 "kla-mqar --protocol fair" ;;
-  *) echo "usage: call.sh sniah-ccq|seeds|fair" >&2; exit 2 ;;
+  speed)
+    export PYTHONPATH="$PWD"
+    timeout 420 python3 -m linattn.cli run vla-speed --device cuda --force > "$OUT/vla-speed.txt" 2>&1
+    tar czf "$OUT/vla-speed-results.tgz" results/vla-speed/default-cuda
+    tail -n 40 "$OUT/vla-speed.txt"
+    timeout 100 python3 -m linattn.bench profile --contenders "CCQ-GDN,GDN (delta_rule)" --K 32 --lengths 8192 \
+      --host > "$OUT/profile-host-8k.txt" 2>&1
+    tail -n 60 "$OUT/profile-host-8k.txt" ;;
+  *) echo "usage: call.sh sniah-ccq|seeds|fair|speed" >&2; exit 2 ;;
 esac
