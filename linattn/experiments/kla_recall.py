@@ -111,7 +111,8 @@ EXPERIMENTS = [
     ),
     Experiment(
         "ccq-sniah",
-        "S-NIAH proxy as kla-sniah (trained at T = 1024, tested at 1K – 8K), GLA, GDN and KLA without and with CCQ",
+        "S-NIAH proxy as kla-sniah (trained at T = 1024, tested at 1K – 8K), GLA (also with a short convolution), GDN "
+        "and KLA without and with CCQ",
         "seq_len",
         sniah_plan,
         CCQ_COMPARISON,
@@ -120,7 +121,8 @@ EXPERIMENTS = [
     ),
     Experiment(
         "ccq-mqar",
-        "MQAR as kla-mqar (trained at T = 256, tested at 256 – 2048), GLA, GDN and KLA without and with CCQ",
+        "MQAR as kla-mqar (trained at T = 256, tested at 256 – 2048), GLA (also with a short convolution), GDN and KLA "
+        "without and with CCQ",
         "seq_len",
         mqar_plan,
         CCQ_COMPARISON,

@@ -29,6 +29,8 @@ MIXERS: dict[str, MixerSpec] = {
         MixerSpec("ccq-kla", "kla", {"ccq": True}),
         MixerSpec("gla", "gla"),
         MixerSpec("ccq-gla", "gla", {"ccq": True}),
+        MixerSpec("gla-conv", "gla", {"short_conv": True}),
+        MixerSpec("ccq-gla-conv", "gla", {"short_conv": True, "ccq": True}),
         MixerSpec("mamba2", "mamba2"),
     )
 }
@@ -37,8 +39,11 @@ MIXERS: dict[str, MixerSpec] = {
 VLA_COMPARISON = ("softmax", "linear", "deltanet", "gated_deltanet", "kla", "vla", "ccq-gated_deltanet")
 # the KLA paper's synthetic tasks: KLA against GDN and Mamba-2
 KLA_COMPARISON = ("kla", "gated_deltanet", "mamba2")
-# the CCQ paper's bases (GLA, GDN; and KLA), each without and with the covariance read
-CCQ_COMPARISON = ("gla", "ccq-gla", "gated_deltanet", "ccq-gated_deltanet", "kla", "ccq-kla")
+# the CCQ paper's bases (GLA, GDN; and KLA), each without and with the covariance read; GLA also with a short
+# convolution before q, k, v (fla's GLA has none by default), without which it fails the recall tasks at our scale
+CCQ_COMPARISON = (
+    "gla", "ccq-gla", "gla-conv", "ccq-gla-conv", "gated_deltanet", "ccq-gated_deltanet", "kla", "ccq-kla"
+)  # fmt: skip
 
 
 def model_with(mixer: str, preset_name: str, min_seq_len: int = 0) -> ModelConfig:

@@ -293,9 +293,10 @@ def test_kla_plans():
                 keys.setdefault((name.endswith("sniah"), run.mixer), set()).add(training_key(run))
         assert all(len(shared) == 1 for shared in keys.values()), keys
     ccq = EXPERIMENTS["ccq-sniah"].plan("paper", False, EXPERIMENTS["ccq-sniah"].mixers)
-    assert [(r.model.mixer, r.model.mixer_options.get("ccq", False)) for r in ccq] == [
-        (base, with_ccq) for base in ("gla", "gated_deltanet", "kla") for with_ccq in (False, True)
-    ]
+    options = [(r.model.mixer, r.model.mixer_options.get("short_conv", False), r.model.mixer_options.get("ccq", False))
+               for r in ccq]  # fmt: skip
+    bases = (("gla", False), ("gla", True), ("gated_deltanet", False), ("kla", False))
+    assert options == [(base, conv, with_ccq) for base, conv in bases for with_ccq in (False, True)]
     quick = EXPERIMENTS["kla-mqar"].plan("paper", True, ("kla",))[0]
     assert quick.train.steps == 1000 and quick.model.d_model == 64 and [x for x, _ in quick.eval_at] == [96, 192, 384]
     for experiment in (EXPERIMENTS[n] for n in ("kla-mqar", "kla-sniah", "kla-ablation")):  # no paper number beside

@@ -60,6 +60,10 @@ def test_kla_rules(tmp_path):
     _write(tmp_path, "ccq-sniah/paper", {"table": {"gla": {"4096": 0.30}, "ccq-gla": {"4096": 0.50}}})
     ours, verdict = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").evaluate(tmp_path)
     assert (ours, verdict) == ("+20.0 points (GLA 0.300, CCQ-GLA 0.500) at T = 4,096", "partly")
+    conv = {"gla-conv": {"4096": 0.60}, "ccq-gla-conv": {"4096": 0.95}}
+    _write(tmp_path / "conv", "ccq-sniah/paper", {"table": {"gla": {"4096": 0.3}, "ccq-gla": {"4096": 0.5}, **conv}})
+    ours, verdict = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").evaluate(tmp_path / "conv")
+    assert verdict == "partly" and ours.endswith("; with a short convolution +35.0 (0.600, 0.950)")
     losses = {"gla": {"512": 1.5, "1024": 1.6, "4096": 1.9}, "ccq-gla": {"512": 1.5, "1024": 1.55, "4096": 1.8},
               "gated_deltanet": {"512": 1.4, "1024": 1.45, "4096": 1.7},
               "ccq-gated_deltanet": {"512": 1.4, "1024": 1.445, "4096": 1.6}}  # fmt: skip

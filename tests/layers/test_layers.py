@@ -23,6 +23,8 @@ VARIANTS += [
     ("gated_deltanet", {"raw_keys": True}),
     ("mamba2", {"d_state": 12}),
     ("softmax", {"short_conv": True}),
+    ("gla", {"short_conv": True}),
+    ("gla", {"short_conv": True, "ccq": True}),
 ]
 IDS = [f"{n}{'-' + '-'.join(f'{k}={v}' for k, v in o.items()) if o else ''}" for n, o in VARIANTS]
 

@@ -6,8 +6,10 @@
 #
 #   bash benchmarks/h200-2026-12-01/session29/call.sh sniah-ccq  (at most 9 minutes)
 #     profile_step.py first (at most 2 minutes: how much of a kla-mqar training step is the host's, and so whether
-#     CUDA graphs or batches made on the GPU would fit more runs in a call), then ccq-sniah's last run, CCQ-GDN at
-#     T = 1024 (alone; the other five are committed)
+#     CUDA graphs or batches made on the GPU would fit more runs in a call), then ccq-sniah's three runs not yet
+#     committed: CCQ-GDN, and GLA and CCQ-GLA with a short convolution (`gla-conv`, `ccq-gla-conv`), at T = 1024
+#   bash benchmarks/h200-2026-12-01/session29/call.sh mqar-ccq   (at most 9 minutes)
+#     ccq-mqar's two new runs: GLA and CCQ-GLA with a short convolution (plain GLA fails MQAR at our scale: 0.015)
 #   bash benchmarks/h200-2026-12-01/session29/call.sh seeds      (at most 9 minutes)
 #     kla-mqar from two more seeds (`--seeds 3`: six new runs at once; KLA's rows rest on one seed)
 #   bash benchmarks/h200-2026-12-01/session29/call.sh fair       (at most 9 minutes)
@@ -21,7 +23,8 @@ case "${1:-}" in
     start=$SECONDS
     PYTHONPATH="$PWD" timeout 120 python3 benchmarks/h200-2026-12-01/session29/profile_step.py > "$OUT/profile-step.txt" 2>&1
     grep "^[|#]" "$OUT/profile-step.txt"
-    bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 1 "ccq-sniah" ;;
+    bash scripts/device_experiment.sh $((540 - (SECONDS - start))) 3 "ccq-sniah" ;;
+  mqar-ccq) bash scripts/device_experiment.sh 540 2 "ccq-mqar" ;;
   seeds) bash scripts/device_experiment.sh 540 6 "kla-mqar --seeds 3" ;;
   fair) bash scripts/device_experiment.sh 540 6 "kla-mqar --protocol fair" ;;
   speed)
@@ -32,5 +35,5 @@ case "${1:-}" in
     timeout 100 python3 -m linattn.bench profile --contenders "CCQ-GDN,GDN (delta_rule)" --K 32 --lengths 8192 \
       --host > "$OUT/profile-host-8k.txt" 2>&1
     tail -n 60 "$OUT/profile-host-8k.txt" ;;
-  *) echo "usage: call.sh sniah-ccq|seeds|fair|speed" >&2; exit 2 ;;
+  *) echo "usage: call.sh sniah-ccq|mqar-ccq|seeds|fair|speed" >&2; exit 2 ;;
 esac
