@@ -30,6 +30,7 @@ from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
 from linattn.ops.delta_rule.triton.wy import wy_fwd
+from linattn.ops.grid import cdiv
 
 SEQUENTIAL = ("state_fwd", "state_fwd (recompute)", "state_bwd")
 
@@ -99,7 +100,7 @@ def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dty
     """Rows `{B, T, stage, ms}` (and `us_per_chunk` for the sequential stages: per step of one program's walk), the
     end-to-end rows last; `timer(fn) -> ms`."""
     x = inputs(B, T, H, K, dtype, device)
-    NT = -(-T // 64)
+    NT = cdiv(T, 64)
     rows = []
     for stage, call in stage_calls(x):
         row = {"B": B, "T": T, "stage": stage, "kind": "stage", "ms": timer(call)}

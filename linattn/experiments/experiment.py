@@ -21,6 +21,8 @@ from linattn.bench.environment import describe
 from linattn.experiments.runner import RunSpec, run_all
 from linattn.io import save_figure, write_atomic
 
+THEN = "` then `"  # between the commands of an extended result, shown in backticks: `A` then `B`
+
 
 @dataclass(frozen=True)
 class Experiment:
@@ -67,7 +69,7 @@ class Experiment:
             mixers = tuple(m for m in self.mixers if m in union) + tuple(m for m in union if m not in self.mixers)
             seeds = max(seeds, done_seeds)
             # the table's command line: what made the earlier columns, then this one
-            command = f"{earlier['command']}` then `{command}"
+            command = f"{earlier['command']}{THEN}{command}"
         specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(seeds)]
         records = run_all(specs, out / "runs", device=device, jobs=jobs, reuse_root=root)
         summary = summarize(records, self.metric)

@@ -174,13 +174,12 @@ def run_one(
     training found there (`find_same_run`) is copied instead of trained."""
     result_path = run_dir / "result.json"
     if result_path.exists():
-        record = json.loads(result_path.read_text())
+        record, key = json.loads(result_path.read_text()), training_key(spec)
         # a record from before runs had keys has none, and is read back as it is
-        if record.get("key", training_key(spec)) != training_key(spec):
+        if record.get("key", key) != key:
             raise ValueError(
-                f"{run_dir}: its result.json is of another training (key {record['key']}, this run's "
-                f"{training_key(spec)}: the task, model or training config changed); remove the folder to train it "
-                "again"
+                f"{run_dir}: its result.json is of another training (key {record['key']}, this run's {key}: the "
+                "task, model or training config changed); remove the folder to train it again"
             )
         return record
     if reuse_root is not None and (source := find_same_run(reuse_root, spec, run_dir)) is not None:

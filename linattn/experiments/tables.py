@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from linattn.experiments.experiment import summarize
+from linattn.experiments.experiment import THEN, summarize
 from linattn.experiments.mixers import VLA_COMPARISON
 from linattn.experiments.paper import VLA_MQAR_CAPACITY
 from linattn.io import write_atomic
@@ -31,8 +31,8 @@ def _hardware(results: dict) -> str:
 
 def _without_device(command: str) -> str:
     """The command line(s) of a result without `--device` and what follows it, each of an extended result's
-    commands (joined by "` then `", `Experiment.run`)."""
-    return "` then `".join(part.split(" --device")[0] for part in command.split("` then `"))
+    commands (joined by `experiment.THEN`)."""
+    return THEN.join(part.split(" --device")[0] for part in command.split(THEN))
 
 
 def capacity_tables(root: Path = Path("results")) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from linattn.ops.grid import cdiv
+
 
 def chunk_size(T: int, largest: int = 64, smallest: int = 16) -> int:
     """The chunk size for `T` tokens: the largest power of two in `[smallest, largest]` that pads `T` by at most
     a quarter (else `smallest`), so short sequences are not padded up to a mostly empty chunk."""
     C = largest
-    while C > smallest and -(-T // C) * C > 1.25 * T:
+    while C > smallest and cdiv(T, C) * C > 1.25 * T:
         C //= 2
     return C
 
@@ -24,7 +26,7 @@ def to_chunks(x: torch.Tensor, C: int) -> torch.Tensor:
     """`[B, T, H, *D]` -> `[B, H, N, C, *D]` with `N = ceil(T / C)`, zero-padded in time."""
     B, T, H = x.shape[:3]
     rest = x.shape[3:]
-    N = -(-T // C)
+    N = cdiv(T, C)
     x = x.movedim(2, 1)  # [B, H, T, *D]
     if N * C != T:
         pad = [0, 0] * len(rest) + [0, N * C - T]

@@ -47,6 +47,7 @@ import torch.nn.functional as F
 
 from linattn.ops.checks import compute_dtype
 from linattn.ops.chunking import chunk_size, from_chunks, to_chunks
+from linattn.ops.grid import cdiv
 from linattn.ops.unit_rows import unit_rows
 from linattn.ops.unit_rows.api import EPS, unit_rows_grad
 
@@ -214,7 +215,7 @@ def _later_sums(S: torch.Tensor) -> torch.Tensor:
 def _groups(x: torch.Tensor, R: int) -> torch.Tensor:
     """`[B, H, N, C, d]` -> `[B, H, ⌈N/R⌉, R, C, d]`, the last group padded with empty chunks."""
     B, H, N = x.shape[:3]
-    NR = -(-N // R)
+    NR = cdiv(N, R)
     return F.pad(x, (0, 0, 0, 0, 0, NR * R - N)).view(B, H, NR, R, *x.shape[3:])
 
 
@@ -275,9 +276,9 @@ def penalty_grads(
     tensors the size of `u` in float32 (the gate's memory peak before)."""
     B, T, H, d = u.shape
     C = gate_chunk(T, d)  # blocks of the reverse-causal sums
-    N = -(-T // C)
+    N = cdiv(T, C)
     # chunks per slice: all at once when small, else BWD_SLICES slices
-    step = N if B * H * N * C * d * a.element_size() < SLICE_FROM_BYTES else -(-N // BWD_SLICES)
+    step = N if B * H * N * C * d * a.element_size() < SLICE_FROM_BYTES else cdiv(N, BWD_SLICES)
     du = torch.empty(B, T, H, d, dtype=a.dtype, device=a.device)
     carry = torch.zeros(B, H, d, d, dtype=a.dtype, device=a.device)  # Σ_c S_c over the chunks after the slice
     for n1 in range(N, 0, -step):
@@ -358,5 +359,5 @@ def chunk_vla_gate(
     `unit_keys`: `k` is already `unit_rows(k)` (as `vla` passes it, normalising once for the gate and the state)."""
     T, d = k.shape[1], k.shape[-1]
     C = gate_chunk(T, d)
-    grouping = Grouping(C, min(carry, -(-T // C)))
+    grouping = Grouping(C, min(carry, cdiv(T, C)))
     return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, grouping, GateKernels(torch_apply))
