@@ -8,6 +8,9 @@
 #     CCQ-KLA 0.934 against the seed-0 KLA's 0.652 cannot tell CCQ's lift from the seed's. The second call resumes
 #     the first's unfinished runs from the checkpoints the warm machine keeps (call it within the idle time, or
 #     carry the returned `checkpoint-N.tgz.*` as `scripts/device_experiment.sh` says)
+#   bash benchmarks/h200-2026-12-01/session31/call.sh sniah-seeds (at most 9 minutes; maybe twice)
+#     kla-sniah from three seeds (6 new runs at T = 1024): KLA's 0.881 – 0.916 there rests on seed 0, the seed whose
+#     MQAR run ended at 0.652 where the other two reached 0.99
 #   bash benchmarks/h200-2026-12-01/session31/call.sh fla-gla    (at most 9 minutes; carry [".whl"])
 #     ours beside fla's `chunk_gla` (`bench ops --only "triton GLA,fla GLA"`): fla's first call autotunes for more
 #     than the 90 – 200 s that sessions 28 and 29 gave it, so this call gives it the whole call
@@ -19,6 +22,7 @@
 set -u
 case "${1:-}" in
   ccq-seeds) bash scripts/device_experiment.sh 540 6 "ccq-mqar --seeds 3" ;;
+  sniah-seeds) bash scripts/device_experiment.sh 540 6 "kla-sniah --seeds 3" ;;
   fla-gla)
     export PYTHONPATH="$PWD"
     if ls .whl/*.whl > /dev/null 2>&1; then
@@ -32,5 +36,5 @@ case "${1:-}" in
     PYTHONPATH="$PWD" timeout 540 python3 benchmarks/h200-2026-12-01/session31/screen_scan.py > "$OUT/screen-scan.txt" 2>&1
     cat "$OUT/screen-scan.txt" ;;
   fair) bash scripts/device_experiment.sh 540 6 "kla-mqar --protocol fair" ;;
-  *) echo "usage: call.sh ccq-seeds|fla-gla|scan|fair" >&2; exit 2 ;;
+  *) echo "usage: call.sh ccq-seeds|sniah-seeds|fla-gla|scan|fair" >&2; exit 2 ;;
 esac
