@@ -35,7 +35,12 @@ for spec in "$@"; do
   [ "$status" -eq 0 ] && status=$rc
 done
 tar czf "$OUT/results.tgz" --exclude='checkpoint.pt' --exclude='best.pt' results
-mapfile -t unfinished < <(for c in $(find results -name checkpoint.pt | sort); do
+# the unfinished runs of this call's experiments only: a warm machine keeps an earlier call's checkpoints (ignored
+# files) but not their result.json (untracked) unless the tree it was sent has them, so a run another call finished
+# would look unfinished here (session 30)
+roots=()
+for spec in "$@"; do [ -d "results/${spec%% *}" ] && roots+=("results/${spec%% *}"); done
+mapfile -t unfinished < <([ ${#roots[@]} -gt 0 ] && for c in $(find "${roots[@]}" -name checkpoint.pt | sort -u); do
   [ -e "$(dirname "$c")/result.json" ] || echo "$c"
 done)
 # the device returns at most 8 files and 64 MiB from $OUT: the checkpoints that fit beside what is there already
