@@ -2,6 +2,13 @@
 # each call's results.tgz here (only the experiment it ran: `tar xzf results.tgz results/NAME`) and commit before the
 # next, then `linattn report` and `linattn tables --write README.md`.
 #
+#   bash benchmarks/h200-2026-12-01/session31/call.sh rows       (at most 9 minutes; carry [".variants"])
+#     `rows.patch` (session 30: half a chunk's rows a program in CCQ's output kernel and rows_bwd, the same bits in
+#     the interpreter, not merged) in a copy of the package: `verify --ops ccq` with both halved up to K = 32, then
+#     `screen_rows.py` (the library's whole chunks against four split settings, at K = 32, 64, 128). Here first:
+#       rm -rf .variants/rows && mkdir -p .variants/rows && git archive HEAD linattn | tar -x -C .variants/rows
+#       git apply --directory=.variants/rows --include='.variants/rows/linattn/*' \
+#         benchmarks/h200-2026-12-01/session31/rows.patch
 #   bash benchmarks/h200-2026-12-01/session31/call.sh ccq-seeds  (at most 9 minutes; twice)
 #     ccq-mqar from three seeds (`--seeds 3` extends every mixer: 16 runs, 4 copied from kla-mqar, 12 new, about
 #     two calls at 6 jobs). Why: kla-mqar's seeds ended KLA at 0.652, 0.999 and 0.989, so ccq-mqar's one-seed
@@ -32,9 +39,17 @@ case "${1:-}" in
     timeout 540 python3 -m linattn.bench ops --only "triton GLA,fla GLA" --no-batch-sweep --lengths 4096,16384,65536 \
       --json "$OUT/ops-gla.json" > "$OUT/ops-gla.txt" 2>&1
     grep -v "^# measured" "$OUT/ops-gla.txt" | tail -n 20 ;;
+  rows)
+    # the variant's linattn first on the path (`python -m` puts the working directory first)
+    (cd .variants/rows && PYTHONPATH=$PWD timeout 170 python3 -m linattn.bench verify --ops ccq --jobs 15 \
+      > "$OUT/verify-ccq.txt" 2>&1)
+    grep -v "✓" "$OUT/verify-ccq.txt" | tail -n 8
+    PYTHONPATH="$PWD/.variants/rows:$PWD" timeout 360 python3 benchmarks/h200-2026-12-01/session31/screen_rows.py \
+      > "$OUT/screen-rows.txt" 2>&1
+    cat "$OUT/screen-rows.txt" ;;
   scan)
     PYTHONPATH="$PWD" timeout 540 python3 benchmarks/h200-2026-12-01/session31/screen_scan.py > "$OUT/screen-scan.txt" 2>&1
     cat "$OUT/screen-scan.txt" ;;
   fair) bash scripts/device_experiment.sh 540 6 "kla-mqar --protocol fair" ;;
-  *) echo "usage: call.sh ccq-seeds|sniah-seeds|fla-gla|scan|fair" >&2; exit 2 ;;
+  *) echo "usage: call.sh rows|ccq-seeds|sniah-seeds|fla-gla|scan|fair" >&2; exit 2 ;;
 esac
