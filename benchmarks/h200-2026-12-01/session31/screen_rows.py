@@ -14,24 +14,15 @@ bytes / SASS instructions a program: the output kernel whole on 2 warps (the lib
 218 / 0 / 2,016; half rows on 2 warps 203 / 0 / 2,272, on 4 warps 168 / 0 / 1,744. `rows_bwd` whole on 4 warps
 255 / 120 / 2,544; half rows on 4 warps 254 / 24 / 2,792 (so about 2.2× the instructions a chunk: likely slower).
 
-Settings `(OUTPUT_SPLIT_MAX_K, ROWS_SPLIT_MAX_K, OUTPUT_WARPS)`, the first the library's kernels: `ccq_query`
-forward, its forward + backward (decayed, centred, bf16, B = 1, H = 16, unit keys, as `vla-speed`'s CCQ-GDN), CCQ on
-GDN forward + backward, ms by `triton.testing.do_bench`, two rounds, settings alternated within a round; and the
-gradients' largest relative difference from the library's (the same sums, split over programs: 0 in the interpreter).
+Settings `(OUTPUT_SPLIT_MAX_K, ROWS_SPLIT_MAX_K, OUTPUT_WARPS)`, the first the library's kernels (`screen_ccq.py`
+drives): `ccq_query` forward, its forward + backward, CCQ on GDN forward + backward; and the gradients' largest
+relative difference from the library's (the same sums, split over programs: 0 in the interpreter).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-from pathlib import Path
+from screen_ccq import screen
 
-import torch
-import torch.nn.functional as F
-from triton.testing import do_bench
-
-from linattn.ops import ccq_query, delta_rule
 from linattn.ops.ccq.triton import output
 
 SETTINGS = ((0, 0, 2), (32, 0, 2), (32, 0, 4), (32, 32, 2), (128, 0, 2))
@@ -43,67 +34,13 @@ def use(setting: tuple[int, int, int]) -> None:
         setattr(output, name, value)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
-    parser.add_argument("--lengths", default="16384,65536")
-    parser.add_argument("--K", default="32,64,128")
-    args = parser.parse_args()
-    H, library = 16, SETTINGS[0]
-    results = []
-    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
-    print("| K | T | call | round | " + " | ".join(f"{s}" for s in SETTINGS) + " |", flush=True)
-    print("|---:|---:|---|---:|" + "---:|" * len(SETTINGS), flush=True)
-    for K in map(int, args.K.split(",")):
-        for T in map(int, args.lengths.split(",")):
-            gen = torch.Generator(device="cuda").manual_seed(0)
-
-            def rand(*shape):
-                return torch.randn(*shape, device="cuda", generator=gen).bfloat16().requires_grad_()
-
-            q, v = rand(1, T, H, K), rand(1, T, H, K)
-            k = F.normalize(torch.randn(1, T, H, K, device="cuda", generator=gen), dim=-1).bfloat16().requires_grad_()
-            g = (-0.1 * torch.rand(1, T, H, device="cuda", generator=gen)).requires_grad_()
-            lam = beta = torch.rand(1, T, H, device="cuda", generator=gen).requires_grad_()
-            dy = torch.randn(1, T, H, K, device="cuda", generator=gen).bfloat16()
-
-            def ccq():
-                return ccq_query(q, k, lam, g=g, normalize_keys=False, backend="triton")[0]
-
-            def gdn(x):
-                return delta_rule(x, k, v, beta=beta, g=g, backend="triton")[0]
-
-            calls = {
-                "ccq fwd": lambda: ccq(),
-                "ccq fwd+bwd": lambda: ccq().backward(dy),
-                "ccq-gdn fwd+bwd": lambda: gdn(ccq()).backward(dy),
-            }
-            grads = {}
-            for s in SETTINGS:
-                use(s)
-                for x in (q, k, lam, g):
-                    x.grad = None
-                ccq().backward(dy)
-                grads[s] = [x.grad.double() for x in (q, k, lam, g)]
-            use(library)
-            diff = {
-                f"{s}": max(((a - b).norm() / b.norm()).item() for a, b in zip(grads[s], grads[library])) for s in grads
-            }
-            print(f"# K = {K}, T = {T}: gradients' largest relative difference from {library}: {diff}", flush=True)
-            for name, fn in calls.items():
-                for r in range(2):
-                    ms = {}
-                    for s in SETTINGS:
-                        use(s)
-                        ms[s] = do_bench(fn, grad_to_none=[q, k, v, lam, g], return_mode="median")
-                    use(library)
-                    print(f"| {K} | {T} | {name} | {r} | " + " | ".join(f"{ms[s]:.3f}" for s in SETTINGS) + " |",
-                          flush=True)  # fmt: skip
-                    results.append({"K": K, "T": T, "call": name, "round": r, "ms": {f"{s}": ms[s] for s in SETTINGS}})
-            results.append({"K": K, "T": T, "grad_diff": diff})
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "screen-rows.json").write_text(json.dumps(results, indent=1))
+def calls(c) -> dict:
+    return {
+        "ccq fwd": c.ccq,
+        "ccq fwd+bwd": lambda: c.ccq().backward(c.dy),
+        "ccq-gdn fwd+bwd": lambda: c.gdn(c.ccq()).backward(c.dy),
+    }
 
 
 if __name__ == "__main__":
-    main()
+    screen("screen-rows", SETTINGS, use, calls, K="32,64,128")

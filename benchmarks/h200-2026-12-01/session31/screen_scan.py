@@ -11,93 +11,34 @@ forward + backward, 1.31 – 1.32× GDN from 16K against 1.30× (session 30's `v
 CCQ's ~2.0); the two scans are 0.17 ms of it. More chunks a step (fewer sequential steps) or fewer entries a
 program (more programs) could cut that; at K = 128 neither should matter (the memory's pace).
 
-For each setting `(CB, BE)`: `state_fwd` alone (the sums and the scan), `ccq_query` forward + backward (decayed,
-centred, bf16, B = 1, H = 16, unit keys, as `vla-speed`'s CCQ-GDN) and CCQ on GDN forward + backward, ms by
-`triton.testing.do_bench`, two rounds, settings alternated within a round; and the gradients' largest relative
-difference from the library's setting (the scan's sums are reordered, not changed).
+For each setting `(CB, BE)` (`screen_ccq.py` drives): `state_fwd` alone (the sums and the scan), `ccq_query` forward
++ backward and CCQ on GDN forward + backward; and the gradients' largest relative difference from the library's
+setting (the scan's sums are reordered, not changed).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-from pathlib import Path
+from screen_ccq import screen
 
-import torch
-import torch.nn.functional as F
-from triton.testing import do_bench
-
-from linattn.ops import ccq_query, delta_rule
 from linattn.ops.ccq.triton import state
 from linattn.ops.delta_rule.triton.cumsum import chunk_layout
 
 SETTINGS = [(16, 256), (32, 256), (64, 256), (16, 64), (32, 64), (64, 64), (32, 128)]  # (CB, BE); first: library
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
-    parser.add_argument("--lengths", default="16384,65536")
-    parser.add_argument("--K", default="32,128")
-    args = parser.parse_args()
-    H, library = 16, (state.SCAN_CB, state.SCAN_BE)
-    assert library == SETTINGS[0], f"the library's setting is {library}, the screen's first {SETTINGS[0]}"
-    results = []
-    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
-    print("| K | T | call | round | " + " | ".join(f"CB {cb}, BE {be}" for cb, be in SETTINGS) + " |", flush=True)
-    print("|---:|---:|---|---:|" + "---:|" * len(SETTINGS), flush=True)
-    for K in map(int, args.K.split(",")):
-        for T in map(int, args.lengths.split(",")):
-            gen = torch.Generator(device="cuda").manual_seed(0)
+def use(setting: tuple[int, int]) -> None:
+    state.SCAN_CB, state.SCAN_BE = setting
 
-            def rand(*shape):
-                return torch.randn(*shape, device="cuda", generator=gen).bfloat16().requires_grad_()
 
-            q, v = rand(1, T, H, K), rand(1, T, H, K)
-            k = F.normalize(torch.randn(1, T, H, K, device="cuda", generator=gen), dim=-1).bfloat16().requires_grad_()
-            g = (-0.1 * torch.rand(1, T, H, device="cuda", generator=gen)).requires_grad_()
-            lam = beta = torch.rand(1, T, H, device="cuda", generator=gen).requires_grad_()
-            dy = torch.randn(1, T, H, K, device="cuda", generator=gen).bfloat16()
-            layout = chunk_layout(1, T, None, q.device)
-
-            def ccq():
-                return ccq_query(q, k, lam, g=g, normalize_keys=False, backend="triton")[0]
-
-            def gdn(x):
-                return delta_rule(x, k, v, beta=beta, g=g, backend="triton")[0]
-
-            calls = {
-                "state_fwd": lambda: state.state_fwd(k.detach(), g.detach(), None, False, layout, "tf32"),
-                "ccq fwd+bwd": lambda: ccq().backward(dy),
-                "ccq-gdn fwd+bwd": lambda: gdn(ccq()).backward(dy),
-            }
-            grads = {}
-            for s in SETTINGS:
-                state.SCAN_CB, state.SCAN_BE = s
-                for x in (q, k, lam, g):
-                    x.grad = None
-                ccq().backward(dy)
-                grads[s] = [x.grad.double() for x in (q, k, lam, g)]
-            state.SCAN_CB, state.SCAN_BE = library
-            diff = {
-                f"{s}": max(((a - b).norm() / b.norm()).item() for a, b in zip(grads[s], grads[library])) for s in grads
-            }
-            print(f"# K = {K}, T = {T}: gradients' largest relative difference from {library}: {diff}", flush=True)
-            for name, fn in calls.items():
-                for r in range(2):
-                    ms = {}
-                    for s in SETTINGS:
-                        state.SCAN_CB, state.SCAN_BE = s
-                        ms[s] = do_bench(fn, grad_to_none=[q, k, v, lam, g], return_mode="median")
-                    state.SCAN_CB, state.SCAN_BE = library
-                    print(f"| {K} | {T} | {name} | {r} | " + " | ".join(f"{ms[s]:.3f}" for s in SETTINGS) + " |",
-                          flush=True)  # fmt: skip
-                    results.append({"K": K, "T": T, "call": name, "round": r, "ms": {f"{s}": ms[s] for s in SETTINGS}})
-            results.append({"K": K, "T": T, "grad_diff": diff})
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "screen-scan.json").write_text(json.dumps(results, indent=1))
+def calls(c) -> dict:
+    layout = chunk_layout(1, c.q.shape[1], None, c.q.device)
+    return {
+        "state_fwd": lambda: state.state_fwd(c.k.detach(), c.g.detach(), None, False, layout, "tf32"),
+        "ccq fwd+bwd": lambda: c.ccq().backward(c.dy),
+        "ccq-gdn fwd+bwd": lambda: c.gdn(c.ccq()).backward(c.dy),
+    }
 
 
 if __name__ == "__main__":
-    main()
+    assert (state.SCAN_CB, state.SCAN_BE) == SETTINGS[0], "the screen's first setting must be the library's"
+    screen("screen-scan", SETTINGS, use, calls, K="32,128")
