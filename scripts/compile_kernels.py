@@ -4,9 +4,10 @@
 
 Two phases, two processes:
 1. record: with `TRITON_INTERPRET=1`, run representative calls (forward + backward of the delta rule, KLA's
-   in-kernel step, linear attention, GLA's per-channel decay, CCQ, VLA's gate and the decode kernel, at the head dims and dtypes users run)
-   and write down each kernel launch: its function, the dtype of every pointer, the type of every scalar, every
-   constexpr and the launch options.
+   in-kernel step, linear attention, GLA's per-channel decay, CCQ, VLA's gate and the decode kernel, at the head
+   dims and dtypes users run) with the launchers choosing as for CUDA tensors (`_as_on_the_gpu`), and write down
+   each kernel launch: its function, the dtype of every pointer, the type of every scalar, every constexpr and the
+   launch options.
 2. compile: without the interpreter, build each recorded signature with `triton.compile` for `cuda:<arch>` (the
    compiler needs no GPU), then run the wheel's own `ptxas -v` on the PTX for registers and spill bytes, and its
    `cuobjdump -sass` on the cubin for the number of SASS instructions (a loop body's share shows as a difference
@@ -107,10 +108,36 @@ def _calls() -> None:
     o.float().sum().backward()
 
 
+def _as_on_the_gpu() -> None:
+    """Make the launchers pick what they pick for CUDA tensors: `precision.raw_operands` takes bfloat16 tiles as
+    loaded (`RAW="native"`) on a GPU and float32 copies on the CPU, where the interpreter's bfloat16 products are
+    wrong, so a CPU recording would build the GPU's 16-bit launches with one tf32 pass instead (as it did before
+    2026-12-02). The recorded calls' values then go wrong in the interpreter; only their launches are kept."""
+    import pkgutil
+
+    import torch
+
+    import linattn.ops
+    from linattn.ops.delta_rule.triton import precision
+
+    for info in pkgutil.walk_packages(linattn.ops.__path__, "linattn.ops."):
+        if ".triton" in info.name:
+            importlib.import_module(info.name)
+    on_gpu = precision.raw_operands
+
+    def raw_operands(device, *dtypes):
+        return on_gpu(torch.device("cuda"), *dtypes)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "raw_operands", None) is on_gpu:
+            module.raw_operands = raw_operands
+
+
 def record(path: Path) -> None:
     import torch
     from triton.runtime.interpreter import InterpretedFunction
 
+    _as_on_the_gpu()
     seen: dict[str, dict] = {}
     run = InterpretedFunction.run
 

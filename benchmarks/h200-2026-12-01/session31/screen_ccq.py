@@ -41,6 +41,16 @@ def ccq_case(K: int, T: int, H: int = 16) -> SimpleNamespace:
     return c
 
 
+def ccq_calls(c: SimpleNamespace) -> dict:
+    """The timed calls of the screens that change CCQ's kernels: `ccq_query` forward, its forward + backward, and CCQ
+    on GDN forward + backward."""
+    return {
+        "ccq fwd": c.ccq,
+        "ccq fwd+bwd": lambda: c.ccq().backward(c.dy),
+        "ccq-gdn fwd+bwd": lambda: c.gdn(c.ccq()).backward(c.dy),
+    }
+
+
 def screen(name: str, settings: Sequence, use: Callable, calls: Callable[[SimpleNamespace], dict], K: str,
            lengths: str = "16384,65536") -> None:  # fmt: skip
     """`use(s)` applies setting `s`; `calls(case)` names the timed calls. `--K`, `--lengths`, `--out` override."""

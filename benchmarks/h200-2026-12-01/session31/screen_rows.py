@@ -21,7 +21,7 @@ relative difference from the library's (the same sums, split over programs: 0 in
 
 from __future__ import annotations
 
-from screen_ccq import screen
+from screen_ccq import ccq_calls, screen
 
 from linattn.ops.ccq.triton import output
 
@@ -34,13 +34,5 @@ def use(setting: tuple[int, int, int]) -> None:
         setattr(output, name, value)
 
 
-def calls(c) -> dict:
-    return {
-        "ccq fwd": c.ccq,
-        "ccq fwd+bwd": lambda: c.ccq().backward(c.dy),
-        "ccq-gdn fwd+bwd": lambda: c.gdn(c.ccq()).backward(c.dy),
-    }
-
-
 if __name__ == "__main__":
-    screen("screen-rows", SETTINGS, use, calls, K="32,64,128")
+    screen("screen-rows", SETTINGS, use, ccq_calls, K="32,64,128")
