@@ -123,13 +123,13 @@ def _as_on_the_gpu() -> None:
     for info in pkgutil.walk_packages(linattn.ops.__path__, "linattn.ops."):
         if ".triton" in info.name:
             importlib.import_module(info.name)
-    on_gpu = precision.raw_operands
+    device_aware = precision.raw_operands
 
     def raw_operands(device, *dtypes):
-        return on_gpu(torch.device("cuda"), *dtypes)
+        return device_aware(torch.device("cuda"), *dtypes)
 
     for module in list(sys.modules.values()):
-        if getattr(module, "raw_operands", None) is on_gpu:
+        if getattr(module, "raw_operands", None) is device_aware:
             module.raw_operands = raw_operands
 
 
