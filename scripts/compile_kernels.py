@@ -32,6 +32,7 @@ import sys
 import warnings
 from pathlib import Path
 
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")  # keywords of a launch, not of the kernel
 _TYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64", "int32": "i32",
           "int64": "i64", "bool": "i1", "uint8": "u8"}  # fmt: skip
 
@@ -147,8 +148,9 @@ def record(path: Path) -> None:
         params = inspect.signature(self.fn).parameters
         fixed = set(self.kwargs.get("do_not_specialize") or ())
         for name, value in bound.items():
-            if name in ("num_warps", "num_stages"):
-                options[name] = value
+            if name in LAUNCH_OPTIONS:
+                if value is not None:
+                    options[name] = value
             elif "constexpr" in str(params[name].annotation):
                 signature[name], constexprs[name] = "constexpr", value
             elif isinstance(value, torch.Tensor):

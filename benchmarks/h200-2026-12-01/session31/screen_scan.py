@@ -18,7 +18,7 @@ setting (the scan's sums are reordered, not changed).
 
 from __future__ import annotations
 
-from screen_ccq import screen
+from screen_ccq import ccq_calls, screen
 
 from linattn.ops.ccq.triton import state
 from linattn.ops.delta_rule.triton.cumsum import chunk_layout
@@ -32,11 +32,8 @@ def use(setting: tuple[int, int]) -> None:
 
 def calls(c) -> dict:
     layout = chunk_layout(1, c.q.shape[1], None, c.q.device)
-    return {
-        "state_fwd": lambda: state.state_fwd(c.k.detach(), c.g.detach(), None, False, layout, "tf32"),
-        "ccq fwd+bwd": lambda: c.ccq().backward(c.dy),
-        "ccq-gdn fwd+bwd": lambda: c.gdn(c.ccq()).backward(c.dy),
-    }
+    scan = {"state_fwd": lambda: state.state_fwd(c.k.detach(), c.g.detach(), None, False, layout, "tf32")}
+    return scan | {name: fn for name, fn in ccq_calls(c).items() if name != "ccq fwd"}
 
 
 if __name__ == "__main__":
