@@ -2,12 +2,13 @@
 
 Every public op validates its arguments here before dispatching to a backend, so a user gets one clear
 error naming the argument and the expected shape or dtype, never a silent broadcast or a crash deep inside
-a backend. Shape errors are `ValueError`, dtype errors are `TypeError`.
+a backend. Shape and device errors are `ValueError`, dtype errors are `TypeError`.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ class Dims:
     K: int
     V: int
     N: int
+    device: torch.device | None = None  # where every tensor argument must live (q's)
 
 
 def _shape(x: torch.Tensor) -> str:
@@ -44,13 +46,29 @@ def check_float(name: str, x: object) -> torch.Tensor:
     return x
 
 
-def check_shape(name: str, x: object, expected: tuple[int, ...], layout: str) -> torch.Tensor:
-    """`x` must be a float tensor of exactly `expected` shape; `layout` names the dims, e.g. `"[B, T, H]"`."""
+def check_shape(
+    name: str, x: object, expected: tuple[int, ...], layout: str, device: torch.device | None = None
+) -> torch.Tensor:
+    """`x` must be a float tensor of exactly `expected` shape (`layout` names the dims, e.g. `"[B, T, H]"`), on
+    `device` when given (q's)."""
     x = check_float(name, x)
     if tuple(x.shape) != tuple(expected):
         want = "[" + ", ".join(str(s) for s in expected) + "]"
         raise ValueError(f"{name}: expected shape {layout} = {want}, got {_shape(x)}")
+    if device is not None and x.device != device:
+        raise ValueError(f"{name}: expected device {device} (as q), got {x.device}")
     return x
+
+
+def check_scale(scale: object, K: int) -> float:
+    """The output scale: None (`K ** -0.5`) or a finite real number."""
+    if scale is None:
+        return K**-0.5
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale: expected a float or None, got {type(scale).__name__}")
+    if not math.isfinite(scale):
+        raise ValueError(f"scale: expected a finite number, got {scale}")
+    return float(scale)
 
 
 def check_qk(q: object, k: object, *, q_name: str = "q", k_name: str = "k") -> tuple[int, int, int, int]:
@@ -80,7 +98,7 @@ def check_qkv(q: object, k: object, v: object, cu_seqlens: object = None) -> Dim
     if v.device != q.device:
         raise ValueError(f"v: expected device {q.device} (as q), got {v.device}")
     N = check_cu_seqlens(cu_seqlens, B, T)
-    return Dims(B=B, T=T, H=H, K=K, V=v.shape[-1], N=N)
+    return Dims(B=B, T=T, H=H, K=K, V=v.shape[-1], N=N, device=q.device)
 
 
 def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> int:
@@ -110,7 +128,7 @@ def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> int:
 
 def check_gate(name: str, x: object, dims: Dims, *, log_decay: bool = False) -> torch.Tensor:
     """A per-token, per-head scalar `[B, T, H]`; with `log_decay` every entry must be `<= 0`."""
-    x = check_shape(name, x, (dims.B, dims.T, dims.H), "[B, T, H]")
+    x = check_shape(name, x, (dims.B, dims.T, dims.H), "[B, T, H]", dims.device)
     if log_decay:
         check_log_decay(name, x)
     return x
@@ -145,11 +163,13 @@ def check_spd(name: str, A: torch.Tensor) -> None:
         raise ValueError(f"{name}: expected symmetric positive definite (its Cholesky factorisation failed)")
 
 
-def check_state(name: str, x: object, expected: tuple[int, ...], layout: str) -> torch.Tensor | None:
-    """An optional recurrent state of shape `expected` (None passes)."""
+def check_state(
+    name: str, x: object, expected: tuple[int, ...], layout: str, device: torch.device | None = None
+) -> torch.Tensor | None:
+    """An optional recurrent state of shape `expected` (None passes), on `device` when given."""
     if x is None:
         return None
-    return check_shape(name, x, expected, layout)
+    return check_shape(name, x, expected, layout, device)
 
 
 def check_backend(

@@ -40,6 +40,18 @@ def from_chunks(x: torch.Tensor, T: int) -> torch.Tensor:
     return x.reshape(B, H, N * C, *x.shape[4:])[:, :, :T].movedim(1, 2)
 
 
+def cumulative_log_decay(g: torch.Tensor, C: int) -> torch.Tensor:
+    """`G_t = Σ_{s≤t} g_s` from each chunk's start, `[B, T, H, *D]` -> `[B, H, N, C, *D]`, in float64.
+
+    Callers take `exp` of `G` (or of differences of it) in float64 and cast the factor to the compute dtype, so the
+    float32 matmuls stay float32 while the backward's sums into `dG` and its reverse cumulative sum (the log-decay
+    gradient) run in float64. Each product there appears twice with opposite signs (`G_t − G_s`, `G_last − G_t`);
+    summed in float32 those cancel only to float32 rounding of the large terms, which left `dg` several times the
+    naive recurrence's error in low precision.
+    """
+    return to_chunks(g.to(torch.float64), C).cumsum(3)
+
+
 def causal_mask(C: int, device: torch.device, *, strict: bool = False) -> torch.Tensor:
     """`[C, C]` bool mask of `s <= t` (or `s < t` when `strict`) for row `t`, column `s`."""
     return torch.ones(C, C, dtype=torch.bool, device=device).tril(-1 if strict else 0)

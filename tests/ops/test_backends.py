@@ -30,30 +30,36 @@ def test_chunk_forward_matches_naive(case, T):
         _assert_close(got, want, f"{case.id} T={T} initial_state={'yes' if init else 'no'}")
 
 
+def _grads(outs, leaves, seed=1):
+    """Gradients of `Σ_i ⟨outs[i], c_i⟩` with fixed random cotangents `c_i` (zeros where a leaf is unused)."""
+    gen = torch.Generator().manual_seed(seed)
+    loss = sum((o * torch.randn(o.shape, generator=gen, dtype=o.dtype)).sum() for o in outs)
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    return [torch.zeros_like(x) if d is None else d for x, d in zip(leaves, grads)]
+
+
+def _leaf_names(tokens, state):
+    return [*tokens, *(f"initial_state[{i}]" for i in range(len(state)))]
+
+
+@pytest.mark.parametrize("T", [1, 63, 64, 65, 200])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_chunk_gradients_match_naive(case):
-    tokens, state = draw(case, Sizes(B=2, T=70), requires_grad=True)
+def test_chunk_gradients_match_naive(case, T):
+    tokens, state = draw(case, Sizes(B=2, T=T), requires_grad=True)
     leaves = [*tokens.values(), *state]
-    gen = torch.Generator().manual_seed(1)
-
-    def grads(backend):
-        outs = case.run(tokens, state, backend)
-        cotangents = [torch.randn(o.shape, generator=gen.manual_seed(i), dtype=o.dtype) for i, o in enumerate(outs)]
-        loss = sum((o * c).sum() for o, c in zip(outs, cotangents))
-        return torch.autograd.grad(loss, leaves)
-
-    want, got = grads("naive"), grads("chunk")
-    names = [*tokens, *(f"initial_state[{i}]" for i in range(len(state)))]
-    for name, a, b in zip(names, got, want):
-        err = rel_err(a, b)
-        assert err <= TOL, f"{case.id}: d/d{name} relative error {err:.2e} > {TOL:.0e}"
+    want = _grads(case.run(tokens, state, "naive"), leaves)
+    got = _grads(case.run(tokens, state, "chunk"), leaves)
+    _assert_close(got, want, f"{case.id} T={T} gradients {_leaf_names(tokens, state)}")
 
 
 @pytest.mark.parametrize("backend", ["naive", "chunk"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_varlen_equals_separate_sequences(case, backend):
+    """Packed sequences (`cu_seqlens`, one initial state each) give each sequence's own outputs, final states and
+    gradients, every token's and every initial state's."""
     lengths = [1, 70, 5, 64]
-    tokens, state = draw(case, Sizes(B=1, T=sum(lengths)), N=len(lengths))
+    tokens, state = draw(case, Sizes(B=1, T=sum(lengths)), N=len(lengths), requires_grad=True)
+    leaves = [*tokens.values(), *state]
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
     packed = case.run(tokens, state, backend, cu_seqlens=cu)
     pieces = []
@@ -62,21 +68,29 @@ def test_varlen_equals_separate_sequences(case, backend):
         pieces.append(case.run(piece, tuple(s[i : i + 1] for s in state), backend))
     want = [torch.cat([p[0] for p in pieces], dim=1)]
     want += [torch.cat([p[j] for p in pieces], dim=0) for j in range(1, len(packed))]
+    d_packed = _grads(packed, leaves)
     _assert_close(packed, want, f"{case.id} varlen")
+    _assert_close(d_packed, _grads(want, leaves), f"{case.id} varlen gradients")
     if backend == "chunk":
-        _assert_close(packed, case.run(tokens, state, "naive", cu_seqlens=cu), f"{case.id} varlen chunk/naive")
+        naive = case.run(tokens, state, "naive", cu_seqlens=cu)
+        _assert_close(packed, naive, f"{case.id} varlen chunk/naive")
+        _assert_close(d_packed, _grads(naive, leaves), f"{case.id} varlen chunk/naive gradients")
 
 
 @pytest.mark.parametrize("backend", ["naive", "chunk"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_state_chaining(case, backend):
-    """Running `[0:t]`, then `[t:T]` from the carried state, equals running `[0:T]`."""
+    """Running `[0:t]`, then `[t:T]` from the carried state, equals running `[0:T]`: outputs, final state, and the
+    gradients of every token (through the carried state too)."""
     T, t = 150, 67
-    tokens, _ = draw(case, Sizes(B=2, T=T))
+    tokens, _ = draw(case, Sizes(B=2, T=T), requires_grad=True)
+    leaves = list(tokens.values())
     whole = case.run(tokens, None, backend)
     first = case.run({n: x[:, :t] for n, x in tokens.items()}, None, backend)
     second = case.call({n: x[:, t:] for n, x in tokens.items()}, tuple(first[1:]), backend, None)
-    _assert_close([torch.cat([first[0], second[0]], dim=1), *second[1:]], whole, f"{case.id} chaining")
+    chained = [torch.cat([first[0], second[0]], dim=1), *second[1:]]
+    _assert_close(chained, whole, f"{case.id} chaining")
+    _assert_close(_grads(chained, leaves), _grads(whole, leaves), f"{case.id} chaining gradients")
 
 
 def _assert_gate_matches_the_token_loop(gate, B: int, T: int, H: int, d: int):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -150,6 +152,35 @@ def test_ccq_and_kaczmarz_arguments():
         delta_rule(q, k, k, beta=torch.rand(B, T, H), kaczmarz_eps=-1e-6)
     with raises(ValueError, "kaczmarz_eps"):
         delta_rule(q, k, k, kaczmarz_eps=torch.tensor(1e-6))
+
+
+def test_arguments_on_another_device_than_q():
+    """Every tensor argument lives on q's device: one elsewhere (here `meta`) is named, not a backend's crash."""
+    q, k, v = qkv()
+    gate, meta = torch.rand(B, T, H), torch.device("meta")
+    S0, A0 = torch.zeros(B, H, K, V), torch.eye(K, device=meta).expand(B, H, K, K)
+    elsewhere = {
+        "beta": lambda x: delta_rule(q, k, v, beta=x.to(meta)),
+        "g": lambda x: gated_linear_attention(q, k, v, (-x).to(meta)),
+        "initial_state": lambda x: delta_rule(q, k, v, initial_state=torch.zeros(B, H, K, V, device=meta)),
+        "eta": lambda x: kaczmarz_beta(k, x.to(meta)),
+        "lam": lambda x: ccq_query(q, k, x.to(meta)),
+        "initial_state[1]": lambda x: vla(q, k, v, k, initial_state=(S0, A0)),
+    }
+    for name, call in elsewhere.items():
+        with raises(ValueError, re.escape(f"{name}: expected device cpu (as q), got meta")):
+            call(gate)
+
+
+def test_scale():
+    q, k, v = qkv()
+    for op in (delta_rule, linear_attention):
+        with raises(TypeError, "scale: expected a float or None, got str"):
+            op(q, k, v, scale="x")
+        with raises(ValueError, "scale: expected a finite number"):
+            op(q, k, v, scale=float("nan"))
+    o, _ = delta_rule(q, k, v, scale=1)  # an integer is a number
+    assert torch.isfinite(o).all()
 
 
 @pytest.mark.parametrize("backend", ["fast", "Triton", None])

@@ -55,16 +55,16 @@ def ccq_query(
     """
     B, T, H, K = check_qk(q, k)
     N = check_cu_seqlens(cu_seqlens, B, T)
-    dims = Dims(B=B, T=T, H=H, K=K, V=K, N=N)
+    dims = Dims(B=B, T=T, H=H, K=K, V=K, N=N, device=q.device)
     check_gate("lam", lam, dims)
     if g is not None:
         check_gate("g", g, dims, log_decay=True)
     if initial_state is not None:
         if not isinstance(initial_state, tuple) or len(initial_state) != 3:
             raise TypeError("initial_state: expected a triple (C [N, H, K, K], m [N, H, K], Z [N, H]) or None")
-        check_shape("initial_state[0]", initial_state[0], (N, H, K, K), "[N, H, K, K]")
-        check_shape("initial_state[1]", initial_state[1], (N, H, K), "[N, H, K]")
-        check_shape("initial_state[2]", initial_state[2], (N, H), "[N, H]")
+        check_shape("initial_state[0]", initial_state[0], (N, H, K, K), "[N, H, K, K]", q.device)
+        check_shape("initial_state[1]", initial_state[1], (N, H, K), "[N, H, K]", q.device)
+        check_shape("initial_state[2]", initial_state[2], (N, H), "[N, H]", q.device)
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     if normalize_keys:  # in k's dtype: under autocast the norm, and so the quotient, would be float32
         k = F.normalize(k, dim=-1).to(k.dtype)

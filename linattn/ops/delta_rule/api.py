@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from linattn.ops.checks import check_backend, check_gate, check_qk, check_qkv, check_state
+from linattn.ops.checks import check_backend, check_gate, check_qk, check_qkv, check_scale, check_state
 from linattn.ops.delta_rule.chunk import chunk_delta_rule
 from linattn.ops.delta_rule.kaczmarz import check_kaczmarz_eps, kaczmarz_step
 from linattn.ops.delta_rule.naive import naive_delta_rule
@@ -75,9 +75,9 @@ def delta_rule(
         check_gate("g", g, dims, log_decay=True)
     if kaczmarz_eps is not None:
         check_kaczmarz_eps("kaczmarz_eps", kaczmarz_eps)
-    check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
+    check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]", dims.device)
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
-    scale = dims.K**-0.5 if scale is None else scale
+    scale = check_scale(scale, dims.K)
     if name == "fused_recurrent":
         from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from linattn.ops.checks import compute_dtype
-from linattn.ops.chunking import causal, chunk_size, decay_matrix, from_chunks, to_chunks
+from linattn.ops.chunking import causal, chunk_size, cumulative_log_decay, decay_matrix, from_chunks, to_chunks
 
 CHUNK_SIZE = 64
 
@@ -47,8 +47,8 @@ def chunk_delta_rule(
     if beta is not None:
         beta = to_chunks(beta.to(dt), C)[..., None]  # [B, H, N, C, 1]
     # Without a gate every decay factor is 1 and is skipped (VLA, DeltaNet).
-    G = None if g is None else to_chunks(g.to(dt), C).cumsum(3)  # [B, H, N, C]
-    D = None if G is None else decay_matrix(G)  # [B, H, N, C, C]
+    G = None if g is None else cumulative_log_decay(g, C)  # [B, H, N, C], float64
+    D = None if G is None else decay_matrix(G).to(dt)  # [B, H, N, C, C]
 
     # (1) for all chunks: unit lower-triangular system, two right-hand sides
     kw = k @ w.transpose(-1, -2)  # [C, K] @ [K, C] -> [C, C]
@@ -58,15 +58,15 @@ def chunk_delta_rule(
     if beta is not None:
         T_inv = T_inv * beta.transpose(-1, -2)  # right-multiplied by diag(β)
     v_tilde = T_inv @ v  # [C, C] @ [C, V]
-    k_tilde = T_inv @ (k if G is None else G.exp()[..., None] * k)  # [C, C] @ [C, K]: T β Γ K
+    k_tilde = T_inv @ (k if G is None else G.exp().to(dt)[..., None] * k)  # [C, C] @ [C, K]: T β Γ K
 
     # (2) sequential hand-over between chunks
     if G is None:
         w_to_end, chunk_decay = w, torch.ones_like(q[:, :, :, :1, :1])
     else:
         G_last = G[..., -1:]  # [B, H, N, 1]
-        w_to_end = w * (G_last - G).exp()[..., None]  # [B, H, N, C, K]
-        chunk_decay = G_last.exp()[..., None]  # [B, H, N, 1, 1]
+        w_to_end = w * (G_last - G).exp().to(dt)[..., None]  # [B, H, N, C, K]
+        chunk_decay = G_last.exp().to(dt)[..., None]  # [B, H, N, 1, 1]
     S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.to(dt)
     starts, pseudo_values = [], []
     # unbind once rather than index per chunk: one backward node instead of N zero-filled ones
@@ -80,6 +80,6 @@ def chunk_delta_rule(
     U = torch.stack(pseudo_values, dim=2)  # [B, H, N, C, V]
 
     # (3) outputs
-    q_start = q if G is None else q * G.exp()[..., None]  # diag(Γ) Q
+    q_start = q if G is None else q * G.exp().to(dt)[..., None]  # diag(Γ) Q
     o = scale * (q_start @ S0 + causal(q @ w.transpose(-1, -2), D) @ U)
     return from_chunks(o, T), S

@@ -8,6 +8,7 @@ from linattn.ops.checks import (
     check_backend,
     check_log_decay,
     check_qkv,
+    check_scale,
     check_shape,
     check_state,
 )
@@ -63,9 +64,9 @@ def gated_linear_attention(
     """
     dims = check_qkv(q, k, v, cu_seqlens)
     if not isinstance(g, torch.Tensor) or g.dim() != 4:
-        check_shape("g", g, (dims.B, dims.T, dims.H), "[B, T, H] or [B, T, H, K]")
+        check_shape("g", g, (dims.B, dims.T, dims.H), "[B, T, H] or [B, T, H, K]", dims.device)
     else:
-        check_shape("g", g, (dims.B, dims.T, dims.H, dims.K), "[B, T, H] or [B, T, H, K]")
+        check_shape("g", g, (dims.B, dims.T, dims.H, dims.K), "[B, T, H] or [B, T, H, K]", dims.device)
     check_log_decay("g", g)
     return _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims)
 
@@ -103,8 +104,8 @@ def linear_attention(
         if not isinstance(initial_state, tuple) or len(initial_state) != 2:
             raise TypeError("initial_state: with normalize=True expected a pair (S [N, H, K, V], z [N, H, K])")
         S0, z0 = initial_state
-        check_shape("initial_state[0]", S0, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
-        check_shape("initial_state[1]", z0, (dims.N, dims.H, dims.K), "[N, H, K]")
+        check_shape("initial_state[0]", S0, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]", dims.device)
+        check_shape("initial_state[1]", z0, (dims.N, dims.H, dims.K), "[N, H, K]", dims.device)
         initial_state = torch.cat([S0, z0[..., None].to(S0.dtype)], dim=-1)
     # The normaliser is one more value column of ones: z_t is the state's last column.
     v_aug = torch.cat([v, v.new_ones(*v.shape[:3], 1)], dim=-1)
@@ -120,8 +121,8 @@ def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backe
     """The op on validated inputs; with `cast=False`, `o` stays in the compute dtype (float32, or float64)."""
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     V = v.shape[-1]
-    check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, V), "[N, H, K, V]")
-    scale = dims.K**-0.5 if scale is None else scale
+    check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, V), "[N, H, K, V]", dims.device)
+    scale = check_scale(scale, dims.K)
     if name == "triton":
         if dims.K > MAX_TRITON_HEAD_DIM or dims.V > MAX_TRITON_HEAD_DIM:
             raise ValueError(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from linattn.ops.checks import compute_dtype
-from linattn.ops.chunking import causal_mask, chunk_size, decay_matrix, from_chunks, to_chunks
+from linattn.ops.chunking import causal_mask, chunk_size, cumulative_log_decay, decay_matrix, from_chunks, to_chunks
 
 CHUNK_SIZE = 64
 CHUNK_SIZE_PER_CHANNEL = 16
@@ -41,7 +41,9 @@ def chunk_gated_linear_attention(
     q, k, v = (to_chunks(x.to(dt), C) for x in (q, k, v))  # [B, H, N, C, K|V]
     if g is None:
         g = q.new_zeros(B, T, H)
-    G = to_chunks(g.to(dt), C).cumsum(3)  # [B, H, N, C] or [B, H, N, C, K]
+    # a scalar decay's factors from float64 (`cumulative_log_decay`); a per-channel one's `[C, C, K]` tensor is K
+    # times larger, so its factors stay in `dt`
+    G = to_chunks(g.to(dt), C).cumsum(3) if per_channel else cumulative_log_decay(g, C)  # [B, H, N, C(, K)]
 
     # 1. intra-chunk scores
     if per_channel:
@@ -54,11 +56,11 @@ def chunk_gated_linear_attention(
         q_from_start = q * G.exp()
         chunk_decay = G_last.exp()[..., None]  # [B, H, N, K, 1]
     else:
-        scores = (q @ k.transpose(-1, -2)) * decay_matrix(G)  # [B, H, N, C, C]
+        scores = (q @ k.transpose(-1, -2)) * decay_matrix(G).to(dt)  # [B, H, N, C, C]
         G_last = G[:, :, :, -1:]  # [B, H, N, 1]
-        k_to_end = k * (G_last - G).exp()[..., None]
-        q_from_start = q * G.exp()[..., None]
-        chunk_decay = G_last.exp()[..., None]  # [B, H, N, 1, 1]
+        k_to_end = k * (G_last - G).exp().to(dt)[..., None]
+        q_from_start = q * G.exp().to(dt)[..., None]
+        chunk_decay = G_last.exp().to(dt)[..., None]  # [B, H, N, 1, 1]
 
     # 2. each chunk's contribution to the state, then the sequential hand-over
     dS = k_to_end.transpose(-1, -2) @ v  # [B, H, N, K, V]

@@ -71,7 +71,7 @@ def vla_gate(
     B, T, H, K = check_qk(k, u, q_name="k", k_name="u")
     lam0 = _check_lam0(lam0)
     N = check_cu_seqlens(cu_seqlens, B, T)
-    if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]") is not None:
+    if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device) is not None:
         check_spd("initial_state", initial_state)
     gate = GATES[check_backend(backend, k.device, tuple(GATES), k.dtype)]
     alpha_hat, A = per_sequence(lambda k, u, s: gate(k, u, s, lam0=lam0), cu_seqlens, (k, u), initial_state)
@@ -123,8 +123,8 @@ def vla(
     if initial_state is not None:
         if not isinstance(initial_state, tuple) or len(initial_state) != 2:
             raise TypeError("initial_state: expected a pair (S [N, H, K, V], A [N, H, K, K]) or None")
-        check_shape("initial_state[0]", initial_state[0], (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]")
-        check_shape("initial_state[1]", initial_state[1], (dims.N, dims.H, dims.K, dims.K), "[N, H, K, K]")
+        check_shape("initial_state[0]", initial_state[0], (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]", dims.device)
+        check_shape("initial_state[1]", initial_state[1], (dims.N, dims.H, dims.K, dims.K), "[N, H, K, K]", dims.device)
         check_spd("initial_state[1]", initial_state[1])
     name = check_backend(backend, q.device, tuple(GATES), q.dtype)
     scale = dims.K**-0.5 if scale is None else scale

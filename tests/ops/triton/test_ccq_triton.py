@@ -58,20 +58,24 @@ def test_varlen_in_one_launch(case, lengths):
 
 
 def test_state_chaining():
-    """Running `[0:t]` then `[t:T]` from the carried `(C, m, Z)` equals running `[0:T]`."""
+    """Running `[0:t]` then `[t:T]` from the carried `(C, m, Z)` equals running `[0:T]`: outputs, final states and
+    the gradients of q, k, λ and g, through the carried state too."""
     tokens, _ = draw(CCQ_CASES[1], Sizes(B=2, T=150, K=32))
-    q, k, lam, g = (tokens[n].float() for n in ("q", "k", "lam", "g"))
+    xs = [tokens[n].float().requires_grad_() for n in ("q", "k", "lam", "g")]
 
     def run(span, state):
-        return ccq_query(q[:, span], k[:, span], lam[:, span], g=g[:, span], initial_state=state,
-                         output_final_state=True, backend="triton")  # fmt: skip
+        q, k, lam, g = (x[:, span] for x in xs)
+        y, S = ccq_query(q, k, lam, g=g, initial_state=state, output_final_state=True, backend="triton")
+        return [y, *S]
 
-    y, whole = run(slice(None), None)
-    y1, state = run(slice(0, 70), None)
-    y2, chained = run(slice(70, None), state)
-    assert rel_err(torch.cat([y1, y2], 1), y) < OUT_TOL
+    whole = run(slice(None), None)
+    first = run(slice(0, 70), None)
+    second = run(slice(70, None), tuple(first[1:]))
+    chained = [torch.cat([first[0], second[0]], 1), *second[1:]]
     for a, b in zip(chained, whole):
         assert rel_err(a, b) < OUT_TOL
+    for name, a, b in zip("q k lam g".split(), _grads(chained, xs), _grads(whole, xs)):
+        assert rel_err(a, b) < GRAD_TOL, f"d{name}: {rel_err(a, b):.2e}"
 
 
 def test_initial_state_gradient_is_not_symmetrised():

@@ -11,8 +11,7 @@ from linattn.ops.delta_rule.naive import naive_delta_rule
 from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent
 from linattn.ops.linear_attention.naive import naive_gated_linear_attention
 from tests.ops.cases import rel_err
-
-TOL = {torch.float32: 2e-6, torch.bfloat16: 1e-2, torch.float16: 2e-3}
+from tests.ops.triton.test_delta_rule_fwd import FLOOR, INTERPRETED_BF16_ROUNDING
 
 
 def inputs(B, T, H, K, V, dtype, seed=0):
@@ -58,26 +57,27 @@ def test_matches_naive(config, K, V, dtype):
         initial_state=x["h0"],
         output_final_state=True,
     )
-    f64 = {n: t.double() for n, t in x.items()}
-    if kaczmarz_eps is not None:
-        f64["beta"] = kaczmarz_beta(f64["k"], f64["beta"], kaczmarz_eps)
-    if erase:
-        want_o, want_h = naive_delta_rule(
-            f64["q"],
-            f64["k"],
-            f64["v"],
-            None if w is None else f64["w"],
-            None if beta is None else f64["beta"],
-            None if g is None else f64["g"],
-            f64["h0"],
-            scale=K**-0.5,
-        )
-    else:
-        want_o, want_h = naive_gated_linear_attention(
-            f64["q"], f64["k"], f64["v"], None if g is None else f64["gk"], f64["h0"], scale=K**-0.5
-        )
+
+    def naive(x):
+        beta = None if not erase else x["beta"]
+        if kaczmarz_eps is not None:
+            beta = kaczmarz_beta(x["k"], x["beta"], kaczmarz_eps)
+        if erase:
+            gate = None if g is None else x["g"]
+            args = (x["q"], x["k"], x["v"], None if w is None else x["w"], beta, gate, x["h0"])
+            return naive_delta_rule(*args, scale=K**-0.5)
+        gate = None if g is None else x["gk"]
+        return naive_gated_linear_attention(x["q"], x["k"], x["v"], gate, x["h0"], scale=K**-0.5)
+
+    want = naive({n: t.double() for n, t in x.items()})
     assert o.dtype == dtype and ht.dtype == torch.float32
-    assert rel_err(o, want_o) < TOL[dtype] and rel_err(ht, want_h) < TOL[torch.float32]
+    # DESIGN §4: within 2× the naive recurrence's own error in the same dtype (o in that dtype, float32 states both);
+    # the interpreter truncates where a GPU rounds o to bfloat16 (`INTERPRETED_BF16_ROUNDING`)
+    own_o, own_h = naive(x)
+    rounding = INTERPRETED_BF16_ROUNDING if dtype == torch.bfloat16 else 1.0
+    for ours, own, ref, factor in zip((o, ht), (own_o.to(dtype), own_h), want, (rounding, 1.0)):
+        bound = max(2 * factor * rel_err(own, ref), FLOOR)
+        assert rel_err(ours, ref) <= bound, f"{config} {dtype}: {rel_err(ours, ref):.2e} > {bound:.2e}"
 
 
 def test_varlen_and_no_state():

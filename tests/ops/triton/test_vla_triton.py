@@ -9,24 +9,76 @@ import torch
 
 from linattn.ops import vla, vla_gate
 from tests.ops.cases import CASES, Sizes, check_float32_against_naive, draw, rel_err
+from tests.ops.triton.test_delta_rule_fwd import DEVICE
 
 VLA = next(c for c in CASES if c.id == "vla")
 
 
-@pytest.mark.parametrize("T", [1, 65, 130])
+OUT_TOL, GRAD_TOL = 1e-5, 5e-5  # float32 inputs against the float64 recurrence
+
+
+@pytest.mark.parametrize("T", [1, 63, 64, 65, 200])
 def test_forward_and_gradients_match_naive(T):
-    check_float32_against_naive(VLA, Sizes(B=2, T=T, K=16, V=24), "triton", 1e-5, 5e-5)
+    check_float32_against_naive(VLA, Sizes(B=2, T=T, K=16, V=24), "triton", OUT_TOL, GRAD_TOL)
+
+
+def _grads(outs, leaves, seed=3):
+    gen = torch.Generator().manual_seed(seed)
+    loss = sum((o.double() * torch.randn(o.shape, generator=gen, dtype=torch.float64)).sum() for o in outs)
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    return [torch.zeros_like(x) if d is None else d for x, d in zip(leaves, grads)]
 
 
 def test_varlen_in_one_launch_and_float64_is_refused():
+    """Packed sequences, one initial `(S, A)` each: outputs, final states and every gradient."""
     lengths = [1, 70, 7]
     tokens, state = draw(VLA, Sizes(B=1, T=sum(lengths), K=8, V=8), N=len(lengths))
     cu = torch.tensor([0, 1, 71, 78])
-    got = VLA.run({n: x.float() for n, x in tokens.items()}, tuple(s.float() for s in state), "triton", cu_seqlens=cu)
-    want = VLA.run(tokens, state, "naive", cu_seqlens=cu)
-    assert all(rel_err(a, b) < 1e-5 for a, b in zip(got, want))
+    f32 = [x.float().requires_grad_() for x in (*tokens.values(), *state)]
+    f64 = [x.detach().requires_grad_() for x in (*tokens.values(), *state)]
+    n = len(tokens)
+    got = VLA.run(dict(zip(tokens, f32[:n])), tuple(f32[n:]), "triton", cu_seqlens=cu)
+    want = VLA.run(dict(zip(tokens, f64[:n])), tuple(f64[n:]), "naive", cu_seqlens=cu)
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert rel_err(a, b) < OUT_TOL, f"output {i}: {rel_err(a, b):.2e}"
+    for name, a, b in zip([*tokens, "dS0", "dA0"], _grads(got, f32), _grads(want, f64)):
+        assert rel_err(a, b) < GRAD_TOL, f"d{name}: {rel_err(a, b):.2e}"
     with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
         vla(tokens["q"], tokens["k"], tokens["v"], tokens["u"], backend="triton")
+
+
+def test_state_chaining():
+    """Running `[0:t]` then `[t:T]` from the carried `(S, A)` equals running `[0:T]`: outputs, final states and the
+    gradients of every token, through the carried state too."""
+    tokens, _ = draw(VLA, Sizes(B=2, T=150, K=16, V=24))
+    xs = {n: x.float().requires_grad_() for n, x in tokens.items()}
+
+    def run(span, state):
+        o, S = vla(**{n: x[:, span] for n, x in xs.items()}, initial_state=state, output_final_state=True,
+                   backend="triton")  # fmt: skip
+        return [o, *S]
+
+    whole = run(slice(None), None)
+    first = run(slice(0, 70), None)
+    second = run(slice(70, None), tuple(first[1:]))
+    chained = [torch.cat([first[0], second[0]], 1), *second[1:]]
+    for a, b in zip(chained, whole):
+        assert rel_err(a, b) < OUT_TOL
+    for name, a, b in zip(xs, _grads(chained, list(xs.values())), _grads(whole, list(xs.values()))):
+        assert rel_err(a, b) < GRAD_TOL, f"d{name}: {rel_err(a, b):.2e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_low_precision_within_twice_naive(dtype):
+    """DESIGN §4 as `python -m linattn.bench verify` applies it: o, the final `(S, A)` and every gradient (initial
+    states included) within 2× the naive recurrence's error in the same dtype; in the interpreter with the H200's
+    arithmetic emulated (`hopper_arithmetic.py`)."""
+    from linattn.bench.verify import Case, check
+    from tests.ops.triton.test_one_pass_precision import _arithmetic
+
+    with _arithmetic():
+        row = check(Case(130, 16, 16, dtype, H=2, op="vla"), "triton", DEVICE)
+    assert row["ok"], {k: v for k, v in row.items() if isinstance(v, float)}
 
 
 def test_bfloat16_inputs_run_at_their_precision():

@@ -153,7 +153,7 @@ def fused_recurrent(
         raise ValueError(f"fused_recurrent: head dims up to 256 are supported, got K={K}, V={V}")
     q, k, v = (x.contiguous() for x in (q, k, v))
     o = torch.empty_like(v)
-    ht = q.new_empty(N, H, K, V, dtype=torch.float32) if output_final_state else None
+    ht = torch.empty(N, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else None
     BK = next_power_of_2(K)
     BV = min(next_power_of_2(V), max(16, 4096 // BK))  # keep the [BK, BV] tile at ≤ 4096 floats
     gate = 0 if g is None else (2 if g.dim() == 4 else 1)
