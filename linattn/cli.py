@@ -35,7 +35,10 @@ def _parser() -> _Parser:
     sub.add_parser("list", help="the named experiments and diagnostics")
     run = sub.add_parser("run", help="run (or resume) a named experiment")
     run.add_argument("name", help="experiment name (see `linattn list`)")
-    run.add_argument("--protocol", help="'paper' (exactly the paper's recipe, the default) or 'fair'")
+    run.add_argument(
+        "--protocol",
+        help="'paper' (exactly the paper's recipe; the default where an experiment has it) or 'fair' (`linattn list`)",
+    )
     run.add_argument("--quick", action="store_true", help="a smaller version that runs on a 2-core CPU in minutes")
     run.add_argument("--device", default="auto", help="'cpu', 'cuda' or 'auto' (cuda when available)")
     run.add_argument("--mixers", help="comma-separated subset of the experiment's mixers")
@@ -116,7 +119,7 @@ def _main(argv: list[str] | None) -> int:
             if getattr(args, option) is not None:
                 return _fail(f"--{option}: not an option of {args.name!r} (a diagnostic: no training runs)")
     else:
-        protocol = args.protocol or "paper"
+        protocol = args.protocol or ("paper" if "paper" in experiment.protocols else experiment.protocols[0])
         if protocol not in experiment.protocols:
             return _fail(f"--protocol: expected one of {list(experiment.protocols)}, got {args.protocol!r}")
         try:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
 
+import torch
+
 from linattn.bench.environment import describe
 from linattn.experiments.runner import RunSpec, run_all
 from linattn.io import save_figure, write_atomic
@@ -31,9 +33,13 @@ class Experiment:
     x_name: str  # the swept setting, e.g. "n_pairs"
     plan: Callable[[str, bool, tuple[str, ...]], list[RunSpec]]  # (protocol, quick, mixers) -> runs
     mixers: tuple[str, ...]  # compared by default
-    paper: dict[str, dict[int, float]]  # the paper's numbers, mixer -> setting -> accuracy
+    paper: dict[str, dict[int, float]]  # the paper's numbers, mixer -> setting (or state size, `x_axis`) -> accuracy
     protocols: tuple[str, ...] = ("paper", "fair")
-    metric: str = "acc"  # what the table reports and the lr is chosen on: "acc" (higher is better) or "loss" (lower)
+    # what the table reports and the lr is chosen on: "acc", "acc_example_mean" (higher is better) or "loss" (lower)
+    metric: str = "acc"
+    # "state_size": the plot's abscissa is each run's recurrent state size at its test length (`state_sizes`), not
+    # the swept setting, and `paper` is keyed by state size; None: the setting
+    x_axis: str | None = None
 
     def output_dir(self, root: Path, protocol: str, quick: bool) -> Path:
         return Path(root) / self.name / (f"{protocol}-quick" if quick else protocol)
@@ -88,6 +94,7 @@ class Experiment:
             "spread": summary["spread"],
             "chosen_lr": summary["lr"],
             "paper": {m: {str(x): a for x, a in row.items()} for m, row in self.paper.items()},
+            **({"state_size": state_sizes(specs)} if self.x_axis == "state_size" else {}),
             "runs": [
                 {
                     k: r[k]
@@ -118,6 +125,22 @@ class Experiment:
         write_atomic(out / "results.json", json.dumps(results, indent=2))
         print(table_markdown(results))
         return out
+
+
+def state_sizes(specs: list[RunSpec]) -> dict[str, dict[str, int]]:
+    """Each mixer's recurrent state size in floats, by setting: its model's `state_size` at the longest sequence of
+    its test set (softmax attention's KV cache grows with it)."""
+    from linattn.models import DecoderLM
+    from linattn.tasks.mqar import seq_len_of
+
+    sizes: dict[str, dict[str, int]] = {}
+    for spec in specs:
+        row = sizes.setdefault(spec.mixer, {})
+        if str(spec.x) not in row:
+            with torch.device("meta"):  # the sizes only: no weights
+                model = DecoderLM(spec.model)
+            row[str(spec.x)] = model.state_size(seq_len_of(spec.test_task or spec.task))
+    return sizes
 
 
 def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, dict]]:
@@ -175,6 +198,7 @@ def report_header(results: dict, title: str) -> list[str]:
 
 MEASURES = {  # metric -> (what the table's numbers are, the plot's axis)
     "acc": ("Test accuracy at query positions", "test accuracy"),
+    "acc_example_mean": ("Test accuracy at query positions, each example's averaged (Zoology's)", "test accuracy"),
     "loss": ("Test loss in nats a token (for bytes, bits per byte = loss / ln 2)", "test loss (nats a token)"),
 }
 
@@ -197,7 +221,7 @@ def table_markdown(results: dict) -> str:
         cells = []
         for m in mixers:
             ours = table.get(m, {}).get(str(x))
-            theirs = paper.get(m, {}).get(str(x))
+            theirs = None if "state_size" in results else paper.get(m, {}).get(str(x))
             cell = "—" if ours is None else f"{ours:.3f}"
             if str(x) in spread.get(m, {}):
                 cell += " [{:.3f} – {:.3f}]".format(*spread[m][str(x)])
@@ -205,6 +229,15 @@ def table_markdown(results: dict) -> str:
                 cell += f" ({theirs:.3f})"
             cells.append(cell)
         lines.append(f"| {x} | " + " | ".join(cells) + " |")
+    if "state_size" in results:
+        sizes = results["state_size"]
+        lines += ["", "State size (floats, every layer's recurrent state at the test set's longest sequence):", ""]
+        lines += [f"| {results['x_name']} | " + " | ".join(mixers) + " |", "|---:|" + "---:|" * len(mixers)]
+        for x in xs:
+            lines.append(f"| {x} | " + " | ".join(f"{sizes.get(m, {}).get(str(x), 0):.3g}" for m in mixers) + " |")
+        references = [f"{m} {a:.2f} at {float(n):.3g}" for m, row in paper.items() for n, a in row.items()]
+        if references:
+            lines += ["", f"Reference points (accuracy at a state size): {'; '.join(references)}."]
     shared = [f"`{r['id']}` ({r['reused_from']})" for r in results.get("runs", []) if "reused_from" in r]
     if shared:
         lines += ["", "Runs another experiment trained (the same training, copied): " + ", ".join(shared) + "."]
@@ -229,10 +262,12 @@ def plot(results: dict, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    sizes = results.get("state_size")
     for i, m in enumerate(results["mixers"]):
         row = results["table"].get(m, {})
         xs = sorted(int(x) for x in row)
-        ax.plot(xs, [row[str(x)] for x in xs], marker="o", color=colors[i % len(colors)], label=m)
+        at = [sizes[m][str(x)] for x in xs] if sizes else xs
+        ax.plot(at, [row[str(x)] for x in xs], marker="o", color=colors[i % len(colors)], label=m)
         theirs = results["paper"].get(m, {})
         if theirs:
             pxs = sorted(int(x) for x in theirs)
@@ -245,10 +280,12 @@ def plot(results: dict, path: Path) -> None:
                 alpha=0.6,
                 label=f"{m} (paper)",
             )
-    ax.set_xlabel(results["x_name"])
+    ax.set_xlabel("state size (floats)" if sizes else results["x_name"])
+    if sizes:
+        ax.set_xscale("log")
     metric = results.get("metric", "acc")
     ax.set_ylabel(MEASURES[metric][1])
-    if metric == "acc":
+    if metric.startswith("acc"):
         ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.set_title(f"{results['experiment']} ({results['protocol']}{', quick' if results['quick'] else ''})")

@@ -11,12 +11,13 @@ from linattn.experiments import (
     vla_recall,
     vla_speed,
     vla_state_norm,
+    zoology,
 )
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.experiments.experiment import Experiment
 
 EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e for e in (*vla_recall.EXPERIMENTS, *kla_recall.EXPERIMENTS, *lm_length.EXPERIMENTS)
+    e.name: e for e in (*vla_recall.EXPERIMENTS, *kla_recall.EXPERIMENTS, *lm_length.EXPERIMENTS, *zoology.EXPERIMENTS)
 }
 DIAGNOSTICS: dict[str, Diagnostic] = {
     d.name: d

@@ -23,6 +23,7 @@ from linattn.tasks.mqar import (
     ZOOLOGY_TRAIN_WEIGHTS,
     KLAMQARConfig,
     MQARConfig,
+    MQARMixtureConfig,
     VLAMQARConfig,
     ZoologyMQARConfig,
     generate_mixture,
@@ -32,7 +33,7 @@ from linattn.tasks.sniah import SNIAH_EVAL_SEQ_LENS, SNIAHConfig
 from linattn.tasks.stack import StackConfig
 from linattn.tasks.text import TextConfig
 
-TaskConfig = MQARConfig | CopyConfig | SNIAHConfig | StackConfig | TextConfig
+TaskConfig = MQARConfig | MQARMixtureConfig | CopyConfig | SNIAHConfig | StackConfig | TextConfig
 
 
 def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) -> Batch:
@@ -65,6 +66,7 @@ __all__ = [
     "CopyConfig",
     "KLAMQARConfig",
     "MQARConfig",
+    "MQARMixtureConfig",
     "SNIAHConfig",
     "StackConfig",
     "TaskConfig",

@@ -319,11 +319,39 @@ def generate_kla(config: KLAMQARConfig, batch_size: int, generator: torch.Genera
     return Batch(inputs, targets, _slices(B, device, n_pairs=n, seq_len=T))
 
 
-def generate(config: MQARConfig, batch_size: int, generator: torch.Generator) -> Batch:
-    """One MQAR batch in the format of `config` (`generate_vla`, `generate_zoology` or `generate_kla`).
+@dataclass(frozen=True)
+class MQARMixtureConfig:
+    """Several MQAR settings in one batch, each example drawing its own (`generate_mixture`): a training mix such as
+    Zoology's (`ZOOLOGY_TRAIN_MIX` with `ZOOLOGY_TRAIN_WEIGHTS`) or a test set over several settings.
+
+    Example: `MQARMixtureConfig(tuple(zoology_mix()), ZOOLOGY_TRAIN_WEIGHTS)`.
+    """
+
+    configs: tuple[MQARConfig, ...]
+    weights: tuple[float, ...] | None = None  # ∝ the probability of each config; None: uniform
+
+    def __post_init__(self):
+        if not isinstance(self.configs, tuple) or not self.configs:
+            raise ValueError(f"configs: expected a non-empty tuple of MQAR configs, got {self.configs!r}")
+        for c in self.configs:
+            if not isinstance(c, (VLAMQARConfig, ZoologyMQARConfig, KLAMQARConfig)):
+                raise TypeError(f"configs: expected MQAR configs, got a {type(c).__name__}")
+        if self.weights is not None and (
+            len(self.weights) != len(self.configs) or min(self.weights) < 0 or sum(self.weights) <= 0
+        ):
+            raise ValueError(
+                f"weights: expected {len(self.configs)} non-negative weights with a positive sum, got {self.weights}"
+            )
+
+
+def generate(config: MQARConfig | MQARMixtureConfig, batch_size: int, generator: torch.Generator) -> Batch:
+    """One MQAR batch in the format of `config` (`generate_vla`, `generate_zoology`, `generate_kla`, or for a
+    `MQARMixtureConfig` `generate_mixture`).
 
     Example: `generate(ZoologyMQARConfig(n_pairs=16, seq_len=256), 64, torch.Generator().manual_seed(0))`.
     """
+    if isinstance(config, MQARMixtureConfig):
+        return generate_mixture(config.configs, batch_size, generator, config.weights)
     if isinstance(config, VLAMQARConfig):
         return generate_vla(config, batch_size, generator)
     if isinstance(config, ZoologyMQARConfig):
@@ -333,8 +361,10 @@ def generate(config: MQARConfig, batch_size: int, generator: torch.Generator) ->
     raise TypeError(f"config: expected an MQAR config, got {type(config).__name__}")
 
 
-def seq_len_of(config: MQARConfig) -> int:
-    """The sequence length `T` a config generates."""
+def seq_len_of(config: MQARConfig | MQARMixtureConfig) -> int:
+    """The sequence length `T` a config generates (a mixture's: its longest setting's)."""
+    if isinstance(config, MQARMixtureConfig):
+        return max(seq_len_of(c) for c in config.configs)
     return config.length if isinstance(config, VLAMQARConfig) else config.seq_len
 
 

@@ -412,3 +412,44 @@ def test_a_run_another_experiment_finished_is_copied_not_trained(tmp_path, monke
     ):
         with pytest.raises(AssertionError, match="trained again"):
             run_one(other, tmp_path / "c" / "paper" / "runs" / other.id, progress=False, reuse_root=tmp_path)
+
+
+def test_zoology_plan():
+    """Zoology's data (the training mix weighted as its example counts, the test mix uniform, validation on it too),
+    its model at four widths in heads of 64, the learning rate chosen from three; quick: two small widths, one lr."""
+    from linattn.experiments import zoology
+    from linattn.tasks import ZOOLOGY_TEST_MIX, ZOOLOGY_TRAIN_WEIGHTS, MQARMixtureConfig
+
+    experiment = EXPERIMENTS["zoology-mqar"]
+    runs = experiment.plan("fair", False, ("gated_deltanet",))
+    assert [(r.x, r.model.n_heads, r.train.lr) for r in runs[::3]] == [(64, 1, 3e-4), (128, 2, 3e-4), (256, 4, 3e-4),
+                                                                       (512, 8, 3e-4)]  # fmt: skip
+    assert {r.train.lr for r in runs} == {3e-4, 1e-3, 3e-3} and runs[0].model.block == "zoology"
+    task, test = runs[0].task, runs[0].test_task
+    assert isinstance(task, MQARMixtureConfig) and task.weights == ZOOLOGY_TRAIN_WEIGHTS
+    assert [(c.seq_len, c.n_pairs) for c in test.configs] == list(ZOOLOGY_TEST_MIX) and runs[0].val_task == test
+    quick = experiment.plan("fair", True, ("deltanet",))
+    assert [r.x for r in quick] == list(zoology.QUICK_WIDTHS) and quick[0].train.steps == 500
+    assert experiment.protocols == ("fair",) and experiment.metric == "acc_example_mean"
+
+
+def test_accuracy_against_state_size_end_to_end(tmp_path):
+    """A state-size experiment writes each run's state size, a table of them, the reference points, and a plot."""
+    from linattn.experiments import zoology
+
+    def plan(protocol, quick, mixers):
+        short = TrainConfig(steps=4, batch_size=4, warmup_steps=1, eval_every=2, checkpoint_every=4, log_every=2)
+        return [replace(s, train=replace(short, lr=s.train.lr), eval_batches=1, eval_batch_size=4)
+                for s in zoology.plan(protocol, True, mixers)]  # fmt: skip
+
+    experiment = replace(EXPERIMENTS["zoology-mqar"], plan=plan)
+    out = experiment.run(
+        "fair", quick=True, mixers=("deltanet", "softmax"), device="cpu", jobs=1, root=tmp_path, force=False, command=""
+    )
+    results = json.loads((out / "results.json").read_text())
+    sizes = results["state_size"]
+    assert 2 * 32 * 32 <= sizes["deltanet"]["32"] < 2 * 64 * 64 <= sizes["deltanet"]["64"]  # 2 layers, one head
+    assert sizes["softmax"]["64"] >= 2 * 2 * 64 * 128  # keys and values of 2 layers at the longest test, T = 128
+    assert set(results["table"]["deltanet"]) == {"32", "64"}
+    table = (out / "table.md").read_text()
+    assert "State size (floats" in table and "deltanet 0.79 at 9e+03" in table and (out / "plot.png").exists()

@@ -277,6 +277,23 @@ def test_mixture_weights():
         generate_mixture([], 8, gen())
 
 
+def test_a_mixture_is_a_task_config():
+    """`MQARMixtureConfig` is what a training run holds: `generate` draws `generate_mixture`'s batch from it."""
+    from linattn.tasks import MQARMixtureConfig
+    from linattn.tasks.mqar import seq_len_of
+
+    mix = MQARMixtureConfig(tuple(zoology_mix()), (0, 0, 1, 0, 0))
+    batch = generate(mix, 16, gen())
+    assert torch.equal(batch.inputs, generate_mixture(zoology_mix(), 16, gen(), weights=[0, 0, 1, 0, 0]).inputs)
+    assert seq_len_of(mix) == 256 and seq_len_of(MQARMixtureConfig(tuple(zoology_mix(ZOOLOGY_TEST_MIX)))) == 1024
+    with pytest.raises(ValueError, match="^weights"):
+        MQARMixtureConfig(tuple(zoology_mix()), (1, 2))
+    with pytest.raises(ValueError, match="^configs"):
+        MQARMixtureConfig(())
+    with pytest.raises(TypeError, match="^configs"):
+        MQARMixtureConfig((CopyConfig(),))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("config", [*CONFIGS, CopyConfig(), SNIAHConfig()], ids=lambda c: type(c).__name__)
 def test_batches_are_built_on_the_generators_device(config):
