@@ -20,6 +20,8 @@ class MambaDecay(nn.Module):
     """Mamba-2's per-head log-decay `g = −exp(A_log) · softplus(W_a x + dt_bias)` (`≤ 0`), `[B, T, H]`.
 
     Init as in Mamba-2: `A ~ U(1, 16)` (`A_log = log A`), `dt ~ logU[1e-3, 0.1]` with `dt_bias = softplus⁻¹(dt)`.
+    (DESIGN §2.4 writes `U(0, 16)`, fla's GDN's draw; Mamba-2's own code, `A_init_range = (1, 16)`, is followed here,
+    so no head starts with a decay rate near 0.)
     `delta(x)` gives `Δ = softplus(W_a x + dt_bias)` alone (Mamba-2 also scales its input by it).
     """
 
