@@ -321,6 +321,14 @@ def test_registry_plans():
         runs = EXPERIMENTS[name].plan("paper", False, ("vla",))
         assert {r.task.length for r in runs} == {49, 64, 128, 256, 512}
         assert {r.task.filler for r in runs} == {filler}
+        assert {(r.train.steps, r.train.batch_size, r.train.lr, r.train.warmup_steps) for r in runs} == {
+            (2000, 64, 3e-4, 200)
+        }
+    copy = EXPERIMENTS["vla-copy"].plan("paper", False, ("vla",))
+    assert {(r.train.steps, r.train.batch_size, r.train.lr, r.train.warmup_steps) for r in copy} == {
+        (1500, 32, 3e-4, 150)
+    }
+    assert [r.task.n_tokens for r in copy] == [31]
     ccq = next(r for r in paper_runs if r.mixer == "ccq-gated_deltanet")
     assert ccq.model.mixer == "gated_deltanet" and ccq.model.mixer_options == {"ccq": True}
 
