@@ -308,6 +308,29 @@ def draw(case: Case, sizes: Sizes, seed: int = 0, *, N: int | None = None, requi
     return tokens, state
 
 
+def grads(outs, leaves, seed: int = 1) -> list[torch.Tensor]:
+    """The gradients of `Σ_i ⟨outs[i], c_i⟩` for fixed random float64 cotangents `c_i` (zeros for an unused leaf)."""
+    gen = torch.Generator().manual_seed(seed)
+    loss = sum((o.double() * torch.randn(o.shape, generator=gen, dtype=F64)).sum() for o in outs)
+    found = torch.autograd.grad(loss, leaves, allow_unused=True)
+    return [torch.zeros_like(x) if d is None else d for x, d in zip(leaves, found)]
+
+
+def check_chaining(run, leaves: dict[str, torch.Tensor], out_tol: float, grad_tol: float, t: int = 70) -> None:
+    """`run(span, state) -> [o, *final_state]` over `[0:t]`, then `[t:]` from the carried state, equals one run
+    over everything: outputs and final states within `out_tol`, and the gradients of `leaves` (through the carried
+    state too) within `grad_tol`, relative RMS."""
+    whole = run(slice(None), None)
+    first = run(slice(0, t), None)
+    second = run(slice(t, None), tuple(first[1:]))
+    chained = [torch.cat([first[0], second[0]], 1), *second[1:]]
+    for i, (a, b) in enumerate(zip(chained, whole)):
+        assert rel_err(a, b) < out_tol, f"output {i}: {rel_err(a, b):.2e}"
+    xs = list(leaves.values())
+    for name, a, b in zip(leaves, grads(chained, xs, seed=3), grads(whole, xs, seed=3)):
+        assert rel_err(a, b) < grad_tol, f"d{name}: {rel_err(a, b):.2e}"
+
+
 def check_float32_against_naive(case: Case, sizes: Sizes, backend: str, out_tol: float, grad_tol: float) -> None:
     """`backend` in float32 against `naive` in float64 on the same values: outputs and final states (float32)
     within `out_tol`, and every gradient (tokens, then initial states) within `grad_tol`, relative RMS."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.ops.cases import CASES, Sizes, draw, rel_err
+from tests.ops.cases import CASES, Sizes, draw, grads, rel_err
 
 TOL = 1e-9
 IDS = [c.id for c in CASES]
@@ -30,14 +30,6 @@ def test_chunk_forward_matches_naive(case, T):
         _assert_close(got, want, f"{case.id} T={T} initial_state={'yes' if init else 'no'}")
 
 
-def _grads(outs, leaves, seed=1):
-    """Gradients of `Σ_i ⟨outs[i], c_i⟩` with fixed random cotangents `c_i` (zeros where a leaf is unused)."""
-    gen = torch.Generator().manual_seed(seed)
-    loss = sum((o * torch.randn(o.shape, generator=gen, dtype=o.dtype)).sum() for o in outs)
-    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-    return [torch.zeros_like(x) if d is None else d for x, d in zip(leaves, grads)]
-
-
 def _leaf_names(tokens, state):
     return [*tokens, *(f"initial_state[{i}]" for i in range(len(state)))]
 
@@ -47,8 +39,8 @@ def _leaf_names(tokens, state):
 def test_chunk_gradients_match_naive(case, T):
     tokens, state = draw(case, Sizes(B=2, T=T), requires_grad=True)
     leaves = [*tokens.values(), *state]
-    want = _grads(case.run(tokens, state, "naive"), leaves)
-    got = _grads(case.run(tokens, state, "chunk"), leaves)
+    want = grads(case.run(tokens, state, "naive"), leaves)
+    got = grads(case.run(tokens, state, "chunk"), leaves)
     _assert_close(got, want, f"{case.id} T={T} gradients {_leaf_names(tokens, state)}")
 
 
@@ -68,13 +60,13 @@ def test_varlen_equals_separate_sequences(case, backend):
         pieces.append(case.run(piece, tuple(s[i : i + 1] for s in state), backend))
     want = [torch.cat([p[0] for p in pieces], dim=1)]
     want += [torch.cat([p[j] for p in pieces], dim=0) for j in range(1, len(packed))]
-    d_packed = _grads(packed, leaves)
+    d_packed = grads(packed, leaves)
     _assert_close(packed, want, f"{case.id} varlen")
-    _assert_close(d_packed, _grads(want, leaves), f"{case.id} varlen gradients")
+    _assert_close(d_packed, grads(want, leaves), f"{case.id} varlen gradients")
     if backend == "chunk":
         naive = case.run(tokens, state, "naive", cu_seqlens=cu)
         _assert_close(packed, naive, f"{case.id} varlen chunk/naive")
-        _assert_close(d_packed, _grads(naive, leaves), f"{case.id} varlen chunk/naive gradients")
+        _assert_close(d_packed, grads(naive, leaves), f"{case.id} varlen chunk/naive gradients")
 
 
 @pytest.mark.parametrize("backend", ["naive", "chunk"])
@@ -90,7 +82,7 @@ def test_state_chaining(case, backend):
     second = case.call({n: x[:, t:] for n, x in tokens.items()}, tuple(first[1:]), backend, None)
     chained = [torch.cat([first[0], second[0]], dim=1), *second[1:]]
     _assert_close(chained, whole, f"{case.id} chaining")
-    _assert_close(_grads(chained, leaves), _grads(whole, leaves), f"{case.id} chaining gradients")
+    _assert_close(grads(chained, leaves), grads(whole, leaves), f"{case.id} chaining gradients")
 
 
 def _assert_gate_matches_the_token_loop(gate, B: int, T: int, H: int, d: int):

@@ -10,16 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.ops.cases import CASES, Sizes, draw, rel_err
+from tests.ops.cases import CASES, Sizes, draw, grads, rel_err
 
 FLOOR = 1e-6
-
-
-def _grads(outs, leaves):
-    gen = torch.Generator().manual_seed(1)
-    loss = sum((o.double() * torch.randn(o.shape, generator=gen, dtype=torch.float64)).sum() for o in outs)
-    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-    return [torch.zeros_like(x) if d is None else d for x, d in zip(leaves, grads)]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
@@ -33,7 +26,7 @@ def test_chunk_error_within_twice_naive(case, dtype):
         xs = [x.to(token_dtype).requires_grad_() for x in low.values()]
         ss = [s.to(state_dtype).requires_grad_() for s in state]
         outs = case.run(dict(zip(low, xs)), tuple(ss), backend)
-        return [o.detach() for o in outs], _grads(outs, [*xs, *ss])
+        return [o.detach() for o in outs], grads(outs, [*xs, *ss])
 
     reference = run("naive", torch.float64, torch.float64)
     naive, chunk = run("naive", dtype, torch.float32), run("chunk", dtype, torch.float32)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from linattn.ops import ccq_query
-from tests.ops.cases import CASES, Sizes, check_float32_against_naive, draw, rel_err
+from tests.ops.cases import CASES, Sizes, check_chaining, check_float32_against_naive, draw, grads, rel_err
 from tests.ops.triton.test_delta_rule_fwd import FLOOR, INTERPRETED_BF16_ROUNDING
 
 CCQ_CASES = [c for c in CASES if c.id.startswith("ccq")]
@@ -33,13 +33,6 @@ def test_head_dims(case, K):
     check_float32_against_naive(case, Sizes(B=1, T=65, H=1, K=K), "triton", OUT_TOL, GRAD_TOL)
 
 
-def _grads(outs, leaves, seed=3):
-    gen = torch.Generator().manual_seed(seed)
-    loss = sum((o.double() * torch.randn(o.shape, generator=gen, dtype=torch.float64)).sum() for o in outs)
-    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-    return [torch.zeros_like(x) if d is None else d for x, d in zip(leaves, grads)]
-
-
 # the second set walks more chunks than one step of the state scan takes (state.SCAN_CB = 16), in both directions
 @pytest.mark.parametrize("lengths", [[1, 70, 7, 64], [1093, 5, 1030]], ids=["short", "many-chunks"])
 @pytest.mark.parametrize("case", CCQ_CASES[:2], ids=IDS[:2])
@@ -53,7 +46,7 @@ def test_varlen_in_one_launch(case, lengths):
     want = case.run(dict(zip(tokens, f64[:n])), tuple(f64[n:]), "naive", cu_seqlens=cu)
     for a, b in zip(got, want):
         assert rel_err(a, b) < OUT_TOL
-    for a, b in zip(_grads(got, f32), _grads(want, f64)):
+    for a, b in zip(grads(got, f32, seed=3), grads(want, f64, seed=3)):
         assert rel_err(a, b) < GRAD_TOL
 
 
@@ -61,21 +54,14 @@ def test_state_chaining():
     """Running `[0:t]` then `[t:T]` from the carried `(C, m, Z)` equals running `[0:T]`: outputs, final states and
     the gradients of q, k, λ and g, through the carried state too."""
     tokens, _ = draw(CCQ_CASES[1], Sizes(B=2, T=150, K=32))
-    xs = [tokens[n].float().requires_grad_() for n in ("q", "k", "lam", "g")]
+    xs = {n: tokens[n].float().requires_grad_() for n in ("q", "k", "lam", "g")}
 
     def run(span, state):
-        q, k, lam, g = (x[:, span] for x in xs)
+        q, k, lam, g = (x[:, span] for x in xs.values())
         y, S = ccq_query(q, k, lam, g=g, initial_state=state, output_final_state=True, backend="triton")
         return [y, *S]
 
-    whole = run(slice(None), None)
-    first = run(slice(0, 70), None)
-    second = run(slice(70, None), tuple(first[1:]))
-    chained = [torch.cat([first[0], second[0]], 1), *second[1:]]
-    for a, b in zip(chained, whole):
-        assert rel_err(a, b) < OUT_TOL
-    for name, a, b in zip("q k lam g".split(), _grads(chained, xs), _grads(whole, xs)):
-        assert rel_err(a, b) < GRAD_TOL, f"d{name}: {rel_err(a, b):.2e}"
+    check_chaining(run, xs, OUT_TOL, GRAD_TOL)
 
 
 def test_initial_state_gradient_is_not_symmetrised():
@@ -92,7 +78,7 @@ def test_initial_state_gradient_is_not_symmetrised():
         xs = [x.to(dtype).requires_grad_() for x in leaves]
         y, S = ccq_query(*xs[:3], g=xs[3], initial_state=tuple(xs[4:]), output_final_state=True, backend=backend)
         outs = list(S) if drop_output else [y, *S]
-        return outs, _grads(outs, xs)
+        return outs, grads(outs, xs, seed=3)
 
     for drop_output in (False, True):
         (got, dgot), (want, dwant) = run("triton", torch.float32, drop_output), run("naive", torch.float64, drop_output)
@@ -110,13 +96,13 @@ def test_low_precision_within_twice_naive(case, dtype):
     the token gradients) is allowed that factor on CPU."""
     tokens, state = draw(case, Sizes(B=1, T=130, K=32), requires_grad=True)
     reference = case.run(tokens, state, "naive")
-    d_reference = _grads(reference, [*tokens.values(), *state])
+    d_reference = grads(reference, [*tokens.values(), *state], seed=3)
     low = {n: x.detach().to(dtype) for n, x in tokens.items()}
     results = {}
     for backend in ("naive", "triton"):
         xs = [x.detach().requires_grad_() for x in (*low.values(), *(s.detach().float() for s in state))]
         outs = case.run(dict(zip(low, xs[: len(low)])), tuple(xs[len(low) :]), backend)
-        results[backend] = [*outs, *_grads(outs, xs)]
+        results[backend] = [*outs, *grads(outs, xs, seed=3)]
     rounded = [True, False, False, False, *[True] * len(low), False, False, False]
     rounding = INTERPRETED_BF16_ROUNDING if dtype == torch.bfloat16 else 1.0
     for i, (ours, naive, ref) in enumerate(zip(results["triton"], results["naive"], [*reference, *d_reference])):
@@ -163,14 +149,14 @@ def test_kept_states_give_the_recomputed_gradients(dtype, monkeypatch):
     state_fwd = function.state_fwd
     monkeypatch.setattr(function, "state_fwd", lambda *a: passes.append(1) or state_fwd(*a))
 
-    def grads():
+    def gradients():
         y, _ = ccq_query(q, k, lam, g=g, normalize_keys=False, backend="triton")
         return torch.autograd.grad((y.float() * w).sum(), (q, k, lam, g))
 
-    kept = grads()
+    kept = gradients()
     assert len(passes) == 1
     monkeypatch.setattr(function, "KEEP_STATES_MAX_K", 0)
-    recomputed = grads()
+    recomputed = gradients()
     assert len(passes) == 3
     for a, b in zip(kept, recomputed):
         assert torch.equal(a, b)

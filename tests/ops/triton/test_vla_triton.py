@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from linattn.ops import vla, vla_gate
-from tests.ops.cases import CASES, Sizes, check_float32_against_naive, draw, rel_err
+from tests.ops.cases import CASES, Sizes, check_chaining, check_float32_against_naive, draw, grads, rel_err
 from tests.ops.triton.test_delta_rule_fwd import DEVICE
 
 VLA = next(c for c in CASES if c.id == "vla")
@@ -20,13 +20,6 @@ OUT_TOL, GRAD_TOL = 1e-5, 5e-5  # float32 inputs against the float64 recurrence
 @pytest.mark.parametrize("T", [1, 63, 64, 65, 200])
 def test_forward_and_gradients_match_naive(T):
     check_float32_against_naive(VLA, Sizes(B=2, T=T, K=16, V=24), "triton", OUT_TOL, GRAD_TOL)
-
-
-def _grads(outs, leaves, seed=3):
-    gen = torch.Generator().manual_seed(seed)
-    loss = sum((o.double() * torch.randn(o.shape, generator=gen, dtype=torch.float64)).sum() for o in outs)
-    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-    return [torch.zeros_like(x) if d is None else d for x, d in zip(leaves, grads)]
 
 
 def test_varlen_in_one_launch_and_float64_is_refused():
@@ -41,7 +34,7 @@ def test_varlen_in_one_launch_and_float64_is_refused():
     want = VLA.run(dict(zip(tokens, f64[:n])), tuple(f64[n:]), "naive", cu_seqlens=cu)
     for i, (a, b) in enumerate(zip(got, want)):
         assert rel_err(a, b) < OUT_TOL, f"output {i}: {rel_err(a, b):.2e}"
-    for name, a, b in zip([*tokens, "dS0", "dA0"], _grads(got, f32), _grads(want, f64)):
+    for name, a, b in zip([*tokens, "dS0", "dA0"], grads(got, f32, seed=3), grads(want, f64, seed=3)):
         assert rel_err(a, b) < GRAD_TOL, f"d{name}: {rel_err(a, b):.2e}"
     with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
         vla(tokens["q"], tokens["k"], tokens["v"], tokens["u"], backend="triton")
@@ -58,14 +51,7 @@ def test_state_chaining():
                    backend="triton")  # fmt: skip
         return [o, *S]
 
-    whole = run(slice(None), None)
-    first = run(slice(0, 70), None)
-    second = run(slice(70, None), tuple(first[1:]))
-    chained = [torch.cat([first[0], second[0]], 1), *second[1:]]
-    for a, b in zip(chained, whole):
-        assert rel_err(a, b) < OUT_TOL
-    for name, a, b in zip(xs, _grads(chained, list(xs.values())), _grads(whole, list(xs.values()))):
-        assert rel_err(a, b) < GRAD_TOL, f"d{name}: {rel_err(a, b):.2e}"
+    check_chaining(run, xs, OUT_TOL, GRAD_TOL)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
@@ -148,12 +134,12 @@ def test_kept_factors_give_the_recomputed_gradients(d):
     def forming(*args, keep=False, factors=None, **kwargs):
         return triton_apply(*args, **kwargs)
 
-    def grads(apply):
+    def gradients(apply):
         kernels = GateKernels(apply, triton_penalty_grads, triton_spd_inverse)
         alpha_hat, _ = gate(unit_rows(k), u, None, 0.1, Grouping(16, 3), kernels)
         return torch.autograd.grad((alpha_hat * cot).sum(), (k, u))
 
-    kept, formed = grads(recording), grads(forming)
+    kept, formed = gradients(recording), gradients(forming)
     assert calls == [(True, False), (False, True)]
     for a, b in zip(kept, formed):
         assert torch.equal(a, b)
