@@ -235,7 +235,7 @@ def table_markdown(results: dict) -> str:
         lines += [f"| {results['x_name']} | " + " | ".join(mixers) + " |", "|---:|" + "---:|" * len(mixers)]
         for x in xs:
             lines.append(f"| {x} | " + " | ".join(f"{sizes.get(m, {}).get(str(x), 0):.3g}" for m in mixers) + " |")
-        references = [f"{m} {a:.2f} at {float(n):.3g}" for m, row in paper.items() for n, a in row.items()]
+        references = [f"{m} {a:.2f} at {int(float(n)):,} floats" for m, row in paper.items() for n, a in row.items()]
         if references:
             lines += ["", f"Reference points (accuracy at a state size): {'; '.join(references)}."]
     shared = [f"`{r['id']}` ({r['reused_from']})" for r in results.get("runs", []) if "reused_from" in r]
