@@ -93,7 +93,12 @@ class Experiment:
             "seeds": seeds,
             "spread": summary["spread"],
             "chosen_lr": summary["lr"],
-            "paper": {m: {str(x): a for x, a in row.items()} for m, row in self.paper.items()},
+            # a quick run's state sizes are not the full one's: no reference point stands beside them
+            "paper": {
+                m: {str(x): a for x, a in row.items()}
+                for m, row in self.paper.items()
+                if not (quick and self.x_axis == "state_size")
+            },
             **({"state_size": state_sizes(specs)} if self.x_axis == "state_size" else {}),
             "runs": [
                 {
@@ -278,7 +283,7 @@ def plot(results: dict, path: Path) -> None:
                 marker="x",
                 color=colors[i % len(colors)],
                 alpha=0.6,
-                label=f"{m} (paper)",
+                label=f"{m} ({'reference' if sizes else 'paper'})",
             )
     ax.set_xlabel("state size (floats)" if sizes else results["x_name"])
     if sizes:
