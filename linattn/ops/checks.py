@@ -47,16 +47,21 @@ def check_float(name: str, x: object) -> torch.Tensor:
 
 
 def check_shape(
-    name: str, x: object, expected: tuple[int, ...], layout: str, device: torch.device | None = None
+    name: str,
+    x: object,
+    expected: tuple[int, ...],
+    layout: str,
+    device: torch.device | None = None,
+    device_of: str = "q",
 ) -> torch.Tensor:
     """`x` must be a float tensor of exactly `expected` shape (`layout` names the dims, e.g. `"[B, T, H]"`), on
-    `device` when given (q's)."""
+    `device` when given (that of the argument `device_of`)."""
     x = check_float(name, x)
     if tuple(x.shape) != tuple(expected):
         want = "[" + ", ".join(str(s) for s in expected) + "]"
         raise ValueError(f"{name}: expected shape {layout} = {want}, got {_shape(x)}")
     if device is not None and x.device != device:
-        raise ValueError(f"{name}: expected device {device} (as q), got {x.device}")
+        raise ValueError(f"{name}: expected device {device} (as {device_of}), got {x.device}")
     return x
 
 
@@ -164,12 +169,17 @@ def check_spd(name: str, A: torch.Tensor) -> None:
 
 
 def check_state(
-    name: str, x: object, expected: tuple[int, ...], layout: str, device: torch.device | None = None
+    name: str,
+    x: object,
+    expected: tuple[int, ...],
+    layout: str,
+    device: torch.device | None = None,
+    device_of: str = "q",
 ) -> torch.Tensor | None:
     """An optional recurrent state of shape `expected` (None passes), on `device` when given."""
     if x is None:
         return None
-    return check_shape(name, x, expected, layout, device)
+    return check_shape(name, x, expected, layout, device, device_of)
 
 
 def check_backend(

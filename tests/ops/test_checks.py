@@ -168,8 +168,11 @@ def test_arguments_on_another_device_than_q():
         "initial_state[1]": lambda x: vla(q, k, v, k, initial_state=(S0, A0)),
     }
     for name, call in elsewhere.items():
-        with raises(ValueError, re.escape(f"{name}: expected device cpu (as q), got meta")):
+        reference = "k" if name == "eta" else "q"  # kaczmarz_beta takes no q
+        with raises(ValueError, re.escape(f"{name}: expected device cpu (as {reference}), got meta")):
             call(gate)
+    with raises(ValueError, re.escape("initial_state: expected device cpu (as k), got meta")):
+        vla_gate(k, k, initial_state=A0)
 
 
 def test_scale():

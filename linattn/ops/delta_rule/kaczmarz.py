@@ -28,7 +28,7 @@ def kaczmarz_beta(k: torch.Tensor, eta: torch.Tensor, eps: float = 1e-6) -> torc
     check_float("k", k)
     if k.dim() != 4:
         raise ValueError(f"k: expected a 4-D tensor [B, T, H, K], got shape {list(k.shape)}")
-    check_shape("eta", eta, tuple(k.shape[:3]), "[B, T, H]", k.device)
+    check_shape("eta", eta, tuple(k.shape[:3]), "[B, T, H]", k.device, "k")
     check_kaczmarz_eps("eps", eps)
     return kaczmarz_step(k, eta, eps).to(eta.dtype)
 

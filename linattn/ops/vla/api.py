@@ -71,7 +71,7 @@ def vla_gate(
     B, T, H, K = check_qk(k, u, q_name="k", k_name="u")
     lam0 = _check_lam0(lam0)
     N = check_cu_seqlens(cu_seqlens, B, T)
-    if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device) is not None:
+    if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device, "k") is not None:
         check_spd("initial_state", initial_state)
     gate = GATES[check_backend(backend, k.device, tuple(GATES), k.dtype)]
     alpha_hat, A = per_sequence(lambda k, u, s: gate(k, u, s, lam0=lam0), cu_seqlens, (k, u), initial_state)
