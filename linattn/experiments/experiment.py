@@ -22,6 +22,8 @@ import torch
 from linattn.bench.environment import describe
 from linattn.experiments.runner import RunSpec, run_all
 from linattn.io import save_figure, write_atomic
+from linattn.models import DecoderLM
+from linattn.tasks.mqar import seq_len_of
 
 THEN = "` then `"  # between the commands of an extended result, shown in backticks: `A` then `B`
 
@@ -77,6 +79,8 @@ class Experiment:
             # the table's command line: what made the earlier columns, then this one
             command = f"{earlier['command']}{THEN}{command}"
         specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(seeds)]
+        # a quick run's state sizes are not the full one's: no reference point stands beside them
+        paper = {} if quick and self.x_axis == "state_size" else self.paper
         records = run_all(specs, out / "runs", device=device, jobs=jobs, reuse_root=root)
         summary = summarize(records, self.metric)
         results = {
@@ -93,12 +97,7 @@ class Experiment:
             "seeds": seeds,
             "spread": summary["spread"],
             "chosen_lr": summary["lr"],
-            # a quick run's state sizes are not the full one's: no reference point stands beside them
-            "paper": {
-                m: {str(x): a for x, a in row.items()}
-                for m, row in self.paper.items()
-                if not (quick and self.x_axis == "state_size")
-            },
+            "paper": {m: {str(x): a for x, a in row.items()} for m, row in paper.items()},
             **({"state_size": state_sizes(specs)} if self.x_axis == "state_size" else {}),
             "runs": [
                 {
@@ -135,9 +134,6 @@ class Experiment:
 def state_sizes(specs: list[RunSpec]) -> dict[str, dict[str, int]]:
     """Each mixer's recurrent state size in floats, by setting: its model's `state_size` at the longest sequence of
     its test set (softmax attention's KV cache grows with it)."""
-    from linattn.models import DecoderLM
-    from linattn.tasks.mqar import seq_len_of
-
     sizes: dict[str, dict[str, int]] = {}
     for spec in specs:
         row = sizes.setdefault(spec.mixer, {})

@@ -54,6 +54,7 @@ def plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
         train_mix = MQARMixtureConfig(tuple(zoology_mix(ZOOLOGY_TRAIN_MIX)), ZOOLOGY_TRAIN_WEIGHTS)
         test_mix = MQARMixtureConfig(tuple(zoology_mix(ZOOLOGY_TEST_MIX)))
         widths, vocab = WIDTHS, preset("zoology").vocab_size
+    batches = {"eval_batches": protocol.eval_batches, "eval_batch_size": protocol.eval_batch_size}
     specs = []
     for mixer in mixers:
         m = MIXERS[mixer]
@@ -63,7 +64,6 @@ def plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
                 "zoology", mixer=m.layer, mixer_options=m.options, d_model=d, n_heads=heads, vocab_size=vocab
             )
             for train in protocol.configs():
-                batches = {"eval_batches": protocol.eval_batches, "eval_batch_size": protocol.eval_batch_size}
                 specs.append(
                     RunSpec(mixer, d, train_mix, model, train, **batches, val_task=test_mix, test_task=test_mix)
                 )

@@ -62,9 +62,9 @@ def ccq_query(
     if initial_state is not None:
         if not isinstance(initial_state, tuple) or len(initial_state) != 3:
             raise TypeError("initial_state: expected a triple (C [N, H, K, K], m [N, H, K], Z [N, H]) or None")
-        check_shape("initial_state[0]", initial_state[0], (N, H, K, K), "[N, H, K, K]", q.device)
-        check_shape("initial_state[1]", initial_state[1], (N, H, K), "[N, H, K]", q.device)
-        check_shape("initial_state[2]", initial_state[2], (N, H), "[N, H]", q.device)
+        check_shape("initial_state[0]", initial_state[0], (N, H, K, K), "[N, H, K, K]", dims.device)
+        check_shape("initial_state[1]", initial_state[1], (N, H, K), "[N, H, K]", dims.device)
+        check_shape("initial_state[2]", initial_state[2], (N, H), "[N, H]", dims.device)
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     if normalize_keys:  # in k's dtype: under autocast the norm, and so the quotient, would be float32
         k = F.normalize(k, dim=-1).to(k.dtype)
