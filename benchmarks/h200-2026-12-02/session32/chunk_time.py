@@ -3,8 +3,10 @@ from float64 cost this much). From the repository root, in the project's venv:
 
     PYTHONPATH=. python benchmarks/h200-2026-12-02/session32/chunk_time.py
 
-float32, B = 8, T = 512, H = 4, K = V = 64; the minimum of 5 calls after one warm-up, ms. Run it at two commits
-(e.g. 9175ca5 and 154d679) for a before / after.
+float32, B = 8, T = 512, H = 4, K = V = 64; the minimum of 5 calls after one warm-up, ms. For a before / after,
+check the chunk files of the earlier commit out into the tree and back (the editable install ignores PYTHONPATH):
+`F="linattn/ops/chunking.py linattn/ops/linear_attention/chunk.py linattn/ops/delta_rule/chunk.py
+linattn/ops/ccq/chunk.py"; git checkout 9175ca5 -- $F`, run, `git checkout HEAD -- $F`.
 """
 
 from __future__ import annotations
