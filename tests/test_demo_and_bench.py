@@ -234,3 +234,5 @@ def test_profile_lists_a_contenders_operators_on_cpu(tmp_path, capsys):
     assert "| kernel / operator |" in out and "| function | calls | ms |" in out
     with pytest.raises(ValueError, match="contender"):
         bench_main(["profile", "--contenders", "GDM", "--device", "cpu"])
+    with pytest.raises(ValueError, match="contender: expected one of .* on cpu, got 'fla GLA'"):  # ops' need CUDA
+        bench_main(["profile", "--contenders", "fla GLA", "--device", "cpu"])

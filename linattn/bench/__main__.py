@@ -8,7 +8,8 @@
 - `decode`: on a CUDA GPU, one token's step at context 4K / 32K / 64K (B=8): our fused recurrent step vs SDPA
   reading a KV cache.
 - `stages`: on a CUDA GPU, each kernel of the Triton delta rule's forward and backward timed on its own.
-- `profile`: one `vla-speed` contender's kernels by time and (CUDA) its tensors alive at the memory peak.
+- `profile`: one `vla-speed` contender's (or on CUDA one `ops` contender's) kernels by time and (CUDA) its tensors
+  alive at the memory peak.
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     p_stages.add_argument("--K", type=int, default=128, help="head dim of the vla-gate profile (default 128)")
     p_stages.add_argument("--device", default="cuda", help="'cuda' (default), or 'cpu' for --op vla-gate")
     p_stages.add_argument("--batch", type=int, default=1, help="delta_rule: sequences of each length at once")
-    p_prof = sub.add_parser("profile", help="a vla-speed contender's kernels by time, and its memory at the peak")
-    p_prof.add_argument("--contenders", default="VLA triton", help="comma-separated vla-speed contenders")
+    p_prof = sub.add_parser("profile", help="a contender's kernels by time, and its memory at the peak")
+    p_prof.add_argument(
+        "--contenders", default="VLA triton", help="comma-separated vla-speed contenders (CUDA: or ops contenders)"
+    )
     p_prof.add_argument("--K", type=lambda s: [int(x) for x in s.split(",")], default=[128], help="head dims")
     p_prof.add_argument("--passes", default="fwd,fwdbwd", help="comma-separated: fwd, fwdbwd (default both)")
     p_prof.add_argument("--device", default="cuda", help="'cuda' (default) or 'cpu'")

@@ -1,14 +1,14 @@
 """Where one contender's time and memory go: its kernels by device time, and what is alive at its memory peak.
 
-The contenders and inputs are `vla-speed`'s (bf16 on CUDA, float32 on CPU; `B = 1`, `H = 16`, `K = V`), so a row
-here explains a cell there. Time: `torch.profiler` over `repeat` calls after a warm-up, every kernel (CUDA) or
-operator (CPU) with its calls and self time per call of the contender, beside the wall time per call; wall time
-well above the device's busy time means the host (launches, Python, synchronisations) bounds the call. Memory
-(CUDA): the allocator's history over one call, replayed to the peak; the tensors alive there, grouped by the line
-of `linattn` that allocated them. Host (`host=True`): `cProfile` over `repeat` calls, the Python functions by their
-own time per call (a Triton launch shows as `jit.py:run`; cProfile slows Python, so these times are upper bounds),
-and on CUDA whether any call waits for the GPU (`torch.cuda.set_sync_debug_mode("error")` raises where one does).
-"""
+The contenders and inputs are `vla-speed`'s (bf16 on CUDA, float32 on CPU; `B = 1`, `H = 16`, `K = V`), so a row here
+explains a cell there, or on CUDA `bench ops`' (its GLA and fla's, say, at `B = 1`), so one there. Time:
+`torch.profiler` over `repeat` calls after a warm-up, every kernel (CUDA) or operator (CPU) with its calls and self
+time per call of the contender, beside the wall time per call; wall time well above the device's busy time means the
+host (launches, Python, synchronisations) bounds the call. Memory (CUDA): the allocator's history over one call,
+replayed to the peak; the tensors alive there, grouped by the line of `linattn` that allocated them. Host
+(`host=True`): `cProfile` over `repeat` calls, the Python functions by their own time per call (a Triton launch shows
+as `jit.py:run`; cProfile slows Python, so these times are upper bounds), and on CUDA whether any call waits for the
+GPU (`torch.cuda.set_sync_debug_mode("error")` raises where one does)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity
 from torch.profiler import profile as torch_profile
 
+from linattn.bench import ops
 from linattn.bench.timing import forward_backward
 from linattn.experiments.vla_speed import CONTENDERS, DTYPES, SpeedConfig, inputs
 
@@ -35,15 +36,21 @@ def _dtype(device: str) -> str:
 
 
 def _call(contender: str, T: int, K: int, pass_: str, device: str) -> Callable[[], object]:
-    """One call of the contender on its inputs, run once here (compilation, caches) and synchronised."""
-    by_name = {c.name: c for c in CONTENDERS}
-    if contender not in by_name:
-        raise ValueError(f"contender: expected one of {sorted(by_name)}, got {contender!r}")
+    """One call of the contender on its inputs, run once here (compilation, caches, fla's autotuning) and
+    synchronised. A `vla-speed` contender, or on CUDA one of `bench ops` (with its inputs: bf16, B = 1, H = 16)."""
+    speed = {c.name: c for c in CONTENDERS}
+    op = {c.name: c for c in ops.CONTENDERS}
+    if contender not in speed and not (device == "cuda" and contender in op):
+        names = sorted(speed) + (sorted(op) if device == "cuda" else [])
+        raise ValueError(f"contender: expected one of {names} on {device}, got {contender!r}")
     if pass_ not in PASSES:
         raise ValueError(f"pass_: expected one of {PASSES}, got {pass_!r}")
-    x = inputs(SpeedConfig(Ts=(T,), head_dims=(K,), H=16, dtype=_dtype(device)), T, K, device)
-    fn = lambda: by_name[contender].run(x)  # noqa: E731
-    call = torch.no_grad()(fn) if pass_ == "fwd" else forward_backward(fn, list(x.values()))
+    if contender in speed:
+        x = inputs(SpeedConfig(Ts=(T,), head_dims=(K,), H=16, dtype=_dtype(device)), T, K, device)
+        fn, leaves = (lambda: speed[contender].run(x)), list(x.values())
+    else:
+        fn, leaves = op[contender].build(ops.Shape(B=1, T=T, K=K), DTYPES[_dtype(device)])
+    call = torch.no_grad()(fn) if pass_ == "fwd" else forward_backward(fn, leaves)
     call()
     _sync(device)
     return call

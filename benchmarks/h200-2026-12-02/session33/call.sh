@@ -1,0 +1,24 @@
+# Prepared in session 33 for the next session's device calls, from the repository root, one mode a call; README.md
+# here says what each is for.
+#
+#   bash benchmarks/h200-2026-12-02/session33/call.sh gla      (about 8 minutes; carry [".whl"])
+#     where our GLA's time goes beside fla's `chunk_gla` (2.5x ours from 16K on, session 33): `bench profile` of both
+#     at 16K and 64K, then `screen_gla_launch.py` (our GLA kernels' warps and stages, the state walk's tile)
+#   bash benchmarks/h200-2026-12-02/session33/call.sh zoology  (at most 9 minutes; several calls)
+#     session 32's `zoology-mqar` (`session32/call.sh zoology`)
+set -u
+case "${1:-}" in
+  gla)
+    export PYTHONPATH="$PWD"
+    if ls .whl/*.whl > /dev/null 2>&1; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+      export PYTHONPATH="$PWD:/tmp/site"
+    fi
+    timeout 240 python3 -m linattn.bench profile --contenders "ours triton GLA (per-channel decay),fla GLA" \
+      --lengths 16384,65536 --json "$OUT/profile-gla.json" > "$OUT/profile-gla.txt" 2>&1
+    head -n 150 "$OUT/profile-gla.txt"
+    timeout 300 python3 benchmarks/h200-2026-12-02/session33/screen_gla_launch.py > "$OUT/screen-gla-launch.txt" 2>&1
+    cat "$OUT/screen-gla-launch.txt" ;;
+  zoology) exec bash benchmarks/h200-2026-12-02/session32/call.sh zoology ;;
+  *) echo "usage: call.sh gla|zoology" >&2; exit 2 ;;
+esac
