@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         "--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[65536, 1 << 20],
         help="comma-separated sequence lengths (default 65536,1048576)",
     )  # fmt: skip
+    p_gate.add_argument("--head-dims", type=lambda s: [int(x) for x in s.split(",")], default=[32, 128],
+                        help="comma-separated head dims (default 32,128)")  # fmt: skip
+    p_gate.add_argument("--rho", type=float, default=1.0, help="the gate's forgetting factor (default 1: none)")
     p_ops = sub.add_parser("ops", help="GPU: ours vs SDPA vs fla, bf16, forward and forward+backward")
     p_ops.add_argument(
         "--batch-sweep", action=argparse.BooleanOptionalAction, default=True, help="also the B·T = 32K shapes"
@@ -144,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "gate":
         from linattn.bench import gate
 
-        print("# linattn VLA gate at length: B=1, H=1, lam0=0.1; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
-        rows = gate.run(device, lengths=args.lengths)
+        print(f"# linattn VLA gate at length: B=1, H=1, lam0=0.1, rho={args.rho:g}; "
+              + ", ".join(f"{k}: {v}" for k, v in env.items()))  # fmt: skip
+        rows = gate.run(device, head_dims=args.head_dims, lengths=args.lengths, rho=args.rho)
         print(gate.table(rows))
         extra = {}
     elif args.command == "verify":

@@ -8,7 +8,8 @@ the reference: the gate's own error. (`vla_gate` then returns `α̂` in the inpu
 rounding, ~2e-3, comes on top.) Per token, both
 `α̂` are unit vectors, so `‖α̂ − α̂₆₄‖` is the relative error; the rows give its maximum and RMS over the tokens,
 the largest `|‖α̂‖ − 1|`, and whether `α̂` and the final `A_T` are finite. Issue 5's bound: relative error
-≤ 1e-3 at T = 64K (d = 32 and 128), finite and unit-norm at T = 1M.
+≤ 1e-3 at T = 64K (d = 32 and 128), finite and unit-norm at T = 1M. `--rho` runs both gates with a forgetting
+factor (`forgetting.py`'s segments).
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from linattn.ops.vla.api import GATES
-from linattn.ops.vla.chunk import chunk_vla_gate
+from linattn.ops.vla.api import backend_gate
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -34,27 +34,27 @@ def inputs(T: int, d: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def measure(T: int, d: int, dtype: str, device: str, *, lam0: float = 0.1) -> dict:
+def measure(T: int, d: int, dtype: str, device: str, *, lam0: float = 0.1, rho: float = 1.0) -> dict:
     """One row: the gate on `dtype` inputs at `(T, d)`, against float64 on the same rounded inputs."""
     k, u = inputs(T, d)
     k, u = k.to(DTYPES[dtype]).to(device), u.to(DTYPES[dtype]).to(device)
     start = time.perf_counter()
-    gate = GATES["triton" if device == "cuda" else "chunk"]
-    alpha, A = gate(k, u, None, lam0=lam0)  # float32 for float32 and bfloat16 inputs
+    gate = backend_gate("triton" if device == "cuda" else "chunk", lam0, rho)
+    alpha, A = gate(k, u, None)  # float32 for float32 and bfloat16 inputs
     if device == "cuda":
         torch.cuda.synchronize()
     row = {"K": d, "T": T, "inputs": dtype, "seconds": time.perf_counter() - start}
     row["finite"] = bool(torch.isfinite(alpha).all()) and bool(torch.isfinite(A).all())
     row["max_norm_deviation"] = (alpha.norm(dim=-1) - 1).abs().max().item()
-    want, _ = chunk_vla_gate(k.double(), u.double(), None, lam0=lam0)
+    want, _ = backend_gate("chunk", lam0, rho)(k.double(), u.double(), None)
     err = (alpha.double() - want).norm(dim=-1).flatten()  # [T]
     row["max_err"], row["rms_err"] = err.max().item(), err.pow(2).mean().sqrt().item()
     return row
 
 
-def run(device: str = "cpu", head_dims=(32, 128), lengths=(65536, 1 << 20)) -> list[dict]:
+def run(device: str = "cpu", head_dims=(32, 128), lengths=(65536, 1 << 20), rho: float = 1.0) -> list[dict]:
     """Every head dim, length and input dtype."""
-    return [measure(T, d, dtype, device) for d in head_dims for T in lengths for dtype in DTYPES]
+    return [measure(T, d, dtype, device, rho=rho) for d in head_dims for T in lengths for dtype in DTYPES]
 
 
 def table(rows: list[dict]) -> str:

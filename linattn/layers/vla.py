@@ -15,11 +15,13 @@ from linattn.ops.linear_attention.api import NORMALIZER_EPS
 class VariationalLinearAttention(Mixer):
     """Per head: `q = ELU(W_q x)+1`, `k = ELU(W_k x)+1`, `k̂ = k/‖k‖`, `v = W_v x`,
     `u = normalize(W_u k_raw)/√d` (`k_raw = W_k x`, `W_u` per head, bias-free);
-    `A_t = (λ0 I + Σ u uᵀ)⁻¹`, `α̂_t = A_t k̂_t/‖A_t k̂_t‖`, `S_t = (I − α̂_t k̂_tᵀ) S_{t-1} + α̂_t v_tᵀ`;
+    `A_t = (λ0 I + Σ u uᵀ)⁻¹` (with `rho < 1`: `A_t = M_t⁻¹`, `M_t = ρ M_{t-1} + u uᵀ`), `α̂_t = A_t k̂_t/‖A_t k̂_t‖`,
+    `S_t = (I − α̂_t k̂_tᵀ) S_{t-1} + α̂_t v_tᵀ`;
     read `o_t = S_tᵀ q_t / max(z_tᵀ q_t, 1e-4)` with `z_t = Σ_{s≤t} k_s` (`normalizer="sum"`, the paper's) or
     `S_tᵀ q_t / √d` (`normalizer="none"`); heads merged → LayerNorm → `W_o`.
 
-    Options: `lam0` (0.1), `normalizer`, `ccq` (+ `ccq_options`: contract q by the covariance of `k̂`).
+    Options: `lam0` (0.1), `rho` (1: no forgetting, the paper's), `normalizer`, `ccq` (+ `ccq_options`: contract q
+    by the covariance of `k̂`).
     State: `{"S": [B, H, d, d], "A": [B, H, d, d][, "z": [B, H, d]][, "ccq"]}`.
     """
 
@@ -29,6 +31,7 @@ class VariationalLinearAttention(Mixer):
         n_heads: int,
         *,
         lam0: float = 0.1,
+        rho: float = 1.0,
         normalizer: str = "sum",
         ccq: bool = False,
         ccq_options: dict | None = None,
@@ -39,7 +42,9 @@ class VariationalLinearAttention(Mixer):
             raise ValueError(f"normalizer: expected 'sum' or 'none', got {normalizer!r}")
         if not lam0 > 0:
             raise ValueError(f"lam0: expected a number > 0, got {lam0!r}")
-        self.lam0, self.normalizer = float(lam0), normalizer
+        if not 0 < rho <= 1:
+            raise ValueError(f"rho: expected a number in (0, 1], got {rho!r}")
+        self.lam0, self.rho, self.normalizer = float(lam0), float(rho), normalizer
         d = self.head_dim
         self.q_proj = nn.Linear(d_model, d_model, bias=False)
         self.k_proj = nn.Linear(d_model, d_model, bias=False)
@@ -80,6 +85,7 @@ class VariationalLinearAttention(Mixer):
             v,
             u,
             lam0=self.lam0,
+            rho=self.rho,
             scale=scale,
             initial_state=init,
             output_final_state=True,

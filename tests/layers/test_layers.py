@@ -17,6 +17,7 @@ VARIANTS += [(name, {"ccq": True}) for name in CCQ_LAYERS]
 VARIANTS += [
     ("linear", {"normalize": False}),
     ("vla", {"normalizer": "none"}),
+    ("vla", {"rho": 0.95}),
     ("vla", {"lam0": 2.0, "ccq": True, "ccq_options": {"centered": False}}),
     ("deltanet", {"short_conv": False}),
     ("gated_deltanet", {"ccq": True, "ccq_options": {"normalize_keys": False}}),

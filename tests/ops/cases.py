@@ -142,32 +142,40 @@ def _linear(normalize):
     return call
 
 
-def _vla_gate(x, state, backend, cu_seqlens):
-    a, A = vla_gate(
-        x["k"],
-        x["u"],
-        lam0=0.3,
-        initial_state=None if state is None else state[0],
-        output_final_state=True,
-        cu_seqlens=cu_seqlens,
-        backend=backend,
-    )
-    return _flat(a, A)
+def _vla_gate(rho: float = 1.0):
+    def call(x, state, backend, cu_seqlens):
+        a, A = vla_gate(
+            x["k"],
+            x["u"],
+            lam0=0.3,
+            rho=rho,
+            initial_state=None if state is None else state[0],
+            output_final_state=True,
+            cu_seqlens=cu_seqlens,
+            backend=backend,
+        )
+        return _flat(a, A)
+
+    return call
 
 
-def _vla(x, state, backend, cu_seqlens):
-    o, S = vla(
-        x["q"],
-        x["k"],
-        x["v"],
-        x["u"],
-        lam0=0.3,
-        initial_state=state,
-        output_final_state=True,
-        cu_seqlens=cu_seqlens,
-        backend=backend,
-    )
-    return _flat(o, S)
+def _vla(rho: float = 1.0):
+    def call(x, state, backend, cu_seqlens):
+        o, S = vla(
+            x["q"],
+            x["k"],
+            x["v"],
+            x["u"],
+            lam0=0.3,
+            rho=rho,
+            initial_state=state,
+            output_final_state=True,
+            cu_seqlens=cu_seqlens,
+            backend=backend,
+        )
+        return _flat(o, S)
+
+    return call
 
 
 def _ccq(**options):
@@ -281,14 +289,21 @@ CASES = [
         "vla-gate",
         _vla_gate_tokens,
         lambda s, N, g: (randn(g, N, s.H, s.K, s.K),),
-        _vla_gate,
+        _vla_gate(),
         init=lambda leaves: (spd(leaves[0]),),
     ),
     Case(
         "vla",
         _vla_tokens,
         lambda s, N, g: (randn(g, N, s.H, s.K, s.V), randn(g, N, s.H, s.K, s.K)),
-        _vla,
+        _vla(),
+        init=lambda leaves: (leaves[0], spd(leaves[1])),
+    ),
+    Case(  # a forgetting factor mild enough for the token loop's backward (`test_vla_forgetting.py`)
+        "vla-forget",
+        _vla_tokens,
+        lambda s, N, g: (randn(g, N, s.H, s.K, s.V), randn(g, N, s.H, s.K, s.K)),
+        _vla(rho=0.99),
         init=lambda leaves: (leaves[0], spd(leaves[1])),
     ),
     Case("ccq", _ccq_tokens(False), _ccq_state, _ccq(), init=_ccq_init),

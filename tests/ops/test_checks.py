@@ -111,6 +111,11 @@ def test_vla_arguments():
             vla_gate(k, u, lam0=lam0)
         with raises(ValueError, "lam0"):
             vla(q, k, v, u, lam0=lam0)
+    for rho in (0, 1.5, float("nan"), "0.9", True):
+        with raises(ValueError, "rho"):
+            vla_gate(k, u, rho=rho)
+        with raises(ValueError, "rho"):
+            vla(q, k, v, u, rho=rho)
     with raises(ValueError, "u"):
         vla_gate(k, u[..., :4])
     with raises(ValueError, "u"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from linattn.ops.checks import (
@@ -18,6 +20,7 @@ from linattn.ops.delta_rule.naive import naive_delta_rule
 from linattn.ops.unit_rows import unit_rows
 from linattn.ops.varlen import per_sequence
 from linattn.ops.vla.chunk import chunk_vla_gate
+from linattn.ops.vla.forgetting import forgetting_gate, max_chunk
 from linattn.ops.vla.naive import naive_vla_gate
 
 
@@ -38,11 +41,32 @@ def _check_lam0(lam0: object) -> float:
     return float(lam0)
 
 
+def _check_rho(rho: object) -> float:
+    if not isinstance(rho, (int, float)) or isinstance(rho, bool) or not 0 < rho <= 1:
+        raise ValueError(f"rho: expected a number in (0, 1], got {rho!r}")
+    return float(rho)
+
+
+def backend_gate(name: str, lam0: float, rho: float = 1.0, unit_keys: bool = False):
+    """Backend `name`'s gate as `(k, u, A_0) -> (α̂, A_T)` (`naive_vla_gate`'s contract) at `λ0`, `ρ`: `naive`
+    forgets token by token, the others through `forgetting.py`'s rescaled segments (when `ρ < 1`; the PyTorch path's
+    chunks no longer than `forgetting.max_chunk(ρ)`, the Triton kernel's are 16 tokens)."""
+    gate = GATES[name]
+    if rho == 1.0:
+        return lambda k, u, s: gate(k, u, s, lam0=lam0, unit_keys=unit_keys)
+    if name == "naive":
+        return lambda k, u, s: gate(k, u, s, lam0=lam0, rho=rho, unit_keys=unit_keys)
+    if name == "chunk":
+        gate = partial(gate, max_chunk=max_chunk(rho))
+    return lambda k, u, s: forgetting_gate(gate, k, u, s, lam0=lam0, rho=rho, unit_keys=unit_keys)
+
+
 def vla_gate(
     k: torch.Tensor,
     u: torch.Tensor,
     *,
     lam0: float = 0.1,
+    rho: float = 1.0,
     initial_state: torch.Tensor | None = None,
     output_final_state: bool = False,
     cu_seqlens: torch.Tensor | None = None,
@@ -51,11 +75,13 @@ def vla_gate(
     """VLA's write direction: `α̂_t = A_t k̂_t / ‖A_t k̂_t‖` with `A_t = (λ0 I + Σ_{s≤t} u_s u_sᵀ)⁻¹`.
 
     `A_t` is the inverse penalty of the online regularised least-squares write, updated by Sherman–Morrison
-    (`naive`) or by the equivalent chunk-parallel Cholesky form (`chunk`); `k̂ = k / ‖k‖`.
+    (`naive`) or by the equivalent chunk-parallel Cholesky form (`chunk`); `k̂ = k / ‖k‖`. With a forgetting factor
+    `ρ < 1`, `A_t = M_t⁻¹` with `M_t = ρ M_{t-1} + u_t u_tᵀ`, `M_0 = λ0 I` (DESIGN §2.3's option; `forgetting.py`).
 
     Args:
         k: keys `[B, T, H, K]` (L2-normalised inside).  u: penalty directions `[B, T, H, K]` (same dtype).
         lam0: ridge `λ0 > 0`, used when `initial_state` is None (`A_0 = I / λ0`).
+        rho: forgetting factor `0 < ρ ≤ 1` (1: none, the paper's gate).
         initial_state: `A_0: [N, H, K, K]`, symmetric positive definite.
         output_final_state: also return `A_T: [N, H, K, K]` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
@@ -69,12 +95,12 @@ def vla_gate(
         >>> alpha_hat, A = vla_gate(k, u, lam0=0.1, output_final_state=True)   # A: [1, 2, 32, 32]
     """
     B, T, H, K = check_qk(k, u, q_name="k", k_name="u")
-    lam0 = _check_lam0(lam0)
+    lam0, rho = _check_lam0(lam0), _check_rho(rho)
     N = check_cu_seqlens(cu_seqlens, B, T)
     if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device, "k") is not None:
         check_spd("initial_state", initial_state)
-    gate = GATES[check_backend(backend, k.device, tuple(GATES), k.dtype)]
-    alpha_hat, A = per_sequence(lambda k, u, s: gate(k, u, s, lam0=lam0), cu_seqlens, (k, u), initial_state)
+    gate = backend_gate(check_backend(backend, k.device, tuple(GATES), k.dtype), lam0, rho)
+    alpha_hat, A = per_sequence(gate, cu_seqlens, (k, u), initial_state)
     return alpha_hat.to(k.dtype), (A if output_final_state else None)
 
 
@@ -85,6 +111,7 @@ def vla(
     u: torch.Tensor,
     *,
     lam0: float = 0.1,
+    rho: float = 1.0,
     scale: float | None = None,
     initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
     output_final_state: bool = False,
@@ -101,6 +128,7 @@ def vla(
     Args:
         q, k: `[B, T, H, K]` (k is L2-normalised inside).  v: `[B, T, H, V]`.  u: `[B, T, H, K]`.
         lam0: ridge `λ0 > 0` for `A_0 = I / λ0` when no initial state is given.
+        rho: the gate's forgetting factor `0 < ρ ≤ 1` (`vla_gate`; 1: none, the paper's).
         scale: output scale, default `K ** -0.5`.
         initial_state: `(S_0: [N, H, K, V], A_0: [N, H, K, K])` or None.
         output_final_state: also return `(S_T, A_T)`.
@@ -119,7 +147,7 @@ def vla(
     """
     dims = check_qkv(q, k, v, cu_seqlens)
     check_qk(k, u, q_name="k", k_name="u")
-    lam0 = _check_lam0(lam0)
+    lam0, rho = _check_lam0(lam0), _check_rho(rho)
     if initial_state is not None:
         if not isinstance(initial_state, tuple) or len(initial_state) != 2:
             raise TypeError("initial_state: expected a pair (S [N, H, K, V], A [N, H, K, K]) or None")
@@ -128,14 +156,15 @@ def vla(
         check_spd("initial_state[1]", initial_state[1])
     name = check_backend(backend, q.device, tuple(GATES), q.dtype)
     scale = dims.K**-0.5 if scale is None else scale
+    gate = backend_gate(name, lam0, rho, unit_keys=True)
     if name == "triton":
-        return _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_seqlens)
-    gate, state = GATES[name], STATES[name]
+        return _vla_triton(q, k, v, u, gate, scale, initial_state, output_final_state, cu_seqlens)
+    state = STATES[name]
 
     def one_sequence(q, k, v, u, s):
         S0, A0 = (None, None) if s is None else s
         k_hat = unit_rows(k)  # once, for the gate and the state
-        alpha_hat, A = gate(k_hat, u, A0, lam0=lam0, unit_keys=True)
+        alpha_hat, A = gate(k_hat, u, A0)
         o, S = state(q, k_hat, v, alpha_hat, None, None, S0, scale=scale)
         return o, (S, A)
 
@@ -143,19 +172,17 @@ def vla(
     return o.to(v.dtype), ((S, A) if output_final_state else None)
 
 
-def _vla_triton(q, k, v, u, lam0, scale, initial_state, output_final_state, cu_seqlens):
-    """`vla`'s triton backend on validated inputs: the gate's kernel per sequence, then the two-key delta rule
-    (`w = α̂`) of all sequences on the Triton engine. `k̂` and `α̂` come out of the gate in float32 and enter the
-    engine so, beside `q` and `v` in their own dtype: rounding them to a bfloat16 model's dtype would put that
-    dtype's rounding into the float32 state, which the reference keeps exact."""
+def _vla_triton(q, k, v, u, gate, scale, initial_state, output_final_state, cu_seqlens):
+    """`vla`'s triton backend on validated inputs: `gate` (the kernel's, from `backend_gate`) per sequence, then the
+    two-key delta rule (`w = α̂`) of all sequences on the Triton engine. `k̂` and `α̂` come out of the gate in float32
+    and enter the engine so, beside `q` and `v` in their own dtype: rounding them to a bfloat16 model's dtype would
+    put that dtype's rounding into the float32 state, which the reference keeps exact."""
     # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
     from linattn.ops.delta_rule.triton.function import delta_rule_triton
 
     S0, A0 = (None, None) if initial_state is None else initial_state
     k_hat = unit_rows(k)  # once, for the gate and the state
-    alpha_hat, A = per_sequence(
-        lambda k, u, a: triton_vla_gate(k, u, a, lam0=lam0, unit_keys=True), cu_seqlens, (k_hat, u), A0
-    )
+    alpha_hat, A = per_sequence(gate, cu_seqlens, (k_hat, u), A0)
     # k̂, α̂: float32 keys derived from the tokens, whose gradients the gate and `unit_rows` bring back to k, u
     derived = k.dtype == torch.bfloat16
     o, S = delta_rule_triton(

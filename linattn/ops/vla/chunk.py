@@ -52,10 +52,12 @@ from linattn.ops.unit_rows import unit_rows
 from linattn.ops.unit_rows.api import EPS, unit_rows_grad
 
 
-def gate_chunk(T: int, d: int) -> int:
+def gate_chunk(T: int, d: int, max_chunk: int = 128) -> int:
     """Chunk size of the gate: its `d × d` inverse per chunk costs `∝ d³ / C` per token, its `C × C` factorisation
-    and products `∝ C² + C d`, so the chunk grows with the head dim: 64 tokens, 128 from d = 128 on."""
-    return chunk_size(T, 128 if d >= 128 else 64)
+    and products `∝ C² + C d`, so the chunk grows with the head dim: 64 tokens, 128 from d = 128 on; at most
+    `max_chunk` (a power of two: `forgetting.max_chunk`)."""
+    largest = min(max_chunk, 128 if d >= 128 else 64)
+    return chunk_size(T, largest, min(16, largest))
 
 
 # the backward's products in this many slices of the sequence once one float32 copy of `u` would take
@@ -354,10 +356,12 @@ def chunk_vla_gate(
     lam0: float,
     carry: int = CARRY,
     unit_keys: bool = False,
+    max_chunk: int = 128,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Same contract as `naive_vla_gate`; `carry`: chunks per `d × d` factorisation (1: every chunk its own);
-    `unit_keys`: `k` is already `unit_rows(k)` (as `vla` passes it, normalising once for the gate and the state)."""
+    `unit_keys`: `k` is already `unit_rows(k)` (as `vla` passes it, normalising once for the gate and the state);
+    `max_chunk`: the longest chunk (`gate_chunk`)."""
     T, d = k.shape[1], k.shape[-1]
-    C = gate_chunk(T, d)
+    C = gate_chunk(T, d, max_chunk)
     grouping = Grouping(C, min(carry, cdiv(T, C)))
     return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, grouping, GateKernels(torch_apply))

@@ -14,17 +14,19 @@ def naive_vla_gate(
     initial_state: torch.Tensor | None,
     *,
     lam0: float,
+    rho: float = 1.0,
     unit_keys: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`A_t = A_{t-1} − z_t z_tᵀ / (1 + u_tᵀ z_t)` with `z_t = A_{t-1} u_t`;  `α̂_t = A_t k̂_t / ‖A_t k̂_t‖`.
+    """`A_t = (A_{t-1} − z_t z_tᵀ / (ρ + u_tᵀ z_t)) / ρ` with `z_t = A_{t-1} u_t`;  `α̂_t = A_t k̂_t / ‖A_t k̂_t‖`.
 
-    `A_t = (λ0 I + Σ_{s≤t} u_s u_sᵀ)⁻¹` is the inverse penalty of VLA's online least squares, kept exactly
-    by rank-one Sherman–Morrison updates. The denominator is `≥ 1` because `A_{t-1}` is positive definite,
-    so no clamp is needed.
+    `A_t = M_t⁻¹` with `M_t = ρ M_{t-1} + u_t u_tᵀ`, `M_0 = λ0 I` (`ρ = 1`: `λ0 I + Σ_{s≤t} u_s u_sᵀ`) is the inverse
+    penalty of VLA's online least squares, kept exactly by rank-one Sherman–Morrison updates. The denominator is
+    `≥ ρ > 0` because `A_{t-1}` is positive definite, so no clamp is needed.
 
     Args:
         k: keys `[B, T, H, K]` (normalised here: `k̂ = k / ‖k‖`).  u: penalty directions `[B, T, H, K]`.
         initial_state: `A_0: [B, H, K, K]` or None (`I / λ0`).
+        rho: forgetting factor `0 < ρ ≤ 1`.
         unit_keys: `k` is already normalised (as `vla` passes it).
     Returns:
         α̂ `[B, T, H, K]` and the final `A_T: [B, H, K, K]`, both in the compute dtype.
@@ -40,7 +42,7 @@ def naive_vla_gate(
     alphas = []
     for t in range(T):
         z = torch.einsum("bhij,bhj->bhi", A, u[:, t])  # [B, H, K]
-        denom = 1 + (u[:, t] * z).sum(-1)  # [B, H]
-        A = A - z[..., :, None] * z[..., None, :] / denom[..., None, None]
+        denom = rho + (u[:, t] * z).sum(-1)  # [B, H]
+        A = (A - z[..., :, None] * z[..., None, :] / denom[..., None, None]) / rho
         alphas.append(F.normalize(torch.einsum("bhij,bhj->bhi", A, k_hat[:, t]), dim=-1))
     return torch.stack(alphas, dim=1), A

@@ -1,0 +1,115 @@
+"""VLA's gate with a forgetting factor `ρ < 1` (`linattn/ops/vla/forgetting.py`): the chunk and Triton gates run it
+as rescaled segments; the token loop forgets token by token. `cases.py`'s `vla-forget` runs every generic check at
+`ρ = 0.99` in one segment; here the segments are cut short so that a sequence crosses several, and a stronger `ρ`
+is held to a direct solve, since the token loop's backward amplifies rounding by up to `ρ^{−T}`."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from linattn.ops import vla, vla_gate
+from tests.ops.cases import CASES, Sizes, check_chaining, draw, grads, rel_err
+
+forgetting = importlib.import_module("linattn.ops.vla.forgetting")
+VLA_FORGET = next(c for c in CASES if c.id == "vla-forget")
+
+
+@pytest.fixture
+def short_segments(monkeypatch):
+    """Segments of 64 tokens at `ρ = 0.99` (of 1,536 otherwise)."""
+    monkeypatch.setattr(forgetting, "MAX_LOG_SCALE", 0.4)
+    assert forgetting.segment_length(0.99) == 64
+
+
+def test_segment_lengths():
+    assert [forgetting.segment_length(r) for r in (0.99, 0.9, 0.1)] == [1536, 128, 6]
+
+
+@pytest.mark.parametrize("backend", ["chunk", "triton"])
+def test_segments_equal_the_token_loop(short_segments, backend):
+    """Across four segments (T = 200), from an initial `(S, A)`: outputs, final states and every gradient."""
+    if backend == "chunk":
+        tokens, state = draw(VLA_FORGET, Sizes(B=2, T=200), requires_grad=True)
+        tol = 1e-9
+    else:  # float32 in the interpreter
+        tokens, state = draw(VLA_FORGET, Sizes(B=2, T=200, K=16, V=24), requires_grad=True)
+        tol = 5e-5
+    leaves = [*tokens.values(), *state]
+    dt = torch.float64 if backend == "chunk" else torch.float32
+    mine = [x.detach().to(dt).requires_grad_() for x in leaves]
+    n = len(tokens)
+    got = VLA_FORGET.run(dict(zip(tokens, mine[:n])), tuple(mine[n:]), backend)
+    want = VLA_FORGET.run(tokens, state, "naive")
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert rel_err(a, b) < tol, f"output {i}: {rel_err(a, b):.2e}"
+    for name, a, b in zip([*tokens, "dS0", "dA0"], grads(got, mine), grads(want, leaves)):
+        assert rel_err(a, b) < tol, f"d{name}: {rel_err(a, b):.2e}"
+
+
+def test_segments_chain_and_pack(short_segments):
+    """State chaining at a point inside a segment, and packed sequences, each across segments."""
+    tokens, _ = draw(VLA_FORGET, Sizes(B=2, T=200))
+    xs = {n: x.detach().requires_grad_() for n, x in tokens.items()}
+
+    def run(span, state):
+        o, S = vla(**{n: x[:, span] for n, x in xs.items()}, lam0=0.3, rho=0.99, initial_state=state,
+                   output_final_state=True, backend="chunk")  # fmt: skip
+        return [o, *S]
+
+    check_chaining(run, xs, 1e-9, 1e-9, t=100)
+    lengths = [150, 1, 90]
+    packed, state = draw(VLA_FORGET, Sizes(B=1, T=sum(lengths)), N=3)
+    cu = torch.tensor([0, 150, 151, 241])
+    got = VLA_FORGET.run(packed, state, "chunk", cu_seqlens=cu)
+    want = VLA_FORGET.run(packed, state, "naive", cu_seqlens=cu)
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert rel_err(a, b) < 1e-9, f"output {i}: {rel_err(a, b):.2e}"
+
+
+def test_strong_forgetting_equals_a_direct_solve():
+    """`ρ = 0.9` over 300 tokens (three segments of 128), against `α_t = M_t⁻¹ k̂_t` with `M_t` formed and solved
+    token by token: α̂, `A_T` and the gradients of `k`, `u` and `A_0` (its symmetric part: the gate's `A_0` is
+    symmetric, and its gradient is given as such)."""
+    gen = torch.Generator().manual_seed(0)
+    T, K, rho = 300, 4, 0.9
+    k = (F.elu(torch.randn(1, T, 1, K, generator=gen, dtype=torch.float64)) + 1).requires_grad_()
+    u = (F.normalize(torch.randn(1, T, 1, K, generator=gen, dtype=torch.float64), dim=-1) / K**0.5).requires_grad_()
+    A0 = (3 * torch.eye(K, dtype=torch.float64))[None, None].requires_grad_()
+
+    def direct():
+        M, k_hat, alphas = torch.linalg.inv(A0[0, 0]), F.normalize(k[0, :, 0], dim=-1), []
+        for t in range(T):
+            M = rho * M + torch.outer(u[0, t, 0], u[0, t, 0])
+            alphas.append(F.normalize(torch.linalg.solve(M, k_hat[t]), dim=0))
+        return [torch.stack(alphas)[None, :, None], torch.linalg.inv(M)[None, None]]
+
+    def chunk():
+        return list(vla_gate(k, u, rho=rho, initial_state=A0, output_final_state=True, backend="chunk"))
+
+    results = []
+    for run in (chunk, direct):
+        outs = run()
+        dk, du, dA0 = grads(outs, [k, u, A0])
+        results.append([*outs, dk, du, dA0 + dA0.transpose(-1, -2)])
+    for name, a, b in zip(["alpha_hat", "A_T", "dk", "du", "dA0"], *results):
+        assert rel_err(a, b) < 1e-11, f"{name}: {rel_err(a, b):.2e}"
+
+
+def test_rho_one_is_the_gate_without_forgetting():
+    tokens, _ = draw(VLA_FORGET, Sizes(B=1, T=70))
+    for backend in ("naive", "chunk"):
+        plain = vla_gate(tokens["k"], tokens["u"], output_final_state=True, backend=backend)
+        one = vla_gate(tokens["k"], tokens["u"], rho=1.0, output_final_state=True, backend=backend)
+        assert all(torch.equal(a, b) for a, b in zip(plain, one))
+
+
+def test_an_ill_conditioned_penalty_is_a_clear_error():
+    """A 2-token window (`ρ = 0.5`) against 32 dims: the float32 `A` carried between segments stops being positive
+    definite, and the error names `rho`, not the initial state the caller never gave."""
+    tokens, _ = draw(VLA_FORGET, Sizes(B=1, T=300, H=1, K=32))
+    with pytest.raises(ValueError, match="rho: the inverse penalty A carried to token"):
+        vla_gate(tokens["k"].float(), tokens["u"].float(), rho=0.5, backend="chunk")
