@@ -142,21 +142,17 @@ def _linear(normalize):
     return call
 
 
-def _vla_gate(rho: float = 1.0):
-    def call(x, state, backend, cu_seqlens):
-        a, A = vla_gate(
-            x["k"],
-            x["u"],
-            lam0=0.3,
-            rho=rho,
-            initial_state=None if state is None else state[0],
-            output_final_state=True,
-            cu_seqlens=cu_seqlens,
-            backend=backend,
-        )
-        return _flat(a, A)
-
-    return call
+def _vla_gate(x, state, backend, cu_seqlens):
+    a, A = vla_gate(
+        x["k"],
+        x["u"],
+        lam0=0.3,
+        initial_state=None if state is None else state[0],
+        output_final_state=True,
+        cu_seqlens=cu_seqlens,
+        backend=backend,
+    )
+    return _flat(a, A)
 
 
 def _vla(rho: float = 1.0):
@@ -289,7 +285,7 @@ CASES = [
         "vla-gate",
         _vla_gate_tokens,
         lambda s, N, g: (randn(g, N, s.H, s.K, s.K),),
-        _vla_gate(),
+        _vla_gate,
         init=lambda leaves: (spd(leaves[0]),),
     ),
     Case(
