@@ -67,7 +67,6 @@ class VariationalLinearAttention(Mixer):
     def mix(self, x, state, cu_seqlens, backend):
         state = state or {}
         new: State = {}
-        backend = self.op_backend(backend, x, fused=False)  # the gate has no fused decode kernel yet
         H, d = self.n_heads, self.head_dim
         q = elu_plus_one(split_heads(self.q_proj(x), H))  # [B, T, H, d]
         k_raw = split_heads(self.k_proj(x), H)
@@ -76,7 +75,10 @@ class VariationalLinearAttention(Mixer):
         u = F.normalize(torch.einsum("bthi,hji->bthj", k_raw, self.W_u.to(k_raw.dtype)), dim=-1) / d**0.5
         q, k, v, u = promote(q, k, v, u)
         if self.ccq is not None:
-            q, new["ccq"] = self.ccq(q, F.normalize(k, dim=-1), None, state.get("ccq"), cu_seqlens, backend)
+            ccq_backend = self.op_backend(backend, x, fused=False)
+            q, new["ccq"] = self.ccq(q, F.normalize(k, dim=-1), None, state.get("ccq"), cu_seqlens, ccq_backend)
+        # decoding on CUDA: the gate's and the state's step kernels (the gate's holds `A` for d ≤ 128)
+        backend = self.op_backend(backend, x, fused=d <= 128)
         init = (state["S"], state["A"]) if "S" in state else None
         scale = 1.0 if self.normalizer == "sum" else None
         o, (new["S"], new["A"]) = vla(

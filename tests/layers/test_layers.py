@@ -170,7 +170,7 @@ def test_a_bfloat16_layer_runs_in_bfloat16(name, options):
     assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
 
 
-FUSED = [(n, o) for n, o in VARIANTS if n in ("deltanet", "gated_deltanet", "kla", "linear", "gla", "mamba2")]
+FUSED = [(n, o) for n, o in VARIANTS if n in ("deltanet", "gated_deltanet", "kla", "linear", "gla", "mamba2", "vla")]
 
 
 @pytest.mark.parametrize(("name", "options"), FUSED, ids=[IDS[VARIANTS.index(v)] for v in FUSED])

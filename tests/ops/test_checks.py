@@ -209,9 +209,10 @@ def test_triton_on_cpu_needs_the_interpreter(backend, monkeypatch):
 
 
 def test_backend_not_available_for_the_op():
-    _, k, _ = qkv()
+    q, k, _ = qkv()
+    B, T, H, _ = q.shape
     with pytest.raises(ValueError, match=r"^backend: 'fused_recurrent' is not available"):
-        vla_gate(k, k, backend="fused_recurrent")
+        ccq_query(q, k, torch.rand(B, T, H), backend="fused_recurrent")
 
 
 @pytest.mark.parametrize("backend", ["naive", "chunk", "triton"])

@@ -33,6 +33,15 @@ def triton_vla_gate(k, u, initial_state, *, lam0, unit_keys=False):
 
 GATES = {"naive": naive_vla_gate, "chunk": chunk_vla_gate, "triton": triton_vla_gate}
 STATES = {"naive": naive_delta_rule, "chunk": chunk_delta_rule}
+# "fused_recurrent": decoding, the gate's step kernel (`fused_recurrent.py`) then the delta rule's (forward only)
+BACKENDS = (*GATES, "fused_recurrent")
+
+
+def fused_recurrent_vla_gate(k, u, initial_state, *, lam0, rho, cu_seqlens):
+    """The gate's decode kernel (`fused_recurrent.py`), imported on first use: triton is an optional dependency."""
+    from linattn.ops.vla.fused_recurrent import fused_recurrent_vla_gate as gate
+
+    return gate(k, u, initial_state, lam0=lam0, rho=rho, cu_seqlens=cu_seqlens)
 
 
 def _check_lam0(lam0: object) -> float:
@@ -85,8 +94,9 @@ def vla_gate(
         initial_state: `A_0: [N, H, K, K]`, symmetric positive definite.
         output_final_state: also return `A_T: [N, H, K, K]` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
-        backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"` or `"triton"`
-            (the kernel of `triton.py` for head dims up to 128; packed sequences one launch each).
+        backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"`, `"triton"`
+            (the kernel of `triton.py` for head dims up to 128; packed sequences one launch each) or
+            `"fused_recurrent"` (decoding: a few tokens on a carried `A` in one launch, forward only).
     Returns:
         `(alpha_hat, A)`, `alpha_hat: [B, T, H, K]` unit rows in k's dtype.
 
@@ -99,8 +109,11 @@ def vla_gate(
     N = check_cu_seqlens(cu_seqlens, B, T)
     if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device, "k") is not None:
         check_spd("initial_state", initial_state)
-    gate = backend_gate(check_backend(backend, k.device, tuple(GATES), k.dtype), lam0, rho)
-    alpha_hat, A = per_sequence(gate, cu_seqlens, (k, u), initial_state)
+    name = check_backend(backend, k.device, BACKENDS, k.dtype)
+    if name == "fused_recurrent":
+        _, alpha_hat, A = fused_recurrent_vla_gate(k, u, initial_state, lam0=lam0, rho=rho, cu_seqlens=cu_seqlens)
+    else:
+        alpha_hat, A = per_sequence(backend_gate(name, lam0, rho), cu_seqlens, (k, u), initial_state)
     return alpha_hat.to(k.dtype), (A if output_final_state else None)
 
 
@@ -133,9 +146,10 @@ def vla(
         initial_state: `(S_0: [N, H, K, V], A_0: [N, H, K, K])` or None.
         output_final_state: also return `(S_T, A_T)`.
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
-        backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"` or `"triton"`
+        backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"`, `"triton"`
             (the gate's kernel, one launch per packed sequence; the state on the Triton delta-rule engine, packed
-            sequences in one launch per stage).
+            sequences in one launch per stage) or `"fused_recurrent"` (decoding: the gate's and the delta rule's
+            step kernels, two launches for a few tokens on a carried `(S, A)`, forward only).
     Returns:
         `(o, (S, A))`, `o: [B, T, H, V]` in v's dtype; the state is None unless requested.
 
@@ -154,8 +168,10 @@ def vla(
         check_shape("initial_state[0]", initial_state[0], (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]", dims.device)
         check_shape("initial_state[1]", initial_state[1], (dims.N, dims.H, dims.K, dims.K), "[N, H, K, K]", dims.device)
         check_spd("initial_state[1]", initial_state[1])
-    name = check_backend(backend, q.device, tuple(GATES), q.dtype)
+    name = check_backend(backend, q.device, BACKENDS, q.dtype)
     scale = dims.K**-0.5 if scale is None else scale
+    if name == "fused_recurrent":
+        return _vla_fused_recurrent(q, k, v, u, lam0, rho, scale, initial_state, output_final_state, cu_seqlens)
     gate = backend_gate(name, lam0, rho, unit_keys=True)
     if name == "triton":
         return _vla_triton(q, k, v, u, gate, scale, initial_state, output_final_state, cu_seqlens)
@@ -170,6 +186,21 @@ def vla(
 
     o, (S, A) = per_sequence(one_sequence, cu_seqlens, (q, k, v, u), initial_state)
     return o.to(v.dtype), ((S, A) if output_final_state else None)
+
+
+def _vla_fused_recurrent(q, k, v, u, lam0, rho, scale, initial_state, output_final_state, cu_seqlens):
+    """`vla`'s decode backend on validated inputs: the gate's step kernel gives `k̂`, `α̂` (float32) and `A_T`, the
+    delta rule's decode kernel the output and `S_T` (`w = α̂`): two launches, packed sequences included."""
+    # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
+    from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent
+
+    S0, A0 = (None, None) if initial_state is None else initial_state
+    k_hat, alpha_hat, A = fused_recurrent_vla_gate(k, u, A0, lam0=lam0, rho=rho, cu_seqlens=cu_seqlens)
+    o, S = fused_recurrent(
+        q, k_hat, v, w=alpha_hat, scale=scale, initial_state=S0, output_final_state=output_final_state,
+        cu_seqlens=cu_seqlens,
+    )  # fmt: skip
+    return o, ((S, A) if output_final_state else None)
 
 
 def _vla_triton(q, k, v, u, gate, scale, initial_state, output_final_state, cu_seqlens):
