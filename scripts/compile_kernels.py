@@ -97,6 +97,8 @@ def _calls() -> None:
                        output_final_state=True, backend="fused_recurrent")  # fmt: skip
             delta_rule(q[:, :3], k[:, :3], v[:, :3], beta=beta[:, :3], g=g[:, :3], kaczmarz_eps=1e-6,
                        initial_state=h0, output_final_state=True, backend="fused_recurrent")  # fmt: skip
+            if K == V <= 128:  # VLA's decode step: the gate's kernel (A in registers), then the delta rule's
+                vla(q[:, :1], k[:, :1], v[:, :1], w[:, :1] / K, rho=0.99, backend="fused_recurrent")
     # VLA at d = 32, bfloat16: the gate's one-warp launch, its group inverses in one kernel (`vla/cholesky.py`) and
     # the backward's penalty kernels; CCQ-GDN's training launches at d = 32 (`[64, 32]` tiles)
     q, k, v, u = (torch.randn(1, 70, 2, 32, dtype=torch.bfloat16, requires_grad=True) for _ in range(4))
