@@ -10,6 +10,7 @@ from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, promote
 from linattn.layers.ccq import CurvatureQuery
 from linattn.ops import linear_attention, vla
 from linattn.ops.linear_attention.api import NORMALIZER_EPS
+from linattn.ops.vla.api import check_rho
 
 
 class VariationalLinearAttention(Mixer):
@@ -42,9 +43,7 @@ class VariationalLinearAttention(Mixer):
             raise ValueError(f"normalizer: expected 'sum' or 'none', got {normalizer!r}")
         if not lam0 > 0:
             raise ValueError(f"lam0: expected a number > 0, got {lam0!r}")
-        if not 0 < rho <= 1:
-            raise ValueError(f"rho: expected a number in (0, 1], got {rho!r}")
-        self.lam0, self.rho, self.normalizer = float(lam0), float(rho), normalizer
+        self.lam0, self.rho, self.normalizer = float(lam0), check_rho(rho), normalizer
         d = self.head_dim
         self.q_proj = nn.Linear(d_model, d_model, bias=False)
         self.k_proj = nn.Linear(d_model, d_model, bias=False)

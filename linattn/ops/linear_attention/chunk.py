@@ -39,11 +39,14 @@ def chunk_gated_linear_attention(
     per_channel = g is not None and g.dim() == 4
     C = chunk_size(T, CHUNK_SIZE_PER_CHANNEL if per_channel else CHUNK_SIZE)
     q, k, v = (to_chunks(x.to(dt), C) for x in (q, k, v))  # [B, H, N, C, K|V]
-    if g is None:
-        g = q.new_zeros(B, T, H)
     # a scalar decay's factors from float64 (`cumulative_log_decay`); a per-channel one's `[C, C, K]` tensor is K
-    # times larger, so its factors stay in `dt`
-    G = to_chunks(g.to(dt), C).cumsum(3) if per_channel else cumulative_log_decay(g, C)  # [B, H, N, C(, K)]
+    # times larger, so its factors stay in `dt`, as do no decay's (every factor exactly 1, nothing to cancel)
+    if g is None:
+        G = q.new_zeros(B, H, q.shape[2], C)  # [B, H, N, C]
+    elif per_channel:
+        G = to_chunks(g.to(dt), C).cumsum(3)  # [B, H, N, C, K]
+    else:
+        G = cumulative_log_decay(g, C)  # [B, H, N, C], float64
 
     # 1. intra-chunk scores
     if per_channel:

@@ -50,7 +50,8 @@ def _check_lam0(lam0: object) -> float:
     return float(lam0)
 
 
-def _check_rho(rho: object) -> float:
+def check_rho(rho: object) -> float:
+    """The forgetting factor `0 < ρ ≤ 1` (the op's and the layer's check)."""
     if not isinstance(rho, (int, float)) or isinstance(rho, bool) or not 0 < rho <= 1:
         raise ValueError(f"rho: expected a number in (0, 1], got {rho!r}")
     return float(rho)
@@ -105,7 +106,7 @@ def vla_gate(
         >>> alpha_hat, A = vla_gate(k, u, lam0=0.1, output_final_state=True)   # A: [1, 2, 32, 32]
     """
     B, T, H, K = check_qk(k, u, q_name="k", k_name="u")
-    lam0, rho = _check_lam0(lam0), _check_rho(rho)
+    lam0, rho = _check_lam0(lam0), check_rho(rho)
     N = check_cu_seqlens(cu_seqlens, B, T)
     if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device, "k") is not None:
         check_spd("initial_state", initial_state)
@@ -161,7 +162,7 @@ def vla(
     """
     dims = check_qkv(q, k, v, cu_seqlens)
     check_qk(k, u, q_name="k", k_name="u")
-    lam0, rho = _check_lam0(lam0), _check_rho(rho)
+    lam0, rho = _check_lam0(lam0), check_rho(rho)
     if initial_state is not None:
         if not isinstance(initial_state, tuple) or len(initial_state) != 2:
             raise TypeError("initial_state: expected a pair (S [N, H, K, V], A [N, H, K, K]) or None")

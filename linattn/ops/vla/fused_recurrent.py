@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from linattn.ops.delta_rule.triton.fused_recurrent import check_decode_inputs
 from linattn.ops.grid import next_power_of_2
 from linattn.ops.unit_rows.api import EPS
 
@@ -85,13 +86,7 @@ def fused_recurrent_vla_gate(
     """`(k, u, A_0) -> (k̂, α̂, A_T)`, `k̂`, `α̂: [B, T, H, K]` float32, `A_T: [N, H, K, K]` float32; decoding only (no
     gradient, no float64), head dims up to 128, packed sequences in the one launch. The caller has validated the
     shapes."""
-    if k.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise TypeError(f"backend 'fused_recurrent': k, u must be float32, bfloat16 or float16, got {k.dtype}")
-    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (k, u, initial_state)):
-        raise ValueError(
-            "backend: 'fused_recurrent' is forward-only (for decoding); use 'triton' or 'chunk' to train, "
-            "or run it under torch.no_grad()"
-        )
+    check_decode_inputs("k, u", k, (k, u, initial_state))
     B, T, H, K = k.shape
     if K > 128:
         raise ValueError(f"fused_recurrent: VLA's head dims up to 128 are supported, got K={K}")

@@ -118,6 +118,18 @@ def fused_recurrent_fwd_kernel(
         tl.store(p_ht, b_h, mask=m_h)
 
 
+def check_decode_inputs(names: str, x: torch.Tensor, tensors: tuple[torch.Tensor | None, ...]) -> None:
+    """A decode kernel's inputs: `x` (the first of `names`) in a float dtype the kernels take, and no gradient asked
+    of any of `tensors` (the kernels have no backward)."""
+    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"backend 'fused_recurrent': {names} must be float32, bfloat16 or float16, got {x.dtype}")
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise ValueError(
+            "backend: 'fused_recurrent' is forward-only (for decoding); use 'triton' or 'chunk' to train, "
+            "or run it under torch.no_grad()"
+        )
+
+
 def fused_recurrent(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -137,13 +149,7 @@ def fused_recurrent(
     (`g` may also be per channel, `[B, T, H, K]`); the caller has validated them. Returns `o` in v's dtype and the
     float32 final state `[N, H, K, V]` (or None). `kaczmarz_eps` (with `erase`): the step is
     `β_t = beta_t / (‖k_t‖² + kaczmarz_eps)` (KLA), `beta` None meaning 1."""
-    if q.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise TypeError(f"backend 'fused_recurrent': q, k, v must be float32, bfloat16 or float16, got {q.dtype}")
-    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, w, beta, g, initial_state)):
-        raise ValueError(
-            "backend: 'fused_recurrent' is forward-only (for decoding); use 'triton' or 'chunk' to train, "
-            "or run it under torch.no_grad()"
-        )
+    check_decode_inputs("q, k, v", q, (q, k, v, w, beta, g, initial_state))
     B, T, H, K = k.shape
     V = v.shape[-1]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
