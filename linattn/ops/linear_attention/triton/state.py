@@ -113,7 +113,9 @@ def gla_state(
     end-state gradient `dh: [B, NT, H, K, V]` and the initial state's gradient (or None). float32 throughout."""
     B, T, H, K = x.shape
     V = y.shape[-1]
-    BK = block(K)
+    # H200, bf16, K = V = 128, T = 64K (session 34's screen_gla_launch.py): [32, 32] tiles walk in 4.25 ms against
+    # [64, 32]'s 5.66 (twice the programs, a quarter of each one's registers)
+    BK = block(K, 32)
     BV = block(V, 32)
     h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=x.device)
     h_out = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=x.device) if store_out else None
