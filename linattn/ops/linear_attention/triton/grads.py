@@ -159,8 +159,8 @@ def gla_qk_grads(
     gla_qk_grad_kernel[grid](
         q, k, v, G, h, dh, do, dq, dk, dG, layout.cu_seqlens, layout.chunk_indices, T, scale, H=H, K=K, V=V,
         BT=layout.BT, BC=BC, BK=BK, BV=BV, IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
-        # H200, bf16, K = V = 128, T = 64K (session 34's screen_gla_launch.py): 2 warps and 2 stages take 9.95 ms,
-        # against 19.05 with 8 warps and 3 stages
+        # H200, bf16, K = V = 128, T = 64K (session 34, session33/screen_gla_launch.py): 2 warps and 2 stages
+        # take 9.95 ms, against 19.05 with 8 warps and 3 stages
         num_warps=2,
         num_stages=2,
     )  # fmt: skip
