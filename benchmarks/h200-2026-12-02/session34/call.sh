@@ -11,6 +11,9 @@
 #     fla's `chunk_gla` in one run (the `gla` call's ran out of time in fla's autotuning)
 #   bash benchmarks/h200-2026-12-02/session34/call.sh vla   (about 5 minutes)
 #     VLA's gate kernels under other warps and stages at K = 128 (`screen_launch.py --op vla`)
+#   bash benchmarks/h200-2026-12-02/session34/call.sh gdn [K]   (at most 9 minutes; prepared for session 35)
+#     the delta-rule engine's kernels (GDN's training call; VLA and KLA run on them too) under 1 - 8 warps and 1 - 3
+#     stages at K = 128 (or K), the kernels in the order of their time
 set -u
 case "${1:-}" in
   gla)
@@ -45,5 +48,9 @@ case "${1:-}" in
     PYTHONPATH="$PWD" timeout 330 python3 benchmarks/h200-2026-12-02/session34/screen_launch.py --op vla \
       --head-dims 128 --budget-s 270 > "$OUT/screen-vla-launch.txt" 2>&1
     cat "$OUT/screen-vla-launch.txt" ;;
-  *) echo "usage: call.sh gla|ccq|gla-fla|vla" >&2; exit 2 ;;
+  gdn)
+    PYTHONPATH="$PWD" timeout 530 python3 benchmarks/h200-2026-12-02/session34/screen_launch.py --op gdn \
+      --head-dims "${2:-128}" --warps 1,2,4,8 --budget-s 470 > "$OUT/screen-gdn-launch-${2:-128}.txt" 2>&1
+    cat "$OUT/screen-gdn-launch-${2:-128}.txt" ;;
+  *) echo "usage: call.sh gla|ccq|gla-fla|vla|gdn [K]" >&2; exit 2 ;;
 esac

@@ -1,9 +1,11 @@
-"""Scratch (not part of the library): CCQ's read kernels (`--op ccq`) or VLA's gate kernels (`--op vla`) under other
-launch settings, one kernel at a time, each kernel's own device time in a bf16 forward + backward, against the
-library's settings; one process, one GPU. `ccq`: `ccq_query` decayed and centred, the training call (no states);
-`vla`: `vla(q, k, v, u, backend="triton")` on `vla-speed`'s inputs (positive `q, k`, `u` unit over √K).
+"""Scratch (not part of the library): one op's Triton kernels under other launch settings, one kernel at a time, each
+kernel's own device time in a bf16 forward + backward, against the library's settings; one process, one GPU.
+`--op ccq`: `ccq_query` decayed and centred, the training call (no states); `--op vla`: `vla(q, k, v, u,
+backend="triton")` on `vla-speed`'s inputs (positive `q, k`, `u` unit over √K); `--op gdn`: `delta_rule` with `β` and
+`g` (Gated DeltaNet, `vla-speed`'s GDN: unit keys), the engine VLA and KLA run on too. The kernels are screened in the
+order of their time under the library's settings, those that do not run skipped.
 
-    PYTHONPATH=. python benchmarks/h200-2026-12-02/session34/screen_launch.py --op ccq|vla [--head-dims 32,128]
+    PYTHONPATH=. python benchmarks/h200-2026-12-02/session34/screen_launch.py --op ccq|vla|gdn [--head-dims 32,128]
 
 Why: session 34's screen of GLA's kernels (session33/screen_gla_launch.py) found the `dq, dk` kernel twice as fast
 with 2 warps and 2 stages as with the 8 warps it took. CCQ-GDN takes 1.6× GDN's time at K = 128 where goal 3 of issue 5
@@ -11,7 +13,9 @@ allows 1.3×; its kernels' warps were set by hand (the sums kernels by `bench pr
 K = 128 takes 2.7× GDN's time where goal 1 allows 2×; its gate kernel's warps were screened (scratch
 `gate_warps.py`, 2026-11-30), its stages and the penalty gradients' settings not. Same method as the GLA screen:
 `JITFunction.run` takes the setting for one kernel by name; the leaves' gradients are compared with those under the
-library's settings (a setting reorders a tile's sums, not the arithmetic).
+library's settings (a setting reorders a tile's sums, not the arithmetic). The delta-rule engine's backward kernel
+took 8 warps for the reason GLA's `dq, dk` kernel did (4 spilled, offline), which the GLA screen found twice as slow
+as 2 warps with 2 stages.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 from triton.runtime.jit import JITFunction
 
-from linattn.ops import ccq_query, vla
+from linattn.ops import ccq_query, delta_rule, vla
 
 KERNELS = {
     "ccq": (
@@ -45,8 +49,20 @@ KERNELS = {
         "vla_pair_sums_kernel",
         "vla_penalty_grad_kernel",
     ),
+    "gdn": (
+        "local_bwd_kernel",
+        "state_bwd_kernel",
+        "state_bwd_dv_kernel",
+        "state_bwd_local_kernel",
+        "state_fwd_kernel",
+        "output_fwd_kernel",
+        "wy_fwd_kernel",
+        "wy_apply_kernel",
+        "chunk_scan_kernel",
+        "chunk_transpose_kernel",
+        "chunk_cumsum_kernel",
+    ),
 }
-LAUNCH = [(w, s) for w in (2, 4, 8) for s in (1, 2, 3)]
 
 OVERRIDE: dict[str, dict] = {}  # kernel name -> launch options replacing its own
 _run = JITFunction.run
@@ -75,7 +91,7 @@ def case(op: str, T: int, K: int, H: int = 16):
 
         def forward():
             return ccq_query(q, k, lam, g=g, backend="triton")[0]
-    else:
+    elif op == "vla":
         q, k = ((F.elu(randn(1, T, H, K)) + 1).bfloat16().requires_grad_() for _ in range(2))
         v = randn(1, T, H, K).bfloat16().requires_grad_()
         u = (F.normalize(randn(1, T, H, K), dim=-1) / K**0.5).bfloat16().requires_grad_()
@@ -83,6 +99,16 @@ def case(op: str, T: int, K: int, H: int = 16):
 
         def forward():
             return vla(q, k, v, u, backend="triton")[0]
+    else:
+        q = (F.elu(randn(1, T, H, K)) + 1).bfloat16().requires_grad_()
+        k = F.normalize(F.elu(randn(1, T, H, K)) + 1, dim=-1).bfloat16().requires_grad_()
+        v = randn(1, T, H, K).bfloat16().requires_grad_()
+        beta = torch.rand(1, T, H, device="cuda", generator=gen).requires_grad_()
+        g = (-0.1 * torch.rand(1, T, H, device="cuda", generator=gen)).requires_grad_()
+        leaves = [q, k, v, beta, g]
+
+        def forward():
+            return delta_rule(q, k, v, beta=beta, g=g, backend="triton")[0]
 
     def step():
         for x in leaves:
@@ -114,8 +140,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     parser.add_argument("--head-dims", default="32,128")
     parser.add_argument("--length", type=int, default=65536)
+    parser.add_argument("--warps", default="2,4,8")
+    parser.add_argument("--stages", default="1,2,3")
     parser.add_argument("--budget-s", type=float, default=400.0, help="stop screening after this long")
     args = parser.parse_args()
+    launch = [(w, s) for w in map(int, args.warps.split(",")) for s in map(int, args.stages.split(","))]
     start = time.monotonic()
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     rows = []
@@ -133,11 +162,11 @@ def main() -> None:
         rows.append({"K": K, "T": T, "setting": "library", "ms": base})
         print("\n| K | kernel | num_warps | num_stages | kernel ms | library's | all kernels ms | grad diff |")
         print("|---:|---|---:|---:|---:|---:|---:|---:|", flush=True)
-        for name in KERNELS[args.op]:
-            for w, s in LAUNCH:
-                if time.monotonic() - start > args.budget_s:
-                    print(f"| {K} | {name} | {w} | {s} | out of time | | | |", flush=True)
-                    break
+        for name in sorted((n for n in KERNELS[args.op] if base.get(n)), key=lambda n: -base[n]):
+            if time.monotonic() - start > args.budget_s:
+                print(f"| {K} | {name} | | | out of time | | | |", flush=True)
+                continue
+            for w, s in launch:
                 OVERRIDE.clear()
                 OVERRIDE[name] = {"num_warps": w, "num_stages": s}
                 try:
