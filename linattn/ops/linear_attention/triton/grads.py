@@ -155,13 +155,15 @@ def gla_qk_grads(
     BV = block(V, 32)
     dq, dk = torch.empty_like(q), torch.empty_like(k)
     dG = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    # H200, bf16, K = V = 128, T = 64K (session 34, session33/screen_gla_launch.py): a training call's (one-pass) launch
+    # takes 9.95 ms with 2 warps and 2 stages, against 19.05 with 8 warps and 3. Three-pass launches keep 8 warps: with
+    # 2, sm_90 spills 0.6 – 1.1 KB a thread (offline, Triton 3.6), where 8 hold the tiles without spilling.
+    warps, stages = (2, 2) if precision == "tf32" else (8, 3)
     grid = (cdiv(K, BK) * (layout.BT // BC), layout.NT, B * H)
     gla_qk_grad_kernel[grid](
         q, k, v, G, h, dh, do, dq, dk, dG, layout.cu_seqlens, layout.chunk_indices, T, scale, H=H, K=K, V=V,
         BT=layout.BT, BC=BC, BK=BK, BV=BV, IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
-        # H200, bf16, K = V = 128, T = 64K (session 34, session33/screen_gla_launch.py): 2 warps and 2 stages
-        # take 9.95 ms, against 19.05 with 8 warps and 3 stages
-        num_warps=2,
-        num_stages=2,
+        num_warps=warps,
+        num_stages=stages,
     )  # fmt: skip
     return dq, dk, dG
