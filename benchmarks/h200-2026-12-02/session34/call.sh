@@ -11,6 +11,11 @@
 #     fla's `chunk_gla` in one run (the `gla` call's ran out of time in fla's autotuning)
 #   bash benchmarks/h200-2026-12-02/session34/call.sh vla   (about 5 minutes)
 #     VLA's gate kernels under other warps and stages at K = 128 (`screen_launch.py --op vla`)
+#   bash benchmarks/h200-2026-12-02/session34/call.sh gla-diag   (about 6 minutes; carry [".variants"]; for session 35)
+#     GLA's scores and `dq, dk` kernels with their diagonal blocks in [16, 16] tiles (diag-blocks.patch), built here by
+#       rm -rf .variants/diag && mkdir -p .variants/diag && git archive HEAD linattn | tar -x -C .variants/diag
+#       git apply --directory=.variants/diag benchmarks/h200-2026-12-02/session34/diag-blocks.patch
+#     `verify --ops gla` on it, then `bench ops` of GLA: the library, the variant, the library again
 #   bash benchmarks/h200-2026-12-02/session34/call.sh gdn [K]   (at most 9 minutes; prepared for session 35)
 #     the delta-rule engine's kernels (GDN's training call; VLA and KLA run on them too) under 1 - 8 warps and 1 - 3
 #     stages at K = 128 (or K), the kernels in the order of their time
@@ -48,6 +53,17 @@ case "${1:-}" in
     PYTHONPATH="$PWD" timeout 330 python3 benchmarks/h200-2026-12-02/session34/screen_launch.py --op vla \
       --head-dims 128 --budget-s 270 > "$OUT/screen-vla-launch.txt" 2>&1
     cat "$OUT/screen-vla-launch.txt" ;;
+  gla-diag)
+    (cd .variants/diag && PYTHONPATH=$PWD timeout 170 python3 -m linattn.bench verify --ops gla --jobs 15 \
+      > "$OUT/verify-gla-diag.txt" 2>&1)
+    grep -v "✓" "$OUT/verify-gla-diag.txt" | tail -n 6
+    for tree in . .variants/diag .; do
+      (cd "$tree" && PYTHONPATH=$PWD timeout 100 python3 -m linattn.bench ops --only "triton GLA" --no-batch-sweep \
+        --lengths 16384,65536) > /tmp/ops.txt 2>&1
+      echo "## $tree" >> "$OUT/ops-gla-diag.txt"
+      grep -v "^# measured" /tmp/ops.txt >> "$OUT/ops-gla-diag.txt"
+    done
+    cat "$OUT/ops-gla-diag.txt" ;;
   gdn)
     PYTHONPATH="$PWD" timeout 530 python3 benchmarks/h200-2026-12-02/session34/screen_launch.py --op gdn \
       --head-dims "${2:-128}" --warps 1,2,4,8 --budget-s 470 > "$OUT/screen-gdn-launch-${2:-128}.txt" 2>&1
