@@ -114,7 +114,8 @@ def gla_state(
     B, T, H, K = x.shape
     V = y.shape[-1]
     # H200, bf16, K = V = 128, T = 64K (session 34, session33/screen_gla_launch.py): [32, 32] tiles walk in 4.25 ms
-    # against [64, 32]'s 5.66 (the three walks of a forward + backward)
+    # against [64, 32]'s 5.66 (the three walks of a training call's forward + backward); three-pass launches hold them
+    # without spilling too (sm_90, offline, Triton 3.6)
     BK = block(K, 32)
     BV = block(V, 32)
     h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=x.device)
