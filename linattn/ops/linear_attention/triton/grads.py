@@ -157,8 +157,8 @@ def gla_qk_grads(
     dq, dk = torch.empty_like(q), torch.empty_like(k)
     dG = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # H200, bf16, K = V = 128, T = 64K (session 34, session33/screen_gla_launch.py): a training call's (one-pass) launch
-    # takes 9.95 ms with 2 warps and 2 stages, against 19.05 with 8 warps and 3. Three-pass launches keep 8 warps: with
-    # 2, sm_90 spills 0.6 – 1.1 KB a thread (offline, Triton 3.6), where 8 hold the tiles without spilling.
+    # takes 9.95 ms with 2 warps and 2 stages, against 19.05 with 8 warps and 3. Three-pass launches keep 8 warps, which
+    # hold the tiles without spilling on sm_90 (offline, Triton 3.6); 2 warps were not timed there.
     warps, stages = (2, 2) if precision == "tf32" else (8, 3)
     grid = (cdiv(K, BK) * (layout.BT // BC), layout.NT, B * H)
     gla_qk_grad_kernel[grid](
