@@ -25,7 +25,7 @@ import triton.language as tl
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.grid import cdiv
-from linattn.ops.linear_attention.triton.blocks import BC, block, masked_exp, sub_chunk
+from linattn.ops.linear_attention.triton.blocks import BC, block, masked_exp, sub_chunk, wide_tile_launch
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -156,15 +156,10 @@ def gla_qk_grads(
     BV = block(V, 32)
     dq, dk = torch.empty_like(q), torch.empty_like(k)
     dG = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    # H200, bf16, K = V = 128, T = 64K (session 34, session33/screen_gla_launch.py): a training call's (one-pass) launch
-    # takes 9.95 ms with 2 warps and 2 stages, against 19.05 with 8 warps and 3. Three-pass launches keep 8 warps, which
-    # hold the tiles without spilling on sm_90 (offline, Triton 3.6); 2 warps were not timed there.
-    warps, stages = (2, 2) if precision == "tf32" else (8, 3)
     grid = (cdiv(K, BK) * (layout.BT // BC), layout.NT, B * H)
     gla_qk_grad_kernel[grid](
         q, k, v, G, h, dh, do, dq, dk, dG, layout.cu_seqlens, layout.chunk_indices, T, scale, H=H, K=K, V=V,
         BT=layout.BT, BC=BC, BK=BK, BV=BV, IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
-        num_warps=warps,
-        num_stages=stages,
+        **wide_tile_launch(precision),
     )  # fmt: skip
     return dq, dk, dG

@@ -13,7 +13,7 @@ import triton.language as tl
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.grid import cdiv
-from linattn.ops.linear_attention.triton.blocks import block, masked_exp
+from linattn.ops.linear_attention.triton.blocks import block, masked_exp, wide_tile_launch
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -101,15 +101,10 @@ def gla_output(
     BK = block(K)
     BV = block(V)
     out = torch.empty(B, T, H, V, dtype=out_dtype, device=x.device)
-    # H200, bf16, K = V = 128, T = 64K (session 34, session33/screen_gla_launch.py): a training call's (one-pass)
-    # launches take 2.08 ms for the forward's and the backward's together with 2 warps and 2 stages, against 4.40 with
-    # 8 warps and 3. Three-pass launches keep 8 warps: with 2, sm_90 spills 21 KB a thread (offline, Triton 3.6).
-    warps, stages = (2, 2) if precision == "tf32" else (8, 3)
     grid = (cdiv(V, BV), layout.NT, B * H)
     gla_output_kernel[grid](
         x, y, G, A, h, out, layout.cu_seqlens, layout.chunk_indices, T, scale, H=H, K=K, V=V, BT=layout.BT,
         BK=BK, BV=BV, BACKWARD=backward, IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision,
-        num_warps=warps,
-        num_stages=stages,
+        **wide_tile_launch(precision),
     )  # fmt: skip
     return out
