@@ -6,6 +6,10 @@ backend="triton")` on `vla-speed`'s inputs (positive `q, k`, `u` unit over √K)
 order of their time under the library's settings, those that do not run skipped.
 
     PYTHONPATH=. python benchmarks/h200-2026-12-02/session34/screen_launch.py --op ccq|vla|gdn [--head-dims 32,128]
+        [--kernels a,b --tag -a]
+
+A setting that faults (session 35: the delta rule's `state_fwd_kernel` at 8 warps, an illegal memory access) leaves the
+process's CUDA context unusable, so every later row fails too: session35/call.sh screens one kernel a process.
 
 Why: session 34's screen of GLA's kernels (session33/screen_gla_launch.py) found the `dq, dk` kernel twice as fast
 with 2 warps and 2 stages as with the 8 warps it took. CCQ-GDN takes 1.6× GDN's time at K = 128 where goal 3 of issue 5
@@ -143,6 +147,8 @@ def main() -> None:
     parser.add_argument("--warps", default="2,4,8")
     parser.add_argument("--stages", default="1,2,3")
     parser.add_argument("--budget-s", type=float, default=400.0, help="stop screening after this long")
+    parser.add_argument("--tag", default="", help="appended to the JSON file's name")
+    parser.add_argument("--kernels", help="screen only these (comma-separated; default: all of the op's)")
     args = parser.parse_args()
     launch = [(w, s) for w in map(int, args.warps.split(",")) for s in map(int, args.stages.split(","))]
     start = time.monotonic()
@@ -162,7 +168,8 @@ def main() -> None:
         rows.append({"K": K, "T": T, "setting": "library", "ms": base})
         print("\n| K | kernel | num_warps | num_stages | kernel ms | library's | all kernels ms | grad diff |")
         print("|---:|---|---:|---:|---:|---:|---:|---:|", flush=True)
-        for name in sorted((n for n in KERNELS[args.op] if base.get(n)), key=lambda n: -base[n]):
+        chosen = args.kernels.split(",") if args.kernels else KERNELS[args.op]
+        for name in sorted((n for n in chosen if base.get(n)), key=lambda n: -base[n]):
             if time.monotonic() - start > args.budget_s:
                 print(f"| {K} | {name} | | | out of time | | | |", flush=True)
                 continue
@@ -178,7 +185,7 @@ def main() -> None:
                 print(f"| {K} | {name} | {w} | {s} | {ms.get(name, 0.0):.3f} | {base.get(name, 0.0):.3f} | "
                       f"{sum(ms.values()):.3f} | {diff:.1e} |", flush=True)  # fmt: skip
                 rows.append({"K": K, "T": T, "setting": {name: [w, s]}, "ms": ms, "grad_diff": diff})
-            (args.out / f"screen-{args.op}-launch.json").write_text(json.dumps(rows, indent=1))
+            (args.out / f"screen-{args.op}-launch{args.tag}.json").write_text(json.dumps(rows, indent=1))
     OVERRIDE.clear()
 
 
