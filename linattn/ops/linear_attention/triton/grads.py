@@ -75,6 +75,7 @@ def gla_qk_grad_kernel(
     # the products with the chunk's start state and end-state gradient [BC, BK]
     b_dA_row = tl.zeros([BC, BT], dtype=tl.float32)
     b_dA_col = tl.zeros([BT, BC], dtype=tl.float32)
+    b_D = tl.zeros([BC, BC], dtype=tl.float32)  # their diagonal block: `D[t, s] = dO_t · v_s` within the sub-chunk
     b_dq = tl.zeros([BC, BK], dtype=tl.float32)
     b_dk = tl.zeros([BC, BK], dtype=tl.float32)
     for i_v in range(tl.cdiv(V, BV)):
@@ -89,10 +90,13 @@ def gla_qk_grad_kernel(
         b_dh = tl.load(dh + o_state + o_k[:, None] * V + o_v[None, :], mask=m_kv, other=0)
         b_dA_row += tl.dot(b_do_c, tl.trans(b_v), input_precision=PRECISION)
         b_dA_col += tl.dot(b_do, tl.trans(b_v_c), input_precision=PRECISION)
+        b_D += tl.dot(b_do_c, tl.trans(b_v_c), input_precision=PRECISION)
         b_dq += tl.dot(b_do_c, tl.trans(b_h), input_precision=PRECISION)
         b_dk += tl.dot(b_v_c, tl.trans(b_dh), input_precision=PRECISION)
     b_dA_row = tl.where(o_s[None, :] <= o_c[:, None], scale * b_dA_row, 0)
     b_dA_col = tl.where(o_s[:, None] >= o_c[None, :], scale * b_dA_col, 0)
+    b_D *= scale  # its causal mask is the diagonal walk's (`m_after`, `m_upto`)
+    o_d = tl.arange(0, BC)
 
     # 2. the sub-chunk's rows [BC, BK] of q, k and G; the chunk's [BT, BK]
     b_q_c = tl.load(q + r_c[:, None] * K + o_k[None, :], mask=m_ck, other=0).to(tl.float32)
@@ -124,8 +128,8 @@ def gla_qk_grad_kernel(
         b_qj = tl.load(q + ((bos + s) * H + i_h) * K + o_k, mask=m_j, other=0).to(tl.float32)
         b_gj = tl.load(G + ((bos + s) * H + i_h) * K + o_k, mask=m_j, other=0)
         # [BC] dA over the sub-chunk's queries against key s, and of query s against the sub-chunk's keys
-        b_dA_s = tl.sum(tl.where(o_s[None, :] == s, b_dA_row, 0), axis=1)
-        b_dA_t = tl.sum(tl.where(o_s[:, None] == s, b_dA_col, 0), axis=0)
+        b_dA_s = tl.sum(tl.where(o_d[None, :] == j, b_D, 0), axis=1)
+        b_dA_t = tl.sum(tl.where(o_d[:, None] == j, b_D, 0), axis=0)
         m_after, m_upto = (m_c & (o_c >= s))[:, None] & m_j[None, :], (m_c & (o_c <= s))[:, None] & m_j[None, :]
         b_dq += b_dA_s[:, None] * b_kj[None, :] * masked_exp(b_g_c - b_gj[None, :], m_after)
         b_dk += b_dA_t[:, None] * b_qj[None, :] * masked_exp(b_gj[None, :] - b_g_c, m_upto)

@@ -49,6 +49,8 @@ def gla_scores_kernel(
     m_before = m_s & (o_s < start) & (o_s * 0 + start <= T)
 
     b_A = tl.zeros([BC, BT], dtype=tl.float32)
+    b_D = tl.zeros([BC, BC], dtype=tl.float32)  # the diagonal block
+    o_d = tl.arange(0, BC)
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = o_k < K
@@ -74,8 +76,12 @@ def gla_scores_kernel(
             m_tj = (m_c & (o_c >= s))[:, None] & m_j[None, :]
             # [BC] scores of the sub-chunk's queries against key s
             b_col = tl.sum(b_q * b_kj[None, :] * masked_exp(b_gq - b_gj[None, :], m_tj), axis=1)
-            b_A += tl.where(o_s[None, :] == s, b_col[:, None], 0)
-    tl.store(A + r_c[:, None] * BT + tl.arange(0, BT)[None, :], b_A, mask=m_c[:, None])
+            b_D += tl.where(o_d[None, :] == j, b_col[:, None], 0)
+    # the product's columns from the sub-chunk's own on are zero (keys masked): the diagonal block goes there
+    o_cols = tl.arange(0, BT)
+    m_off = (o_cols < i_i * BC) | (o_cols >= i_i * BC + BC)
+    tl.store(A + r_c[:, None] * BT + o_cols[None, :], b_A, mask=m_c[:, None] & m_off[None, :])
+    tl.store(A + r_c[:, None] * BT + i_i * BC + o_d[None, :], b_D, mask=m_c[:, None])
 
 
 def gla_scores(q: torch.Tensor, k: torch.Tensor, G: torch.Tensor, layout: ChunkLayout, precision: str) -> torch.Tensor:
