@@ -113,6 +113,15 @@ def promote(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(x.to(dtype) for x in xs)
 
 
+class RMSNorm(nn.RMSNorm):
+    """`nn.RMSNorm` with its input cast to the weight's dtype. Under autocast a bfloat16 input beside the float32
+    weight makes torch skip its fused kernel (and warn at every call); so the norm runs in float32 there, as autocast
+    runs LayerNorm, and in the model's dtype when the whole model is cast."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x if self.weight is None else x.to(self.weight.dtype))
+
+
 def elu_plus_one(x: torch.Tensor) -> torch.Tensor:
     """The positive feature map `ELU(x) + 1` of the linear-attention and VLA papers."""
     return torch.nn.functional.elu(x) + 1

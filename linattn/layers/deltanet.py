@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, merge_heads, promote, split_heads
+from linattn.layers.base import Mixer, RMSNorm, State, merge_heads, promote, split_heads
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import delta_rule
 
@@ -25,7 +25,7 @@ class DeltaNet(Mixer):
         super().__init__(d_model, n_heads, backend=backend)
         self.qkv = ConvProjections(d_model, dict.fromkeys("qkv", d_model), short_conv=short_conv, conv_size=conv_size)
         self.b_proj = nn.Linear(d_model, n_heads, bias=True)
-        self.o_norm = nn.RMSNorm(self.head_dim)
+        self.o_norm = RMSNorm(self.head_dim)
         self.out = nn.Linear(d_model, d_model, bias=False)
 
     def init_state(self, batch_size: int) -> State:

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, merge_heads, promote, split_heads
+from linattn.layers.base import Mixer, RMSNorm, State, merge_heads, promote, split_heads
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import delta_rule
@@ -76,7 +76,7 @@ class GatedDeltaNet(Mixer):
         self.b_proj = nn.Linear(d_model, n_heads, bias=True)
         self.decay = MambaDecay(d_model, n_heads)
         self.g_proj = nn.Linear(d_model, d_model, bias=False)
-        self.o_norm = nn.RMSNorm(self.head_dim)
+        self.o_norm = RMSNorm(self.head_dim)
         self.out = nn.Linear(d_model, d_model, bias=False)
         self.ccq = CurvatureQuery(n_heads, self.head_dim, **(ccq_options or {})) if ccq else None
 

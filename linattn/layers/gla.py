@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, merge_heads, promote, split_heads
+from linattn.layers.base import Mixer, RMSNorm, State, merge_heads, promote, split_heads
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import gated_linear_attention
@@ -45,7 +45,7 @@ class GatedLinearAttention(Mixer):
         self.gk = nn.Sequential(nn.Linear(d_model, gate_rank, bias=False), nn.Linear(gate_rank, d_model, bias=True))
         self.gate_normalizer = gate_normalizer
         self.g_proj = nn.Linear(d_model, d_model, bias=False)
-        self.o_norm = nn.RMSNorm(self.head_dim)
+        self.o_norm = RMSNorm(self.head_dim)
         self.out = nn.Linear(d_model, d_model, bias=False)
         self.ccq = CurvatureQuery(n_heads, self.head_dim, **(ccq_options or {})) if ccq else None
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, merge_heads, promote, split_heads
+from linattn.layers.base import Mixer, RMSNorm, State, merge_heads, promote, split_heads
 from linattn.layers.gated_deltanet import MambaDecay
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import gated_linear_attention
@@ -30,7 +30,7 @@ class Mamba2(Mixer):
         self.z_proj = nn.Linear(d_model, d_model, bias=False)
         self.decay = MambaDecay(d_model, n_heads)
         self.D = nn.Parameter(torch.ones(n_heads))
-        self.norm = nn.RMSNorm(d_model)
+        self.norm = RMSNorm(d_model)
         self.out = nn.Linear(d_model, d_model, bias=False)
 
     def init_state(self, batch_size: int) -> State:

@@ -152,9 +152,16 @@ def test_raw_keys_reach_the_delta_rule_unnormalised(monkeypatch):
 @pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
 def test_runs_under_autocast_with_float32_norms(name, options, monkeypatch):
     """CUDA's bf16 autocast runs norms in float32 and matmuls in bfloat16: the layers must hand the ops one dtype.
-    (CPU autocast keeps normalize in bfloat16, so the float32 norm is imposed here.)"""
-    normalize = torch.nn.functional.normalize
+    (CPU autocast keeps normalize in bfloat16, so the float32 norm is imposed here.) RMSNorm gets its input in its
+    weight's dtype: torch's fused kernel needs that, and falls back with a warning otherwise."""
+    normalize, rms_norm = torch.nn.functional.normalize, torch.nn.functional.rms_norm
+
+    def same_dtype_rms_norm(x, shape, weight=None, eps=None):
+        assert weight is None or x.dtype == weight.dtype, f"rms_norm of {x.dtype} with a {weight.dtype} weight"
+        return rms_norm(x, shape, weight, eps)
+
     monkeypatch.setattr(torch.nn.functional, "normalize", lambda x, *a, **k: normalize(x.float(), *a, **k))
+    monkeypatch.setattr(torch.nn.functional, "rms_norm", same_dtype_rms_norm)
     torch.manual_seed(0)
     layer = build_layer(name, D, H, **options)
     with torch.autocast("cpu", dtype=torch.bfloat16):
