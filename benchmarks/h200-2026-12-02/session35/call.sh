@@ -10,7 +10,7 @@ case "${1:-}" in
     K=$2; shift 2
     for kernel in "$@"; do
       PYTHONPATH="$PWD" timeout 150 python3 benchmarks/h200-2026-12-02/session34/screen_launch.py --op gdn \
-        --head-dims "$K" --warps 1,2,4,8 --kernels "$kernel" --tag "-$K-$kernel" --budget-s 120 \
+        --head-dims "$K" --warps 1,2,4,8 --kernels "$kernel" --tag="-$K-$kernel" --budget-s 120 \
         > /tmp/screen.txt 2>&1
       grep -v "Warning\|_warn_once" /tmp/screen.txt >> "$OUT/screen-gdn-launch-$K.txt"
     done
