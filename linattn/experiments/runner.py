@@ -34,7 +34,7 @@ from linattn.bench.environment import describe
 from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks import AccuracyMeter, Batch, generate
-from linattn.train import TrainConfig, train
+from linattn.train import TrainConfig, supervised_cross_entropy, train
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 
 VAL_SEED_OFFSET, TEST_SEED_OFFSET = 1_000, 2_000  # eval sets are drawn from their own seeds
@@ -166,8 +166,9 @@ def evaluate_on(model: torch.nn.Module, batches: list[Batch], device: torch.devi
 def run_one(
     spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = True, reuse_root: Path | None = None
 ) -> dict:
-    """Train `spec`'s model (resuming from `run_dir`), evaluate it on a held-out test set, write `result.json`; a
-    finished run is read back (an error if it trained something else than `spec`, `training_key`).
+    """Train `spec`'s model (resuming from `run_dir`; its loss at the supervised positions only,
+    `supervised_cross_entropy`), evaluate it on a held-out test set, write `result.json`; a finished run is read
+    back (an error if it trained something else than `spec`, `training_key`).
 
     With `spec.eval_at` the record also holds `test_at: {setting: metrics}`, the same model on each of those tasks'
     test sets (drawn from the same seed as the trained task's). With `reuse_root`, a finished run of the same
@@ -216,6 +217,7 @@ def run_one(
         run_dir,
         device=device,
         progress=progress,
+        loss_fn=supervised_cross_entropy,
     )
     selected = None if best is None else best.restore(model)
     record = {

@@ -52,7 +52,10 @@ class Block(nn.Module):
 class DecoderLM(nn.Module):
     """Token embedding (+ learned positions) → blocks → LayerNorm → head (tied to the embedding by default).
 
-    `forward(input_ids: [B, T], state=None, cu_seqlens=None) -> (logits: [B, T, vocab], state)`;
+    `forward(input_ids: [B, T], state=None, cu_seqlens=None) -> (logits: [B, T, vocab], state)`; with
+    `logits_at=mask` (bool `[B, T]`) the final norm and the head run only where `mask` holds, and the logits are
+    `[N, vocab]` for its `N` true positions in row-major order (`logits[mask]` of the full call): a loss on a few
+    supervised positions (MQAR) then skips the `[B, T, vocab]` logits;
     `step(token: [B], state) -> (logits: [B, vocab], state)` decodes one token with fixed-size state
     (softmax attention: a KV cache). A state is `{"pos": [B] int64, "layers": [per-block states]}`.
 
@@ -103,12 +106,18 @@ class DecoderLM(nn.Module):
         cu_seqlens: torch.Tensor | None = None,
         *,
         backend: str | None = None,
+        logits_at: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, State]:
         if input_ids.dim() != 2 or input_ids.dtype != torch.long:
             raise ValueError(
                 f"input_ids: expected an int64 tensor [B, T], got {input_ids.dtype} {list(input_ids.shape)}"
             )
         B, T = input_ids.shape
+        if logits_at is not None and (logits_at.dtype != torch.bool or logits_at.shape != input_ids.shape):
+            raise ValueError(
+                f"logits_at: expected a bool tensor of input_ids' shape {[B, T]}, "
+                f"got {logits_at.dtype} {list(logits_at.shape)}"
+            )
         start = state["pos"] if state is not None else None
         positions = self._positions(B, T, start, cu_seqlens, input_ids.device)  # [B, T]
         x = self.embed(input_ids)
@@ -128,6 +137,8 @@ class DecoderLM(nn.Module):
             pos = positions[:, -1] + 1
         else:
             pos = positions[0, cu_seqlens[1:] - 1] + 1  # [N]
+        if logits_at is not None:
+            x = x[logits_at]  # [N, d]
         return self.head(self.norm(x)), {"pos": pos, "layers": new_layers}
 
     def step(self, token: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:

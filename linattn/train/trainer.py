@@ -116,6 +116,15 @@ def token_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
     return F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE)
 
 
+def supervised_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """`token_cross_entropy` for models that take `logits_at` (`DecoderLM`): the head runs only at the supervised
+    positions, the same loss without the `[B, T, V]` logits (MQAR supervises 2 – 25% of its tokens)."""
+    supervised = batch.targets != IGNORE  # [B, T]
+    out = model(batch.inputs, logits_at=supervised)
+    logits = out[0] if isinstance(out, tuple) else out  # [N, V]
+    return F.cross_entropy(logits.float(), batch.targets[supervised])
+
+
 def build_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW over the trainable parameters, decaying the ≥2-D ones (weight matrices and embeddings, as nanoGPT
     does) and not the 1-D ones (biases, norm gains, per-channel scales and gates); fused kernel on CUDA."""

@@ -36,6 +36,22 @@ def test_packed_sequences_equal_separate_runs():
     assert state["pos"].tolist() == [5, 17, 9]
 
 
+def test_logits_at_selects_positions_of_the_full_call():
+    torch.manual_seed(0)
+    model = DecoderLM(preset("debug", mixer="gated_deltanet", block="zoology")).double()
+    ids = torch.randint(0, 32, (3, 14))
+    mask = torch.rand(3, 14) < 0.3
+    full, _ = model(ids)
+    some, state = model(ids, logits_at=mask)
+    assert some.shape == (int(mask.sum()), full.shape[-1])
+    assert rel_err(some, full[mask]) < 1e-12
+    assert state["pos"].tolist() == [14, 14, 14]
+    with pytest.raises(ValueError, match=r"^logits_at: expected a bool tensor of input_ids' shape \[3, 14\]"):
+        model(ids, logits_at=mask.long())
+    with pytest.raises(ValueError, match="^logits_at: expected a bool tensor"):
+        model(ids, logits_at=mask[:, :5])
+
+
 def test_presets_build_and_tie():
     for name, config in PRESETS.items():
         model = DecoderLM(config.replace(vocab_size=64, max_seq_len=64))

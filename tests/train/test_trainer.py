@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from linattn.tasks import IGNORE, Batch
-from linattn.train import TrainConfig, train
+from linattn.train import TrainConfig, supervised_cross_entropy, token_cross_entropy, train
 from linattn.train import distributed as train_distributed
 
 V, T, B = 16, 12, 32  # vocabulary, sequence length, batch rows
@@ -274,3 +274,23 @@ def test_debug_preset_learns_mqar(tmp_path):
         if "loss" in json.loads(line)
     ]
     assert losses[-1] < 0.75 * losses[0], losses
+
+
+def test_supervised_cross_entropy_is_token_cross_entropy():
+    """The loss at the supervised positions only (`logits_at`) has the full call's value and gradients."""
+    from linattn.models import DecoderLM, preset
+    from linattn.tasks import ZoologyMQARConfig, generate
+
+    torch.manual_seed(0)
+    model = DecoderLM(preset("debug", mixer="gla", block="zoology", vocab_size=32)).double()
+    batch = generate(ZoologyMQARConfig(n_pairs=3, seq_len=16, vocab_size=32), 4, torch.Generator().manual_seed(0))
+    losses, grads = [], []
+    for loss_fn in (token_cross_entropy, supervised_cross_entropy):
+        model.zero_grad()
+        loss = loss_fn(model, batch)
+        loss.backward()
+        losses.append(loss.detach())
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    # both take the cross-entropy in float32 (over B·T rows or N), so they agree to its rounding
+    assert abs(losses[0] - losses[1]) <= 1e-6 * losses[0]
+    assert (grads[0] - grads[1]).norm() <= 1e-6 * grads[0].norm()
