@@ -81,7 +81,7 @@ class Experiment:
         specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(seeds)]
         # a quick run's state sizes are not the full one's: no reference point stands beside them
         paper = {} if quick and self.x_axis == "state_size" else self.paper
-        records = run_all(specs, out / "runs", device=device, jobs=jobs, reuse_root=root)
+        records = run_all(specs, out / "runs", device=device, jobs=jobs, reuse_root=root, metric=self.metric)
         summary = summarize(records, self.metric)
         results = {
             "experiment": self.name,

@@ -151,14 +151,15 @@ def eval_set(spec: RunSpec, seed: int, task: object | None = None) -> list[Batch
 
 @torch.no_grad()
 def evaluate_on(model: torch.nn.Module, batches: list[Batch], device: torch.device) -> dict[str, float]:
-    """Accuracy of `model` over `batches` (eval mode, bf16 autocast on CUDA as in training)."""
+    """Accuracy of `model` (a `DecoderLM`, its logits at the supervised positions only) over `batches` (eval mode,
+    bf16 autocast on CUDA as in training)."""
     was_training = model.training
     model.eval()
     meter = AccuracyMeter()
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
         for batch in batches:
             batch = batch.to(device)
-            meter.update(model(batch.inputs)[0].float(), batch)
+            meter.update(model(batch.inputs, logits_at=batch.supervised)[0].float(), batch)  # [N, V]
     model.train(was_training)
     return meter.compute()
 
@@ -281,11 +282,18 @@ class RunsFailed(RuntimeError):
 
 
 def run_all(
-    specs: list[RunSpec], runs_dir: Path, *, device: str = "cpu", jobs: int = 1, reuse_root: Path | None = None
+    specs: list[RunSpec],
+    runs_dir: Path,
+    *,
+    device: str = "cpu",
+    jobs: int = 1,
+    reuse_root: Path | None = None,
+    metric: str = "acc",
 ) -> list[dict]:
     """Run every spec (finished ones are read back, interrupted ones resume, with `reuse_root` ones another
-    experiment finished there are copied), `jobs` at a time. A run that raises does not stop the others: its error
-    is printed, and `RunsFailed` names every failed run at the end."""
+    experiment finished there are copied), `jobs` at a time; the progress bar shows each finished run's test
+    `metric`. A run that raises does not stop the others: its error is printed, and `RunsFailed` names every failed
+    run at the end."""
     records: dict[str, dict] = {}
     failures: dict[str, str] = {}
 
@@ -312,8 +320,8 @@ def run_all(
                     spec = futures[future]
                     collect(spec, future.result, bar.write)
                     if spec.id in records:
-                        acc = records[spec.id]["test"].get("acc", float("nan"))
-                        bar.set_postfix_str(f"{spec.id}: test acc {acc:.3f}")
+                        value = records[spec.id]["test"].get(metric, float("nan"))
+                        bar.set_postfix_str(f"{spec.id}: test {metric} {value:.3f}")
                     bar.update()
     if failures:
         named = "; ".join(f"{k} ({v})" for k, v in failures.items())

@@ -41,13 +41,18 @@ class AccuracyMeter:
         self.by_slice: dict[tuple[str, int | float], list[int]] = {}  # (name, value) -> [correct, supervised]
 
     def update(self, logits: torch.Tensor, batch: Batch) -> AccuracyMeter:
-        """Adds a batch: `logits: [B, T, V]` (any float dtype, any device), `batch.targets: [B, T]`."""
-        if logits.dim() != 3 or logits.shape[:2] != batch.targets.shape:
-            raise ValueError(
-                f"logits: expected [B, T, V] with [B, T] = {list(batch.targets.shape)}, got {list(logits.shape)}"
-            )
+        """Adds a batch: `logits: [B, T, V]`, or `[N, V]` at the batch's `N` supervised positions in row-major order
+        (`DecoderLM(…, logits_at=batch.supervised)`), any float dtype, any device; `batch.targets: [B, T]`."""
         mask = batch.supervised  # [B, T]
-        hit = (logits.argmax(dim=-1) == batch.targets) & mask  # [B, T]
+        if logits.dim() == 3 and logits.shape[:2] == batch.targets.shape:
+            logits = logits[mask]  # [N, V]
+        elif logits.dim() != 2 or logits.shape[0] != int(mask.sum()):
+            raise ValueError(
+                f"logits: expected [B, T, V] with [B, T] = {list(batch.targets.shape)} or [N, V] with N = "
+                f"{int(mask.sum())} supervised positions, got {list(logits.shape)}"
+            )
+        targets = batch.targets[mask]  # [N]
+        hit = torch.zeros_like(mask).masked_scatter_(mask, logits.argmax(dim=-1) == targets)  # [B, T]
         hits, counts = hit.sum(dim=1), mask.sum(dim=1)  # [B], [B]
         seen = counts > 0  # [B]
         exact = (hits == counts) & seen
@@ -58,7 +63,7 @@ class AccuracyMeter:
         self.examples += totals[2]
         self.exact += totals[3]
         self.example_acc_sum += example_acc.double().sum().item()
-        self.loss_sum += F.cross_entropy(logits[mask].double(), batch.targets[mask], reduction="sum").item()
+        self.loss_sum += F.cross_entropy(logits.double(), targets, reduction="sum").item()
 
         per_example = torch.stack([hits, counts], dim=1)  # [B, 2]
         for name, values in batch.slices.items():

@@ -54,6 +54,15 @@ def test_accuracy_by_hand():
     assert metrics["loss"] == pytest.approx(want.item())
 
 
+def test_logits_at_the_supervised_positions_only_give_the_same_metrics():
+    logits, batch = make_batch()
+    assert accuracy(logits[batch.supervised], batch) == pytest.approx(accuracy(logits, batch))
+    with pytest.raises(
+        ValueError, match=r"^logits: expected \[B, T, V\] with \[B, T\] = \[4, 4\] or \[N, V\] with N = 6"
+    ):
+        accuracy(logits[batch.supervised][:5], batch)
+
+
 def test_meter_averages_by_counts_not_by_batches():
     logits, batch = make_batch()
     meter = AccuracyMeter()
