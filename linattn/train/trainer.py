@@ -120,8 +120,7 @@ def supervised_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
     """`token_cross_entropy` for models that take `logits_at` (`DecoderLM`): the head runs only at the supervised
     positions, the same loss without the `[B, T, V]` logits (MQAR supervises 2 – 25% of its tokens)."""
     supervised = batch.supervised  # [B, T]
-    out = model(batch.inputs, logits_at=supervised)
-    logits = out[0] if isinstance(out, tuple) else out  # [N, V]
+    logits, _ = model(batch.inputs, logits_at=supervised)  # [N, V]
     return F.cross_entropy(logits.float(), batch.targets[supervised])
 
 
