@@ -117,11 +117,17 @@ def token_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
 
 
 def supervised_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
-    """`token_cross_entropy` for models that take `logits_at` (`DecoderLM`): the head runs only at the supervised
-    positions, the same loss without the `[B, T, V]` logits (MQAR supervises 2 – 25% of its tokens)."""
-    supervised = batch.supervised  # [B, T]
-    logits, _ = model(batch.inputs, logits_at=supervised)  # [N, V]
-    return F.cross_entropy(logits.float(), batch.targets[supervised])
+    """`token_cross_entropy` for causal models that take `logits_at` (`DecoderLM`), the same loss with less work:
+    the head runs only at the supervised positions (MQAR supervises 2 – 25% of its tokens, so the `[B, T, V]`
+    logits are not made), and a batch of rows of several lengths runs as one call per length without its padding
+    (`Batch.by_length`; a causal model's outputs before a row's padding do not depend on it)."""
+    total, count = 0.0, 0
+    for part in batch.by_length():
+        supervised = part.supervised  # [m, L]
+        logits, _ = model(part.inputs, logits_at=supervised)  # [n, V]
+        total = total + F.cross_entropy(logits.float(), part.targets[supervised], reduction="sum")
+        count = count + supervised.sum()
+    return total / count
 
 
 def build_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:

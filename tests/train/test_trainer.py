@@ -276,14 +276,19 @@ def test_debug_preset_learns_mqar(tmp_path):
     assert losses[-1] < 0.75 * losses[0], losses
 
 
-def test_supervised_cross_entropy_is_token_cross_entropy():
-    """The loss at the supervised positions only (`logits_at`) has the full call's value and gradients."""
+@pytest.mark.parametrize("mixture", [False, True])
+def test_supervised_cross_entropy_is_token_cross_entropy(mixture):
+    """The loss at the supervised positions only (`logits_at`), and of a mixture's rows without their padding
+    (`Batch.by_length`), has the full call's value and gradients."""
     from linattn.models import DecoderLM, preset
-    from linattn.tasks import ZoologyMQARConfig, generate
+    from linattn.tasks import MQARMixtureConfig, ZoologyMQARConfig, generate, zoology_mix
 
     torch.manual_seed(0)
     model = DecoderLM(preset("debug", mixer="gla", block="zoology", vocab_size=32)).double()
-    batch = generate(ZoologyMQARConfig(n_pairs=3, seq_len=16, vocab_size=32), 4, torch.Generator().manual_seed(0))
+    task = MQARMixtureConfig(tuple(zoology_mix(((8, 1), (12, 2), (16, 3)), vocab_size=32)))
+    task = task if mixture else ZoologyMQARConfig(n_pairs=3, seq_len=16, vocab_size=32)
+    batch = generate(task, 6, torch.Generator().manual_seed(0))
+    assert (len(batch.by_length()) > 1) == mixture
     losses, grads = [], []
     for loss_fn in (token_cross_entropy, supervised_cross_entropy):
         model.zero_grad()

@@ -1,0 +1,43 @@
+"""`Batch.by_length`: a mixture's rows grouped by length and cut to it, the same examples without the padding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from linattn.tasks import IGNORE, Batch, MQARMixtureConfig, ZoologyMQARConfig, generate, zoology_mix
+
+
+def test_by_length_cuts_each_row_to_its_length():
+    task = MQARMixtureConfig(tuple(zoology_mix(((8, 1), (16, 2), (32, 4)), vocab_size=32)))
+    batch = generate(task, 40, torch.Generator().manual_seed(0))
+    parts = batch.by_length()
+    assert [p.inputs.shape[1] for p in parts] == [8, 16, 32]
+    assert sum(p.inputs.shape[0] for p in parts) == 40
+    for part in parts:
+        L = part.inputs.shape[1]
+        assert (part.slices["seq_len"] == L).all() and part.targets.shape == part.inputs.shape
+        rows = (batch.slices["seq_len"] == L).nonzero().squeeze(1)
+        assert torch.equal(part.inputs, batch.inputs[rows, :L]) and torch.equal(part.targets, batch.targets[rows, :L])
+        assert torch.equal(part.slices["n_pairs"], batch.slices["n_pairs"][rows])
+        assert (batch.targets[rows, L:] == IGNORE).all()  # what was cut is padding
+    # every target is kept
+    assert sum(int(p.supervised.sum()) for p in parts) == int(batch.supervised.sum())
+
+
+def test_one_length_or_no_lengths_is_the_batch_itself():
+    batch = generate(ZoologyMQARConfig(n_pairs=2, seq_len=16, vocab_size=32), 4, torch.Generator().manual_seed(0))
+    assert batch.by_length() == [batch]
+    bare = Batch(batch.inputs, batch.targets)
+    assert bare.by_length() == [bare]
+
+
+def test_by_length_refuses_lengths_that_would_drop_targets():
+    targets = torch.tensor([[IGNORE, 1, IGNORE, 2], [IGNORE, 3, IGNORE, IGNORE]])
+    inputs = torch.zeros_like(targets)
+    with pytest.raises(ValueError, match=r"^targets: a row has a target past its length"):
+        Batch(inputs, targets, {"seq_len": torch.tensor([3, 4])}).by_length()
+    with pytest.raises(ValueError, match=r"^slices\['seq_len'\]: expected row lengths in \[1, 4\], got 2 – 5"):
+        Batch(inputs, targets, {"seq_len": torch.tensor([5, 2])}).by_length()
+    parts = Batch(inputs, targets, {"seq_len": torch.tensor([4, 2])}).by_length()
+    assert [p.targets.tolist() for p in parts] == [[[IGNORE, 3]], [[IGNORE, 1, IGNORE, 2]]]
