@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,13 +32,36 @@ class ShortConv(nn.Module):
         """`x: [B, T, D]`, `state: [B or N, D, W − 1]` -> `(y: [B, T, D], new state)`."""
         if cu_seqlens is None:
             return self._one(x, state)
-        bounds = cu_seqlens.tolist()
-        outs, states = [], []
-        for i, (bos, eos) in enumerate(itertools.pairwise(bounds)):
-            y, s = self._one(x[:, bos:eos], None if state is None else state[i : i + 1])
-            outs.append(y)
-            states.append(s)
-        return torch.cat(outs, dim=1), torch.cat(states, dim=0)
+        if x.shape[0] != 1:
+            raise ValueError(f"x: expected one packed row [1, T, D] with cu_seqlens, got {list(x.shape)}")
+        return self._packed(x, state, cu_seqlens)
+
+    def _packed(
+        self, x: torch.Tensor, state: torch.Tensor | None, cu_seqlens: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The `N` sequences of a packed row in one convolution: each sequence's `W − 1` cached inputs (zeros without
+        a state) go in front of it, `[c_0, x_0, c_1, x_1, …]` (`T + N (W − 1)` places), so that no window reaches
+        into the sequence before; the outputs are read at the tokens' places, the new states at each sequence's last
+        `W − 1` places."""
+        _, T, D = x.shape
+        W1 = self.kernel_size - 1
+        cu = cu_seqlens.to(x.device)
+        N = cu.numel() - 1
+        if state is None:
+            state = self.init_state(N, device=x.device, dtype=x.dtype)
+        seq = torch.searchsorted(cu, torch.arange(T, device=x.device), right=True) - 1  # [T] each token's sequence
+        at = torch.arange(T, device=x.device) + (seq + 1) * W1  # [T] each token's place
+        slots = torch.arange(W1, device=x.device)
+        first = (cu[:-1] + torch.arange(N, device=x.device) * W1)[:, None] + slots  # [N, W − 1] the cached inputs
+        last = (cu[1:] + torch.arange(1, N + 1, device=x.device) * W1)[:, None] - W1 + slots  # [N, W − 1]
+        xt = x.new_zeros(D, T + N * W1)
+        xt = xt.index_copy(1, at, x[0].T).index_copy(1, first.flatten(), state.to(x.dtype).transpose(0, 1).flatten(1))
+        bias = None if self.conv.bias is None else self.conv.bias.to(x.dtype)
+        y = F.conv1d(xt[None], self.conv.weight.to(x.dtype), bias, groups=D)[0]  # [D, T + (N − 1)(W − 1)]
+        y = y[:, at - W1].T[None]  # [1, T, D]
+        if self.activation == "silu":
+            y = F.silu(y)
+        return y, xt[:, last.flatten()].unflatten(1, (N, W1)).transpose(0, 1)  # [N, D, W − 1]
 
     def _one(self, x: torch.Tensor, state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         B, _T, D = x.shape
