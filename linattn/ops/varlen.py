@@ -1,8 +1,10 @@
-"""Packed variable-length batches (`cu_seqlens`) for backends that run one sequence at a time.
+"""Packed variable-length batches (`cu_seqlens`) for backends that take no `cu_seqlens` of their own.
 
 A packed batch holds `N` sequences back to back in `B == 1`: sequence `i` is `x[:, cu[i]:cu[i+1]]`.
 Its states are stacked along the first dim (`[N, ...]`). `per_sequence` runs a single-sequence function on
-each piece and stitches the outputs and final states back together.
+each piece and stitches the outputs and final states back together; `per_length` runs a batched function once per
+group of similar lengths, on the sequences right-padded with zeros, for functions that zeros at the end leave
+unchanged.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import itertools
 from collections.abc import Callable, Sequence
 
 import torch
+
+from linattn.ops.grid import next_power_of_2
 
 # A recurrent state: one tensor, a tuple of tensors (e.g. VLA's `(S, A)`), or None.
 State = torch.Tensor | tuple[torch.Tensor, ...] | None
@@ -55,3 +59,49 @@ def per_sequence(
         outputs.append(o)
         states.append(s)
     return torch.cat(outputs, dim=1), cat_states(states)
+
+
+def per_length(
+    fn: Callable[..., tuple[torch.Tensor, State]],
+    cu_seqlens: torch.Tensor | None,
+    inputs: Sequence[torch.Tensor],
+    initial_state: State,
+) -> tuple[torch.Tensor, State]:
+    """`per_sequence`'s result in at most `log₂ T_max + 1` calls of a batched `fn(*inputs, initial_state)`: the
+    sequences are grouped by their length rounded up to a power of two, and each group runs as one batch
+    `[n, L, ...]`, its sequences right-padded with zeros (at most twice the tokens).
+
+    Only for an `fn` whose outputs before the padding and whose final state zero inputs at the end leave as they
+    are: a causal map whose state a zero input does not move, as VLA's gate without forgetting (`u = 0` adds nothing
+    to the penalty). `inputs` are `[1, T, ...]` tensors; `fn` returns `o: [n, L, ...]` and an `n`-batched state.
+    """
+    if cu_seqlens is None:
+        return fn(*inputs, initial_state)
+    bounds = cu_seqlens.tolist()
+    lengths = [eos - bos for bos, eos in itertools.pairwise(bounds)]
+    groups: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        groups.setdefault(next_power_of_2(max(n, 1)), []).append(i)
+    device = inputs[0].device
+    output, states = None, [None] * len(lengths)
+    for L, members in sorted(groups.items()):
+        rows = torch.tensor(members, device=device)
+        t = torch.arange(L, device=device)
+        n = torch.tensor([lengths[i] for i in members], device=device)[:, None]  # [m, 1]
+        real = t < n  # [m, L]
+        where = torch.where(real, cu_seqlens.to(device)[rows][:, None] + t, 0)  # [m, L] each place's token
+        padded = [x[0][where] * real.view(*real.shape, *[1] * (x.dim() - 2)).to(x.dtype) for x in inputs]
+        o, s = fn(*padded, None if initial_state is None else _rows(initial_state, rows))
+        if output is None:
+            output = o.new_zeros(bounds[-1], *o.shape[2:])
+        output = output.index_copy(0, where[real], o[real])
+        for j, i in enumerate(members):
+            states[i] = index_state(s, j)
+    return output[None], cat_states(states)
+
+
+def _rows(state: State, rows: torch.Tensor) -> State:
+    """The states of sequences `rows`, batched."""
+    if isinstance(state, tuple):
+        return tuple(s[rows] for s in state)
+    return state[rows]

@@ -18,7 +18,7 @@ from linattn.ops.checks import (
 from linattn.ops.delta_rule.chunk import chunk_delta_rule
 from linattn.ops.delta_rule.naive import naive_delta_rule
 from linattn.ops.unit_rows import unit_rows
-from linattn.ops.varlen import per_sequence
+from linattn.ops.varlen import per_length, per_sequence
 from linattn.ops.vla.chunk import chunk_vla_gate
 from linattn.ops.vla.forgetting import forgetting_gate, max_chunk
 from linattn.ops.vla.naive import naive_vla_gate
@@ -55,6 +55,14 @@ def check_rho(rho: object) -> float:
     if not isinstance(rho, (int, float)) or isinstance(rho, bool) or not 0 < rho <= 1:
         raise ValueError(f"rho: expected a number in (0, 1], got {rho!r}")
     return float(rho)
+
+
+def split_packed(name: str, rho: float):
+    """How backend `name` meets packed sequences (`cu_seqlens`): `naive`, the definition, and any backend with
+    forgetting (`ρ < 1`: padding would decay `A`) one at a time (`per_sequence`); the others in batches of similar
+    lengths (`per_length`): a zero token leaves the gate's `A` (`u = 0` adds nothing to the penalty) and the state
+    (`α̂ = 0`, no write) as they are."""
+    return per_length if name != "naive" and rho == 1.0 else per_sequence
 
 
 def backend_gate(name: str, lam0: float, rho: float = 1.0, unit_keys: bool = False):
@@ -96,7 +104,7 @@ def vla_gate(
         output_final_state: also return `A_T: [N, H, K, K]` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
         backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"`, `"triton"`
-            (the kernel of `triton.py` for head dims up to 128; packed sequences one launch each) or
+            (the kernel of `triton.py` for head dims up to 128; packed sequences as `split_packed` says) or
             `"fused_recurrent"` (decoding: a few tokens on a carried `A` in one launch, forward only).
     Returns:
         `(alpha_hat, A)`, `alpha_hat: [B, T, H, K]` unit rows in k's dtype.
@@ -114,7 +122,8 @@ def vla_gate(
     if name == "fused_recurrent":
         _, alpha_hat, A = fused_recurrent_vla_gate(k, u, initial_state, lam0=lam0, rho=rho, cu_seqlens=cu_seqlens)
     else:
-        alpha_hat, A = per_sequence(backend_gate(name, lam0, rho), cu_seqlens, (k, u), initial_state)
+        split = split_packed(name, rho)
+        alpha_hat, A = split(backend_gate(name, lam0, rho), cu_seqlens, (k, u), initial_state)
     return alpha_hat.to(k.dtype), (A if output_final_state else None)
 
 
@@ -148,9 +157,10 @@ def vla(
         output_final_state: also return `(S_T, A_T)`.
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
         backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"`, `"triton"`
-            (the gate's kernel, one launch per packed sequence; the state on the Triton delta-rule engine, packed
-            sequences in one launch per stage) or `"fused_recurrent"` (decoding: the gate's and the delta rule's
-            step kernels, two launches for a few tokens on a carried `(S, A)`, forward only).
+            (the gate's kernels once per group of packed sequences of similar lengths, `split_packed`; the state
+            on the Triton delta-rule engine, packed sequences in one launch per stage) or `"fused_recurrent"`
+            (decoding: the gate's and the delta rule's step kernels, two launches for a few tokens on a carried
+            `(S, A)`, forward only).
     Returns:
         `(o, (S, A))`, `o: [B, T, H, V]` in v's dtype; the state is None unless requested.
 
@@ -175,7 +185,9 @@ def vla(
         return _vla_fused_recurrent(q, k, v, u, lam0, rho, scale, initial_state, output_final_state, cu_seqlens)
     gate = backend_gate(name, lam0, rho, unit_keys=True)
     if name == "triton":
-        return _vla_triton(q, k, v, u, gate, scale, initial_state, output_final_state, cu_seqlens)
+        return _vla_triton(
+            q, k, v, u, gate, split_packed(name, rho), scale, initial_state, output_final_state, cu_seqlens
+        )
     state = STATES[name]
 
     def one_sequence(q, k, v, u, s):
@@ -185,7 +197,7 @@ def vla(
         o, S = state(q, k_hat, v, alpha_hat, None, None, S0, scale=scale)
         return o, (S, A)
 
-    o, (S, A) = per_sequence(one_sequence, cu_seqlens, (q, k, v, u), initial_state)
+    o, (S, A) = split_packed(name, rho)(one_sequence, cu_seqlens, (q, k, v, u), initial_state)
     return o.to(v.dtype), ((S, A) if output_final_state else None)
 
 
@@ -204,8 +216,9 @@ def _vla_fused_recurrent(q, k, v, u, lam0, rho, scale, initial_state, output_fin
     return o, ((S, A) if output_final_state else None)
 
 
-def _vla_triton(q, k, v, u, gate, scale, initial_state, output_final_state, cu_seqlens):
-    """`vla`'s triton backend on validated inputs: `gate` (the kernel's, from `backend_gate`) per sequence, then the
+def _vla_triton(q, k, v, u, gate, split, scale, initial_state, output_final_state, cu_seqlens):
+    """`vla`'s triton backend on validated inputs: `gate` (the kernel's, from `backend_gate`) on the packed sequences
+    as `split` (`split_packed`) runs it, then the
     two-key delta rule (`w = α̂`) of all sequences on the Triton engine. `k̂` and `α̂` come out of the gate in float32
     and enter the engine so, beside `q` and `v` in their own dtype: rounding them to a bfloat16 model's dtype would
     put that dtype's rounding into the float32 state, which the reference keeps exact."""
@@ -214,7 +227,7 @@ def _vla_triton(q, k, v, u, gate, scale, initial_state, output_final_state, cu_s
 
     S0, A0 = (None, None) if initial_state is None else initial_state
     k_hat = unit_rows(k)  # once, for the gate and the state
-    alpha_hat, A = per_sequence(gate, cu_seqlens, (k_hat, u), A0)
+    alpha_hat, A = split(gate, cu_seqlens, (k_hat, u), A0)
     # k̂, α̂: float32 keys derived from the tokens, whose gradients the gate and `unit_rows` bring back to k, u
     derived = k.dtype == torch.bfloat16
     o, S = delta_rule_triton(

@@ -224,6 +224,19 @@ def test_gate_backend_is_public_and_packs_sequences():
         vla_gate(k.double(), u.double(), backend="triton")
 
 
+def test_gate_batches_packed_sequences_of_similar_lengths():
+    """Without forgetting the gate runs once per group of similar lengths (`split_packed`), the sequences zero-padded
+    to the group's length: each still equals the token loop, three of them sharing one group."""
+    lengths, d = [5, 70, 6, 33, 7], 16
+    gen = torch.Generator().manual_seed(2)
+    k = torch.randn(1, sum(lengths), 2, d, generator=gen)
+    u = torch.randn(1, sum(lengths), 2, d, generator=gen) / d
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
+    got = vla_gate(k, u, output_final_state=True, cu_seqlens=cu, backend="triton")
+    want = vla_gate(k.double(), u.double(), output_final_state=True, cu_seqlens=cu, backend="naive")
+    assert all(rel_err(a, b) < 1e-5 for a, b in zip(got, want))
+
+
 def test_penalty_grads_take_one_pass_only_for_bfloat16_training_calls():
     """The gate backward's `∂L/∂u` products take one tf32 pass only where the engine's backward does (bfloat16
     tokens, at least `ONE_PASS_TOKENS` of them) and no initial `A` is given; three otherwise."""
