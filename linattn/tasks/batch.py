@@ -35,21 +35,44 @@ class Batch:
 
         Example: a `[128, 256]` batch of Zoology's training mix gives about `[72, 64]`, `[14, 128]` and `[42, 256]`.
         """
-        lengths = self.slices.get("seq_len")  # [B]
-        T = self.inputs.shape[1]
+        lengths = self._lengths()  # [B]
         if lengths is None:
             return [self]
         values = lengths.unique().tolist()  # ascending
-        if values == [T]:
+        if values == [self.inputs.shape[1]]:
             return [self]
-        if values[0] < 1 or values[-1] > T:
-            raise ValueError(f"slices['seq_len']: expected row lengths in [1, {T}], got {values[0]} – {values[-1]}")
-        past_end = torch.arange(T, device=lengths.device) >= lengths[:, None]  # [B, T]
-        if bool((self.supervised & past_end).any()):
-            raise ValueError("targets: a row has a target past its length (slices['seq_len']), which cutting drops")
         parts = []
         for length in values:
             rows = (lengths == length).nonzero().squeeze(1)  # [m]
             cut = {name: value[rows] for name, value in self.slices.items()}
             parts.append(Batch(self.inputs[rows, :length], self.targets[rows, :length], cut))
         return parts
+
+    def packed(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rows back to back in one row without their padding, for a model that takes packed sequences
+        (`DecoderLM(inputs, cu_seqlens=cu_seqlens)`): `(inputs, targets: [1, N], cu_seqlens: [B + 1])`, `N` the
+        rows' lengths summed (the `seq_len` slice; without it every row is `T` long).
+
+        Example: rows of 3 and 5 tokens padded to 5 give `[1, 8]` tensors and `cu_seqlens = [0, 3, 8]`.
+        """
+        B, T = self.inputs.shape
+        lengths = self._lengths()
+        if lengths is None:
+            lengths = torch.full((B,), T, dtype=torch.int64, device=self.inputs.device)
+        real = torch.arange(T, device=lengths.device) < lengths[:, None]  # [B, T]
+        cu_seqlens = torch.nn.functional.pad(lengths.cumsum(0), (1, 0))  # [B + 1]
+        return self.inputs[real][None], self.targets[real][None], cu_seqlens
+
+    def _lengths(self) -> torch.Tensor | None:
+        """The rows' lengths (the `seq_len` slice, `[B]`), checked: in `[1, T]`, and no target past one."""
+        lengths = self.slices.get("seq_len")
+        if lengths is None:
+            return None
+        T = self.inputs.shape[1]
+        low, high = int(lengths.min()), int(lengths.max())
+        if low < 1 or high > T:
+            raise ValueError(f"slices['seq_len']: expected row lengths in [1, {T}], got {low} – {high}")
+        past_end = torch.arange(T, device=lengths.device) >= lengths[:, None]  # [B, T]
+        if bool((self.supervised & past_end).any()):
+            raise ValueError("targets: a row has a target past its length (slices['seq_len']), which cutting drops")
+        return lengths

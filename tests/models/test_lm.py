@@ -36,6 +36,21 @@ def test_packed_sequences_equal_separate_runs():
     assert state["pos"].tolist() == [5, 17, 9]
 
 
+@pytest.mark.parametrize("mixer", ["softmax", "vla", "gated_deltanet", "mamba2"])
+def test_a_packed_mixture_gives_the_padded_batchs_logits_at_its_targets(mixer):
+    """`Batch.packed()` into `cu_seqlens`: the rows' logits at their targets are the right-padded batch's."""
+    from linattn.tasks import IGNORE, MQARMixtureConfig, generate, zoology_mix
+
+    torch.manual_seed(0)
+    model = DecoderLM(preset("debug", mixer=mixer, block="zoology", vocab_size=32)).double()
+    task = MQARMixtureConfig(tuple(zoology_mix(((8, 1), (12, 2), (16, 3)), vocab_size=32)))
+    batch = generate(task, 6, torch.Generator().manual_seed(0))
+    inputs, targets, cu = batch.packed()
+    packed, _ = model(inputs, cu_seqlens=cu, logits_at=targets != IGNORE)
+    padded, _ = model(batch.inputs, logits_at=batch.supervised)
+    assert rel_err(packed, padded) < 1e-10
+
+
 def test_logits_at_selects_positions_of_the_full_call():
     torch.manual_seed(0)
     model = DecoderLM(preset("debug", mixer="gated_deltanet", block="zoology")).double()

@@ -41,3 +41,17 @@ def test_by_length_refuses_lengths_that_would_drop_targets():
         Batch(inputs, targets, {"seq_len": torch.tensor([5, 2])}).by_length()
     parts = Batch(inputs, targets, {"seq_len": torch.tensor([4, 2])}).by_length()
     assert [p.targets.tolist() for p in parts] == [[[IGNORE, 3]], [[IGNORE, 1, IGNORE, 2]]]
+
+
+def test_packed_puts_the_rows_back_to_back_without_their_padding():
+    task = MQARMixtureConfig(tuple(zoology_mix(((8, 1), (16, 2), (32, 4)), vocab_size=32)))
+    batch = generate(task, 12, torch.Generator().manual_seed(0))
+    inputs, targets, cu = batch.packed()
+    lengths = batch.slices["seq_len"]
+    assert cu.tolist() == [0, *lengths.cumsum(0).tolist()] and inputs.shape == targets.shape == (1, int(lengths.sum()))
+    for i, n in enumerate(lengths.tolist()):
+        assert torch.equal(inputs[0, cu[i] : cu[i + 1]], batch.inputs[i, :n])
+        assert torch.equal(targets[0, cu[i] : cu[i + 1]], batch.targets[i, :n])
+    bare = Batch(batch.inputs, batch.targets)  # no lengths: every row is T long
+    inputs, _, cu = bare.packed()
+    assert torch.equal(inputs[0], batch.inputs.flatten()) and cu.tolist() == list(range(0, 12 * 32 + 1, 32))

@@ -8,7 +8,8 @@ Why: sessions 35 and 36 trained `zoology-mqar` 12 runs at a time, each at 117 â€
 if that is what bounds the calls, MPS (`scripts/cuda_mps.sh`) would fit more runs in a device minute.
 
 Each process trains its own copy of one run's spec (`--mixer`, `--width`, lr 1e-3) with the library's `train()` and
-`--loss` (`supervised`: the runs' loss since 56346c0, the head at the targets only; `all`: the head everywhere): 10
+`--loss` (`supervised`: the runs' loss since 56346c0, the head at the targets only; `all`: the head everywhere;
+`packed`: the rows packed into one with `cu_seqlens`): 10
 steps of warm-up (the kernels compile), then `--steps` timed ones, no evals, no checkpoints. One JSON line per probe
 is appended to `$OUT/concurrency-probe.jsonl`; the table line is printed.
 """
@@ -27,10 +28,22 @@ import torch
 
 from linattn.experiments.zoology import plan
 from linattn.models import DecoderLM
-from linattn.tasks import generate
+from linattn.tasks import IGNORE, generate
 from linattn.train import supervised_cross_entropy, token_cross_entropy, train
 
-LOSSES = {"supervised": supervised_cross_entropy, "all": token_cross_entropy}  # the head at the targets, or everywhere
+
+def packed_cross_entropy(model: torch.nn.Module, batch) -> torch.Tensor:
+    """`supervised_cross_entropy` on the rows packed into one (`Batch.packed`, `cu_seqlens`): one forward pass without
+    the padding, where `supervised_cross_entropy` makes one per length (added in session 37)."""
+    inputs, targets, cu_seqlens = batch.packed()
+    supervised = targets != IGNORE  # [1, N]
+    logits, _ = model(inputs, cu_seqlens=cu_seqlens, logits_at=supervised)  # [n, V]
+    return torch.nn.functional.cross_entropy(logits.float(), targets[supervised])
+
+
+# the head at the targets (today: a mixture's rows one length at a time), everywhere, or at the targets of the rows
+# packed into one
+LOSSES = {"supervised": supervised_cross_entropy, "all": token_cross_entropy, "packed": packed_cross_entropy}
 
 
 def _timed(mixer: str, width: int, loss: str, steps: int, threads: int, device: str, barrier, results) -> None:
