@@ -64,7 +64,7 @@ def per_sequence(
 def per_length(
     fn: Callable[..., tuple[torch.Tensor, State]],
     cu_seqlens: torch.Tensor | None,
-    inputs: Sequence[torch.Tensor],
+    inputs: Sequence[torch.Tensor | None],
     initial_state: State,
 ) -> tuple[torch.Tensor, State]:
     """`per_sequence`'s result in at most `log₂ T_max + 1` calls of a batched `fn(*inputs, initial_state)`: the
@@ -72,8 +72,9 @@ def per_length(
     `[n, L, ...]`, its sequences right-padded with zeros (at most twice the tokens).
 
     Only for an `fn` whose outputs before the padding and whose final state zero inputs at the end leave as they
-    are: a causal map whose state a zero input does not move, as VLA's gate without forgetting (`u = 0` adds nothing
-    to the penalty). `inputs` are `[1, T, ...]` tensors; `fn` returns `o: [n, L, ...]` and an `n`-batched state.
+    are: a causal map whose state a zero input does not move, as the delta rule and linear attention (`k = v = 0`,
+    `β = 0` and `g = 0` write and decay nothing) and VLA's gate without forgetting (`u = 0` adds nothing to the
+    penalty). `inputs` are `[1, T, ...]` tensors (or None); `fn` returns `o: [n, L, ...]` and an `n`-batched state.
     """
     if cu_seqlens is None:
         return fn(*inputs, initial_state)
@@ -82,7 +83,7 @@ def per_length(
     groups: dict[int, list[int]] = {}
     for i, n in enumerate(lengths):
         groups.setdefault(next_power_of_2(max(n, 1)), []).append(i)
-    device = inputs[0].device
+    device = next(x for x in inputs if x is not None).device
     output, states = None, [None] * len(lengths)
     for L, members in sorted(groups.items()):
         rows = torch.tensor(members, device=device)
@@ -90,7 +91,8 @@ def per_length(
         n = torch.tensor([lengths[i] for i in members], device=device)[:, None]  # [m, 1]
         real = t < n  # [m, L]
         where = torch.where(real, cu_seqlens.to(device)[rows][:, None] + t, 0)  # [m, L] each place's token
-        padded = [x[0][where] * real.view(*real.shape, *[1] * (x.dim() - 2)).to(x.dtype) for x in inputs]
+        zero = [real.view(*real.shape, *[1] * (x.dim() - 2)) if x is not None else None for x in inputs]
+        padded = [None if x is None else x[0][where] * z.to(x.dtype) for x, z in zip(inputs, zero)]
         o, s = fn(*padded, None if initial_state is None else _rows(initial_state, rows))
         if output is None:
             output = o.new_zeros(bounds[-1], *o.shape[2:])

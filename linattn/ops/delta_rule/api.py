@@ -8,11 +8,12 @@ from linattn.ops.checks import check_backend, check_gate, check_qk, check_qkv, c
 from linattn.ops.delta_rule.chunk import chunk_delta_rule
 from linattn.ops.delta_rule.kaczmarz import check_kaczmarz_eps, kaczmarz_step
 from linattn.ops.delta_rule.naive import naive_delta_rule
-from linattn.ops.varlen import per_sequence
+from linattn.ops.varlen import per_length, per_sequence
 
-# backends that run one sequence at a time (`per_sequence` splits packed batches for them)
-PER_SEQUENCE = {"naive": naive_delta_rule, "chunk": chunk_delta_rule}
-BACKENDS = (*PER_SEQUENCE, "triton", "fused_recurrent")
+# the PyTorch backends, which take no cu_seqlens: `naive` runs packed sequences one at a time (`per_sequence`),
+# `chunk` in batches of similar lengths (`per_length`: zero tokens at the end of a sequence write nothing)
+PYTORCH = {"naive": naive_delta_rule, "chunk": chunk_delta_rule}
+BACKENDS = (*PYTORCH, "triton", "fused_recurrent")
 
 
 def delta_rule(
@@ -105,8 +106,9 @@ def delta_rule(
         )
     if kaczmarz_eps is not None:
         beta = kaczmarz_step(k, beta, kaczmarz_eps)  # per token, so packed sequences need no split
-    fn = PER_SEQUENCE[name]
-    o, S = per_sequence(
+    fn = PYTORCH[name]
+    split = per_sequence if name == "naive" else per_length
+    o, S = split(
         lambda q, k, v, w, beta, g, s: fn(q, k, v, w, beta, g, s, scale=scale),
         cu_seqlens,
         (q, k, v, w, beta, g),

@@ -14,13 +14,14 @@ from linattn.ops.checks import (
 )
 from linattn.ops.linear_attention.chunk import chunk_gated_linear_attention
 from linattn.ops.linear_attention.naive import naive_gated_linear_attention
-from linattn.ops.varlen import per_sequence
+from linattn.ops.varlen import per_length, per_sequence
 
-# backends that run one sequence at a time (`per_sequence` splits packed batches for them)
-PER_SEQUENCE = {"naive": naive_gated_linear_attention, "chunk": chunk_gated_linear_attention}
+# the PyTorch backends, which take no cu_seqlens: `naive` runs packed sequences one at a time (`per_sequence`),
+# `chunk` in batches of similar lengths (`per_length`: zero tokens at the end of a sequence write nothing)
+PYTORCH = {"naive": naive_gated_linear_attention, "chunk": chunk_gated_linear_attention}
 # "triton": the chunked delta-rule kernels without the erase term (scalar or no decay), GLA's own kernels for a
 # per-channel decay (`triton/`); "fused_recurrent": the decode kernel (forward only)
-BACKENDS = (*PER_SEQUENCE, "triton", "fused_recurrent")
+BACKENDS = (*PYTORCH, "triton", "fused_recurrent")
 
 # Lower clamp of the normaliser `z_tᵀ q_t` (the VLA paper's value).
 NORMALIZER_EPS = 1e-4
@@ -155,8 +156,7 @@ def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backe
             cu_seqlens=cu_seqlens,
         )
     else:
-        fn = PER_SEQUENCE[name]
-        o, S = per_sequence(
-            lambda q, k, v, g, s: fn(q, k, v, g, s, scale=scale), cu_seqlens, (q, k, v, g), initial_state
-        )
+        fn = PYTORCH[name]
+        split = per_sequence if name == "naive" else per_length
+        o, S = split(lambda q, k, v, g, s: fn(q, k, v, g, s, scale=scale), cu_seqlens, (q, k, v, g), initial_state)
     return (o.to(v.dtype) if cast else o), (S if output_final_state else None)
