@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -51,6 +52,12 @@ def _parser() -> _Parser:
         "--seeds",
         type=int,
         help="train every run this many times (the protocol's seed, then the next ones; default 1), report the mean",
+    )
+    run.add_argument(
+        "--start-by",
+        type=float,
+        metavar="SECONDS",
+        help="begin no training run later than SECONDS from now (those begun finish), for a call of limited time",
     )
     run.add_argument("--out", default="results", help="results root (default results/)")
     run.add_argument("--force", action="store_true", help="run again even if results exist (discards them)")
@@ -115,9 +122,10 @@ def _main(argv: list[str] | None) -> int:
         return _fail(f"unknown experiment {args.name!r}; expected one of {sorted([*EXPERIMENTS, *DIAGNOSTICS])}")
     diagnostic, experiment = DIAGNOSTICS.get(args.name), EXPERIMENTS.get(args.name)
     if diagnostic is not None:
-        for option in ("protocol", "mixers", "jobs", "seeds"):
+        for option in ("protocol", "mixers", "jobs", "seeds", "start_by"):
             if getattr(args, option) is not None:
-                return _fail(f"--{option}: not an option of {args.name!r} (a diagnostic: no training runs)")
+                flag = option.replace("_", "-")
+                return _fail(f"--{flag}: not an option of {args.name!r} (a diagnostic: no training runs)")
     else:
         protocol = args.protocol or ("paper" if "paper" in experiment.protocols else experiment.protocols[0])
         if protocol not in experiment.protocols:
@@ -132,6 +140,9 @@ def _main(argv: list[str] | None) -> int:
         seeds = 1 if args.seeds is None else args.seeds
         if seeds < 1:
             return _fail(f"--seeds: expected >= 1, got {args.seeds}")
+        if args.start_by is not None and not args.start_by >= 0:
+            return _fail(f"--start-by: expected seconds >= 0, got {args.start_by}")
+        start_by = None if args.start_by is None else time.time() + args.start_by
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -160,6 +171,7 @@ def _main(argv: list[str] | None) -> int:
             force=args.force,
             command=command,
             seeds=seeds,
+            start_by=start_by,
         )
     except RunsFailed as e:
         print(f"linattn run {args.name}: {e}", file=sys.stderr)

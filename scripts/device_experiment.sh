@@ -12,6 +12,9 @@
 # returned file may have 16; a d-256 model with its AdamW state is about 46 MB), as many runs as fit beside
 # results.tgz and the logs in the 8 files and 64 MiB that come back: `cat checkpoint-N.tgz.* | tar xzf -` puts it
 # back here, and the next call carries it (64 MiB a call in all: one such run at a time) and resumes it.
+# With START_MARGIN=S in the environment no run begins in the call's last S seconds (`linattn run --start-by`): set it
+# to about a run's length, so that the last call of a session ends with whole runs instead of runs whose checkpoints
+# may not fit in what comes back (the command then exits 1, naming the runs not begun).
 # Exit status: the first failure's.
 set -u
 seconds=$1 jobs=$2
@@ -27,8 +30,12 @@ for spec in "$@"; do
   i=$((i + 1))
   left=$((deadline - SECONDS))
   if [ "$left" -le 0 ]; then echo "== linattn run $spec: no time left"; [ "$status" -eq 0 ] && status=124; continue; fi
+  start_option=()
+  margin=${START_MARGIN:-0}
+  [ "$margin" -gt 0 ] && [ "$left" -gt "$margin" ] && start_option=(--start-by $((left - margin)))
   # shellcheck disable=SC2086  # the spec is a name followed by options
-  timeout "$left" python3 -m linattn.cli run $spec --device cuda "${jobs_option[@]}" > "$OUT/log$i.txt" 2>&1
+  timeout "$left" python3 -m linattn.cli run $spec --device cuda "${jobs_option[@]}" "${start_option[@]}" \
+    > "$OUT/log$i.txt" 2>&1
   rc=$?
   echo "== linattn run $spec: exit $rc"
   tr '\r' '\n' < "$OUT/log$i.txt" | grep -v '^train' | tail -n 25

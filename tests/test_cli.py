@@ -30,6 +30,8 @@ def test_list(capsys):
         (["run", "vla-state-norm", "--jobs", "2"], "--jobs: not an option"),
         (["run", "kla-mqar", "--seeds", "0"], "--seeds: expected >= 1, got 0"),
         (["run", "vla-jacobian", "--seeds", "3"], "--seeds: not an option of 'vla-jacobian'"),
+        (["run", "kla-mqar", "--start-by=-5"], "--start-by: expected seconds >= 0, got -5.0"),
+        (["run", "vla-jacobian", "--start-by", "60"], "--start-by: not an option of 'vla-jacobian'"),
         (["run", "vla-jacobian", "--device", "tpu"], "--device: expected"),
         (["run", "vla-copy", "--out", "/proc/linattn-results"], "--out: cannot write"),
         (["run"], "required: name"),

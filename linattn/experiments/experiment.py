@@ -58,9 +58,11 @@ class Experiment:
         force: bool,
         command: str,
         seeds: int = 1,
+        start_by: float | None = None,
     ) -> Path:
         """Run (or resume) every training run and write the report; returns the output folder. `seeds > 1` trains
-        each run that many times (`RunSpec.replicate`) and reports their mean, with the range beside it."""
+        each run that many times (`RunSpec.replicate`) and reports their mean, with the range beside it. Past
+        `start_by` (a `time.time()`) no run begins to train (`run_all`), and the report waits for a later call."""
         out = self.output_dir(root, protocol, quick)
         if force and out.exists():
             shutil.rmtree(out)
@@ -81,7 +83,9 @@ class Experiment:
         specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(seeds)]
         # a quick run's state sizes are not the full one's: no reference point stands beside them
         paper = {} if quick and self.x_axis == "state_size" else self.paper
-        records = run_all(specs, out / "runs", device=device, jobs=jobs, reuse_root=root, metric=self.metric)
+        records = run_all(
+            specs, out / "runs", device=device, jobs=jobs, reuse_root=root, metric=self.metric, start_by=start_by
+        )
         summary = summarize(records, self.metric)
         results = {
             "experiment": self.name,

@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
@@ -164,8 +165,17 @@ def evaluate_on(model: torch.nn.Module, batches: list[Batch], device: torch.devi
     return meter.compute()
 
 
+class NotStarted(RuntimeError):
+    """A run that was neither finished nor begun when its command's start-by time (`time.time()`) had passed."""
+
+
 def run_one(
-    spec: RunSpec, run_dir: Path, device: str = "cpu", progress: bool = True, reuse_root: Path | None = None
+    spec: RunSpec,
+    run_dir: Path,
+    device: str = "cpu",
+    progress: bool = True,
+    reuse_root: Path | None = None,
+    start_by: float | None = None,
 ) -> dict:
     """Train `spec`'s model (resuming from `run_dir`; its loss at the supervised positions only,
     `supervised_cross_entropy`), evaluate it on a held-out test set, write `result.json`; a finished run is read
@@ -173,7 +183,8 @@ def run_one(
 
     With `spec.eval_at` the record also holds `test_at: {setting: metrics}`, the same model on each of those tasks'
     test sets (drawn from the same seed as the trained task's). With `reuse_root`, a finished run of the same
-    training found there (`find_same_run`) is copied instead of trained."""
+    training found there (`find_same_run`) is copied instead of trained. Past `start_by` (a `time.time()`), a run
+    that would train (or resume) raises `NotStarted` instead; finished and copied ones are still read back."""
     result_path = run_dir / "result.json"
     if result_path.exists():
         record, key = json.loads(result_path.read_text()), training_key(spec)
@@ -186,6 +197,8 @@ def run_one(
         return record
     if reuse_root is not None and (source := find_same_run(reuse_root, spec, run_dir)) is not None:
         return _reuse(spec, source, run_dir, Path(reuse_root))
+    if start_by is not None and time.time() > start_by:
+        raise NotStarted(spec.id)
     device = torch.device(device)
     training = spec.training
     torch.manual_seed(training.seed)
@@ -264,11 +277,13 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _worker(spec: RunSpec, run_dir: Path, device: str, threads: int, reuse_root: Path | None) -> dict:
+def _worker(
+    spec: RunSpec, run_dir: Path, device: str, threads: int, reuse_root: Path | None, start_by: float | None
+) -> dict:
     torch.set_num_threads(threads)
     if device.startswith("cuda:"):
         torch.cuda.set_device(device)  # Triton launches on the current device
-    return run_one(spec, run_dir, device, progress=False, reuse_root=reuse_root)
+    return run_one(spec, run_dir, device, progress=False, reuse_root=reuse_root, start_by=start_by)
 
 
 def _devices(device: str, n: int) -> list[str]:
@@ -278,7 +293,8 @@ def _devices(device: str, n: int) -> list[str]:
 
 
 class RunsFailed(RuntimeError):
-    """Some training runs raised; the others finished (and are kept), so a re-run retries only the failed ones."""
+    """Some training runs raised or were not started (`NotStarted`); the others finished (and are kept), so a re-run
+    does only the rest."""
 
 
 def run_all(
@@ -289,31 +305,37 @@ def run_all(
     jobs: int = 1,
     reuse_root: Path | None = None,
     metric: str = "acc",
+    start_by: float | None = None,
 ) -> list[dict]:
     """Run every spec (finished ones are read back, interrupted ones resume, with `reuse_root` ones another
     experiment finished there are copied), `jobs` at a time; the progress bar shows each finished run's test
     `metric`. A run that raises does not stop the others: its error is printed, and `RunsFailed` names every failed
-    run at the end."""
+    run at the end. Past `start_by` (a `time.time()`) no run begins to train: those that began finish, and
+    `RunsFailed` counts the others (for a call of limited time, which then ends with whole runs)."""
     records: dict[str, dict] = {}
     failures: dict[str, str] = {}
+    not_started: list[str] = []
 
     def collect(spec: RunSpec, outcome: Callable[[], dict], say: Callable[[str], None]) -> None:
         try:
             records[spec.id] = outcome()
+        except NotStarted:
+            not_started.append(spec.id)
         except Exception as e:
             failures[spec.id] = f"{type(e).__name__}: {e}"
             say(f"run {spec.id} failed: {failures[spec.id]}")
 
     if jobs <= 1:
         for s in specs:
-            collect(s, partial(run_one, s, runs_dir / s.id, device, True, reuse_root), print)
+            collect(s, partial(run_one, s, runs_dir / s.id, device, True, reuse_root, start_by), print)
     else:
         threads = max(1, (os.cpu_count() or 1) // jobs)
         context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_die_with_parent) as pool:
             devices = _devices(device, len(specs))
             futures = {
-                pool.submit(_worker, s, runs_dir / s.id, d, threads, reuse_root): s for s, d in zip(specs, devices)
+                pool.submit(_worker, s, runs_dir / s.id, d, threads, reuse_root, start_by): s
+                for s, d in zip(specs, devices)
             }
             with tqdm(total=len(specs), desc="runs", unit="run") as bar:
                 for future in as_completed(futures):
@@ -323,7 +345,12 @@ def run_all(
                         value = records[spec.id]["test"].get(metric, float("nan"))
                         bar.set_postfix_str(f"{spec.id}: test {metric} {value:.3f}")
                     bar.update()
+    said = []
     if failures:
         named = "; ".join(f"{k} ({v})" for k, v in failures.items())
-        raise RunsFailed(f"{len(failures)} of {len(specs)} runs failed: {named}")
+        said.append(f"{len(failures)} of {len(specs)} runs failed: {named}")
+    if not_started:
+        said.append(f"{len(not_started)} of {len(specs)} runs not started (the start-by time had passed)")
+    if said:
+        raise RunsFailed("; ".join(said))
     return [records[s.id] for s in specs]

@@ -391,6 +391,20 @@ def test_a_failed_run_does_not_stop_the_others(tmp_path):
         assert (where / good.id / "result.json").exists() and not (where / bad.id / "result.json").exists()
 
 
+def test_past_the_start_by_time_no_run_begins(tmp_path):
+    """A finished run is read back after the start-by time; one that would train is not begun, and the count of
+    those is named at the end; a later call without the limit trains it."""
+    from linattn.experiments.runner import RunsFailed, run_all
+
+    first, second = tiny_plan("paper", True, ("vla",))[:2]
+    for jobs, where in ((1, tmp_path / "one"), (2, tmp_path / "two")):
+        run_all([first], where, jobs=jobs)
+        with pytest.raises(RunsFailed, match=r"^1 of 2 runs not started \(the start-by time had passed\)$"):
+            run_all([first, second], where, jobs=jobs, start_by=time.time() - 1)
+        assert not (where / second.id).exists()
+        assert [r["id"] for r in run_all([first, second], where, jobs=jobs)] == [first.id, second.id]
+
+
 def test_a_run_another_experiment_finished_is_copied_not_trained(tmp_path, monkeypatch):
     """Same training (task, model, config, validation and test sets) under another name and with fewer tests at
     other lengths: the record and metrics are copied, `reused_from` names the source (never a copy); a different
