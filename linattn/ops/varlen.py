@@ -91,8 +91,7 @@ def per_length(
         n = torch.tensor([lengths[i] for i in members], device=device)[:, None]  # [m, 1]
         real = t < n  # [m, L]
         where = torch.where(real, cu_seqlens.to(device)[rows][:, None] + t, 0)  # [m, L] each place's token
-        zero = [real.view(*real.shape, *[1] * (x.dim() - 2)) if x is not None else None for x in inputs]
-        padded = [None if x is None else x[0][where] * z.to(x.dtype) for x, z in zip(inputs, zero)]
+        padded = [None if x is None else _zero_past(x[0][where], real) for x in inputs]  # [m, L, ...]
         o, s = fn(*padded, None if initial_state is None else _rows(initial_state, rows))
         if output is None:
             output = o.new_zeros(bounds[-1], *o.shape[2:])
@@ -107,3 +106,8 @@ def _rows(state: State, rows: torch.Tensor) -> State:
     if isinstance(state, tuple):
         return tuple(s[rows] for s in state)
     return state[rows]
+
+
+def _zero_past(x: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """`x: [m, L, ...]` with zeros where `real: [m, L]` is False."""
+    return torch.where(real.view(*real.shape, *[1] * (x.dim() - 2)), x, x.new_zeros(()))
