@@ -31,7 +31,7 @@ class Batch:
     def by_length(self) -> list[Batch]:
         """The rows grouped by their length (the `seq_len` slice), each group cut to it, shortest first: the same
         examples without the padding of a mixture such as Zoology's (47% of its tokens). A batch of one length, or
-        without the slice, is its own one group. Reads the lengths on the host (one device sync).
+        without the slice, is its own one group. Reads the lengths on the host (a few device syncs).
 
         Example: a `[128, 256]` batch of Zoology's training mix gives about `[72, 64]`, `[14, 128]` and `[42, 256]`.
         """
