@@ -126,11 +126,12 @@ def test_softmax_attention_matches_explicit_softmax():
     scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
     want = torch.einsum("bhts,bshv->bthv", scores.softmax(-1), v)
     assert rel_err(softmax_attention(q, k, v)[0], want) < 1e-12
-    cu = torch.tensor([0, 10, 33])
-    packed, _ = softmax_attention(q[:1], k[:1], v[:1], cu_seqlens=cu)
-    for bos, eos in [(0, 10), (10, 33)]:
-        alone, _ = softmax_attention(q[:1, bos:eos], k[:1, bos:eos], v[:1, bos:eos])
-        assert rel_err(packed[:, bos:eos], alone) < 1e-12
+    cu = torch.tensor([0, 10, 22, 25, 30, 33])  # causal: in groups of similar lengths (two of 16, two of 4)
+    for causal in (True, False):
+        packed, _ = softmax_attention(q[:1], k[:1], v[:1], causal=causal, cu_seqlens=cu)
+        for bos, eos in zip(cu[:-1].tolist(), cu[1:].tolist()):
+            alone, _ = softmax_attention(q[:1, bos:eos], k[:1, bos:eos], v[:1, bos:eos], causal=causal)
+            assert rel_err(packed[:, bos:eos], alone) < 1e-12
 
 
 @pytest.mark.parametrize("per_channel", [False, True])

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from linattn.ops.checks import check_qkv
-from linattn.ops.varlen import per_sequence
+from linattn.ops.varlen import per_length, per_sequence
 
 
 def softmax_attention(
@@ -25,7 +25,9 @@ def softmax_attention(
 
     Args:
         q, k: `[B, T, H, K]`.  v: `[B, T, H, V]`.  scale: default `K ** -0.5`.
-        causal: mask future positions.  cu_seqlens: `[N + 1]` packed sequences in `B == 1`.
+        causal: mask future positions.  cu_seqlens: `[N + 1]` packed sequences in `B == 1` (causal: in batches of
+            similar lengths, zero-padded, `varlen.per_length`, which a query before the padding never sees; else
+            one at a time).
     Returns:
         `(o, None)`, `o: [B, T, H, V]` in v's dtype.
 
@@ -41,5 +43,5 @@ def softmax_attention(
         )  # [B, H, T, V]
         return o.transpose(1, 2), None
 
-    o, _ = per_sequence(one_sequence, cu_seqlens, (q, k, v), None)
+    o, _ = (per_length if causal else per_sequence)(one_sequence, cu_seqlens, (q, k, v), None)
     return o, None
