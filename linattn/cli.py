@@ -1,4 +1,5 @@
-"""`linattn list | run NAME | bench …`: the command line over the named experiments and benchmarks.
+"""`linattn list | run NAME | progress NAME | report | tables | bench …`: the command line over the named
+experiments and benchmarks.
 
 Bad input (unknown experiment or mixer, a device that is not there, an output folder that cannot be written)
 gets one line on stderr and exit status 2.
@@ -61,6 +62,12 @@ def _parser() -> _Parser:
     )
     run.add_argument("--out", default="results", help="results root (default results/)")
     run.add_argument("--force", action="store_true", help="run again even if results exist (discards them)")
+    prog = sub.add_parser("progress", help="how far an experiment's runs have got, from their folders")
+    prog.add_argument("name", help="experiment name (see `linattn list`)")
+    prog.add_argument("--protocol", help="as for `run` (default: the experiment's first)")
+    prog.add_argument("--quick", action="store_true", help="the quick version's runs")
+    prog.add_argument("--seeds", type=int, default=1, help="as for `run` (default 1)")
+    prog.add_argument("--results", default="results", help="results root (default results/)")
     rep = sub.add_parser("report", help="the claims report (REPORT.md), from results/")
     rep.add_argument("--results", default="results", help="results root (default results/)")
     rep.add_argument("--out", default="REPORT.md", help="where to write it (default REPORT.md)")
@@ -91,6 +98,20 @@ def _main(argv: list[str] | None) -> int:
             print(f"{e.name:<20} {e.description}  [protocols: {', '.join(e.protocols)}]")
         for d in DIAGNOSTICS.values():
             print(f"{d.name:<20} {d.description}  [diagnostic]")
+        return 0
+    if args.command == "progress":
+        from linattn.experiments.progress import progress
+
+        experiment = EXPERIMENTS.get(args.name)
+        if experiment is None:
+            return _fail(f"unknown experiment {args.name!r} (diagnostics train no runs); expected one of "
+                         f"{sorted(EXPERIMENTS)}")  # fmt: skip
+        protocol = args.protocol or ("paper" if "paper" in experiment.protocols else experiment.protocols[0])
+        if protocol not in experiment.protocols:
+            return _fail(f"--protocol: expected one of {list(experiment.protocols)}, got {args.protocol!r}")
+        if args.seeds < 1:
+            return _fail(f"--seeds: expected >= 1, got {args.seeds}")
+        print(progress(experiment, protocol, args.quick, Path(args.results), args.seeds), end="")
         return 0
     if args.command == "report":
         from linattn.experiments.report import report

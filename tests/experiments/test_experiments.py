@@ -405,6 +405,26 @@ def test_past_the_start_by_time_no_run_begins(tmp_path):
         assert [r["id"] for r in run_all([first, second], where, jobs=jobs)] == [first.id, second.id]
 
 
+def test_progress_reads_the_run_folders(tmp_path):
+    """Finished runs show their test metric, a run with a log its last step, the others a dash."""
+    from linattn.experiments.progress import progress
+    from linattn.experiments.runner import run_all
+
+    specs = tiny_plan("paper", True, TINY.mixers)
+    runs = TINY.output_dir(tmp_path, "paper", True) / "runs"
+    record = run_all(specs[:1], runs)[0]
+    (runs / specs[1].id).mkdir()
+    (runs / specs[1].id / "metrics.jsonl").write_text('{"step": 2, "loss": 1.0}\n{"step": 4, "loss": 0.5}\n')
+    lines = progress(TINY, "paper", True, tmp_path).splitlines()
+    assert lines[0] == "tiny — protocol `paper` (quick): 1 of 4 runs finished, 1 begun; test `acc` by learning rate"
+    assert lines[2:] == [
+        "| mixer, n_pairs | lr 0.001 | lr 0.003 |",
+        "|---|---:|---:|",
+        f"| vla, 2 | {record['test']['acc']:.3f} | step 4 |",
+        "| softmax, 2 | – | – |",
+    ]
+
+
 def test_a_run_another_experiment_finished_is_copied_not_trained(tmp_path, monkeypatch):
     """Same training (task, model, config, validation and test sets) under another name and with fewer tests at
     other lengths: the record and metrics are copied, `reused_from` names the source (never a copy); a different

@@ -1,0 +1,57 @@
+"""How far an experiment's training runs have got, read from their folders alone: `linattn progress NAME`.
+
+An experiment writes its table only when every run is in; one that takes several calls of limited time (Zoology's
+108 runs) shows its state here meanwhile: each run's test metric once it finished, the last logged step while it
+trains (or waits to be resumed), a dash before it began.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from linattn.experiments.experiment import Experiment
+from linattn.experiments.runner import RunSpec
+
+
+def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, seeds: int = 1) -> str:
+    """A markdown summary: how many of the runs finished and began, then one row per mixer, setting (and seed) and
+    one column per learning rate, each cell the run's test metric, `step N` or `–`."""
+    specs = [replace(s, replicate=i) for s in experiment.plan(protocol, quick, experiment.mixers) for i in range(seeds)]
+    runs = experiment.output_dir(root, protocol, quick) / "runs"
+    lrs = sorted({s.train.lr for s in specs})
+    rows: dict[str, dict[float, str]] = {}
+    finished = begun = 0
+    for spec in specs:
+        cell, state = _cell(runs / spec.id, experiment.metric)
+        finished += state == "finished"
+        begun += state == "begun"
+        rows.setdefault(_row(spec), {})[spec.train.lr] = cell
+    title = f"{experiment.name} — protocol `{protocol}`{' (quick)' if quick else ''}"
+    counts = f"{finished} of {len(specs)} runs finished, {begun} begun"
+    lines = [
+        f"{title}: {counts}; test `{experiment.metric}` by learning rate",
+        "",
+        f"| mixer, {experiment.x_name} | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |",
+        "|---|" + "---:|" * len(lrs),
+    ]
+    lines += [f"| {row} | " + " | ".join(cells.get(lr, "") for lr in lrs) + " |" for row, cells in rows.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _row(spec: RunSpec) -> str:
+    return f"{spec.mixer}, {spec.x}" + (f", seed {spec.replicate}" if spec.replicate else "")
+
+
+def _cell(run_dir: Path, metric: str) -> tuple[str, str]:
+    """`(what the table shows, "finished" | "begun" | "not begun")` for one run's folder."""
+    result = run_dir / "result.json"
+    if result.exists():
+        value = json.loads(result.read_text())["test"].get(metric)
+        return ("n/a" if value is None else f"{value:.3f}"), "finished"
+    log = run_dir / "metrics.jsonl"
+    steps = [json.loads(line).get("step", 0) for line in log.read_text().splitlines()] if log.exists() else []
+    if steps or (run_dir / "checkpoint.pt").exists():
+        return f"step {max(steps, default=0)}", "begun"
+    return "–", "not begun"
