@@ -31,6 +31,12 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _protocol(asked: str | None, experiment) -> str | None:
+    """The protocol asked for (by default "paper" where the experiment has it, else its first), None if it has not."""
+    protocol = asked or ("paper" if "paper" in experiment.protocols else experiment.protocols[0])
+    return protocol if protocol in experiment.protocols else None
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog="linattn", description="Stable linear attention: experiments and benchmarks.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -106,8 +112,8 @@ def _main(argv: list[str] | None) -> int:
         if experiment is None:
             return _fail(f"unknown experiment {args.name!r} (diagnostics train no runs); expected one of "
                          f"{sorted(EXPERIMENTS)}")  # fmt: skip
-        protocol = args.protocol or ("paper" if "paper" in experiment.protocols else experiment.protocols[0])
-        if protocol not in experiment.protocols:
+        protocol = _protocol(args.protocol, experiment)
+        if protocol is None:
             return _fail(f"--protocol: expected one of {list(experiment.protocols)}, got {args.protocol!r}")
         if args.seeds < 1:
             return _fail(f"--seeds: expected >= 1, got {args.seeds}")
@@ -148,8 +154,8 @@ def _main(argv: list[str] | None) -> int:
                 flag = option.replace("_", "-")
                 return _fail(f"--{flag}: not an option of {args.name!r} (a diagnostic: no training runs)")
     else:
-        protocol = args.protocol or ("paper" if "paper" in experiment.protocols else experiment.protocols[0])
-        if protocol not in experiment.protocols:
+        protocol = _protocol(args.protocol, experiment)
+        if protocol is None:
             return _fail(f"--protocol: expected one of {list(experiment.protocols)}, got {args.protocol!r}")
         try:
             mixers = parse_mixers(args.mixers, experiment.mixers)
