@@ -35,7 +35,7 @@ from linattn.bench.environment import describe
 from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks import AccuracyMeter, Batch, generate
-from linattn.train import TrainConfig, supervised_cross_entropy, train
+from linattn.train import TrainConfig, supervised_cross_entropy, supervised_logits, train
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 
 VAL_SEED_OFFSET, TEST_SEED_OFFSET = 1_000, 2_000  # eval sets are drawn from their own seeds
@@ -159,8 +159,8 @@ def evaluate_on(model: torch.nn.Module, batches: list[Batch], device: torch.devi
     meter = AccuracyMeter()
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
         for batch in batches:
-            for part in batch.to(device).by_length():  # a test mix's rows without their padding
-                meter.update(model(part.inputs, logits_at=part.supervised)[0].float(), part)  # [N, V]
+            for logits, part in supervised_logits(model, batch.to(device)):  # a test mix's rows without padding
+                meter.update(logits.float(), part)  # [n, V]
     model.train(was_training)
     return meter.compute()
 

@@ -84,7 +84,7 @@ def per_length(
     for i, n in enumerate(lengths):
         groups.setdefault(next_power_of_2(max(n, 1)), []).append(i)
     device = next(x for x in inputs if x is not None).device
-    output, states = None, [None] * len(lengths)
+    output, states, order = None, [], []
     for L, members in sorted(groups.items()):
         rows = torch.tensor(members, device=device)
         t = torch.arange(L, device=device)
@@ -96,9 +96,11 @@ def per_length(
         if output is None:
             output = o.new_zeros(bounds[-1], *o.shape[2:])
         output = output.index_copy(0, where[real], o[real])
-        for j, i in enumerate(members):
-            states[i] = index_state(s, j)
-    return output[None], cat_states(states)
+        states.append(s)
+        order += members
+    state = cat_states(states)  # the groups' states, in the groups' order of sequences
+    back = torch.argsort(torch.tensor(order, device=device))  # [N] each sequence's place there
+    return output[None], None if state is None else _rows(state, back)
 
 
 def _rows(state: State, rows: torch.Tensor) -> State:

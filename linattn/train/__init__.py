@@ -4,6 +4,20 @@ torchrun it trains data-parallel (DDP)."""
 
 from linattn.train.config import TrainConfig
 from linattn.train.schedule import warmup_cosine
-from linattn.train.trainer import TrainResult, supervised_cross_entropy, token_cross_entropy, train
+from linattn.train.trainer import (
+    TrainResult,
+    supervised_cross_entropy,
+    supervised_logits,
+    token_cross_entropy,
+    train,
+)
 
-__all__ = ["TrainConfig", "TrainResult", "supervised_cross_entropy", "token_cross_entropy", "train", "warmup_cosine"]
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "supervised_cross_entropy",
+    "supervised_logits",
+    "token_cross_entropy",
+    "train",
+    "warmup_cosine",
+]

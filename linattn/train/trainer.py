@@ -15,7 +15,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -116,17 +116,23 @@ def token_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
     return F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE)
 
 
-def supervised_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
-    """`token_cross_entropy` for causal models that take `logits_at` (`DecoderLM`), the same loss with less work:
-    the head runs only at the supervised positions (MQAR supervises 2 – 25% of its tokens, so the `[B, T, V]`
-    logits are not made), and a batch of rows of several lengths runs as one call per length without its padding
-    (`Batch.by_length`; a causal model's outputs before a row's padding do not depend on it)."""
-    total, count = 0.0, 0
+def supervised_logits(model: nn.Module, batch: Batch) -> Iterator[tuple[torch.Tensor, Batch]]:
+    """A causal model's (`DecoderLM`'s) logits at the supervised positions only, `[n, V]`, with the part of `batch`
+    they belong to: one call per row length without the padding (`Batch.by_length`; a causal model's outputs
+    before a row's padding do not depend on it), the head only where a target is (`logits_at`)."""
     for part in batch.by_length():
-        supervised = part.supervised  # [m, L]
-        logits, _ = model(part.inputs, logits_at=supervised)  # [n, V]
-        total = total + F.cross_entropy(logits.float(), part.targets[supervised], reduction="sum")
-        count = count + supervised.sum()
+        yield model(part.inputs, logits_at=part.supervised)[0], part
+
+
+def supervised_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """`token_cross_entropy` for causal models that take `logits_at` (`DecoderLM`), the same loss with less work
+    (`supervised_logits`): MQAR supervises 2 – 25% of its tokens, so the `[B, T, V]` logits are not made, and a
+    mixture's rows run without their padding."""
+    total, count = 0.0, 0
+    for logits, part in supervised_logits(model, batch):
+        targets = part.targets[part.supervised]  # [n]
+        total = total + F.cross_entropy(logits.float(), targets, reduction="sum")
+        count = count + targets.numel()
     return total / count
 
 
