@@ -16,6 +16,7 @@ import functools
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 State = dict[str, Any]
@@ -120,6 +121,12 @@ class RMSNorm(nn.RMSNorm):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(x if self.weight is None else x.to(self.weight.dtype))
+
+
+def gate_output(o: torch.Tensor, g_proj: nn.Linear | None, x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """The output gate of GDN, KLA and GLA: `o ⊙ SiLU(W_g x)` per head (`o: [B, T, H, d]`), or `o` where the layer
+    was built without it (`g_proj` None)."""
+    return o if g_proj is None else o * F.silu(split_heads(g_proj(x), n_heads))
 
 
 def elu_plus_one(x: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, RMSNorm, State, merge_heads, promote, split_heads
+from linattn.layers.base import Mixer, RMSNorm, State, gate_output, merge_heads, promote, split_heads
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import delta_rule
@@ -50,7 +50,8 @@ class GatedDeltaNet(Mixer):
       - GDN with raw keys (`raw_keys=True`): `k = SiLU(conv(W_k x))`, `β = η`: the KLA paper's ablation without
         key normalisation, whose write `I − β k kᵀ` expands the state once `β ‖k‖² > 2`.
     Options: `short_conv`, `conv_size`, `ccq` (+ `ccq_options`): contract q by the running, decayed
-    covariance of the keys before the read.
+    covariance of the keys before the read; `output_gate=False`: output `RMSNorm(o)` alone, then `W_o` (fla's
+    `use_gate=False`; an ablation: in Zoology's MQAR the gate slows GDN's learning, BENCHMARKS.md, sessions 38 – 39).
     State: `{"S": [B, H, d, d], "conv_q", "conv_k", "conv_v"[, "ccq"]}`.
     """
 
@@ -65,6 +66,7 @@ class GatedDeltaNet(Mixer):
         conv_size: int = 4,
         ccq: bool = False,
         ccq_options: dict | None = None,
+        output_gate: bool = True,
         backend: str = "auto",
     ):
         super().__init__(d_model, n_heads, backend=backend)
@@ -75,7 +77,7 @@ class GatedDeltaNet(Mixer):
         self.qkv = ConvProjections(d_model, dict.fromkeys("qkv", d_model), short_conv=short_conv, conv_size=conv_size)
         self.b_proj = nn.Linear(d_model, n_heads, bias=True)
         self.decay = MambaDecay(d_model, n_heads)
-        self.g_proj = nn.Linear(d_model, d_model, bias=False)
+        self.g_proj = nn.Linear(d_model, d_model, bias=False) if output_gate else None
         self.o_norm = RMSNorm(self.head_dim)
         self.out = nn.Linear(d_model, d_model, bias=False)
         self.ccq = CurvatureQuery(n_heads, self.head_dim, **(ccq_options or {})) if ccq else None
@@ -111,5 +113,4 @@ class GatedDeltaNet(Mixer):
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
         )
-        gate = F.silu(split_heads(self.g_proj(x), self.n_heads))
-        return self.out(merge_heads(self.o_norm(o) * gate)), new
+        return self.out(merge_heads(gate_output(self.o_norm(o), self.g_proj, x, self.n_heads))), new

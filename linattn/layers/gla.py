@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, RMSNorm, State, merge_heads, promote, split_heads
+from linattn.layers.base import Mixer, RMSNorm, State, gate_output, merge_heads, promote, split_heads
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import gated_linear_attention
@@ -17,7 +17,8 @@ class GatedLinearAttention(Mixer):
 
     Options: `gate_rank` (16), `gate_normalizer` (16), `short_conv` (False, as fla's GLA by default: with it
     `q, k, v = SiLU(conv(W x))`, a causal depthwise convolution of `conv_size` (4) taps, as in DeltaNet; without, plain
-    projections), `ccq` (+ `ccq_options`; the covariance is not decayed, since GLA's decay differs per channel).
+    projections), `ccq` (+ `ccq_options`; the covariance is not decayed, since GLA's decay differs per channel),
+    `output_gate=False` (output `RMSNorm(o)` alone, fla's `use_output_gate=False`).
     State: `{"S": [B, H, d, d][, "conv_q", "conv_k", "conv_v"][, "ccq"]}`.
     """
 
@@ -32,6 +33,7 @@ class GatedLinearAttention(Mixer):
         conv_size: int = 4,
         ccq: bool = False,
         ccq_options: dict | None = None,
+        output_gate: bool = True,
         backend: str = "auto",
     ):
         super().__init__(d_model, n_heads, backend=backend)
@@ -44,7 +46,7 @@ class GatedLinearAttention(Mixer):
             self.v_proj = nn.Linear(d_model, d_model, bias=False)
         self.gk = nn.Sequential(nn.Linear(d_model, gate_rank, bias=False), nn.Linear(gate_rank, d_model, bias=True))
         self.gate_normalizer = gate_normalizer
-        self.g_proj = nn.Linear(d_model, d_model, bias=False)
+        self.g_proj = nn.Linear(d_model, d_model, bias=False) if output_gate else None
         self.o_norm = RMSNorm(self.head_dim)
         self.out = nn.Linear(d_model, d_model, bias=False)
         self.ccq = CurvatureQuery(n_heads, self.head_dim, **(ccq_options or {})) if ccq else None
@@ -80,5 +82,4 @@ class GatedLinearAttention(Mixer):
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
         )
-        gate = F.silu(split_heads(self.g_proj(x), self.n_heads))
-        return self.out(merge_heads(self.o_norm(o) * gate)), new
+        return self.out(merge_heads(gate_output(self.o_norm(o), self.g_proj, x, self.n_heads))), new

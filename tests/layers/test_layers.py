@@ -22,6 +22,9 @@ VARIANTS += [
     ("deltanet", {"short_conv": False}),
     ("gated_deltanet", {"ccq": True, "ccq_options": {"normalize_keys": False}}),
     ("gated_deltanet", {"raw_keys": True}),
+    ("gated_deltanet", {"output_gate": False}),
+    ("kla", {"output_gate": False}),
+    ("gla", {"output_gate": False}),
     ("mamba2", {"d_state": 12}),
     ("softmax", {"short_conv": True}),
     ("gla", {"short_conv": True}),
@@ -147,6 +150,23 @@ def test_raw_keys_reach_the_delta_rule_unnormalised(monkeypatch):
     assert torch.allclose(gdn, torch.ones_like(gdn)) and gdn_eps is None
     assert not torch.allclose(raw, torch.ones_like(raw)) and raw_eps is None
     assert not torch.allclose(kla, torch.ones_like(kla)) and kla_eps is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "module"), [("gated_deltanet", "gated_deltanet"), ("kla", "gated_deltanet"), ("gla", "gla")]
+)
+def test_without_the_output_gate_the_layer_is_the_gated_one_with_its_gate_taken_out(name, module, monkeypatch):
+    """`output_gate=False` drops `W_g` and gives `W_o RMSNorm(o)`: the gated layer's output with `gate_output` made
+    the identity, from the same weights."""
+    import importlib
+
+    gated, plain = make(name, {}), make(name, {"output_gate": False})
+    assert plain.g_proj is None
+    weights = {k: v for k, v in gated.state_dict().items() if not k.startswith("g_proj.")}
+    plain.load_state_dict(weights)  # strict: the same parameters but W_g
+    monkeypatch.setattr(importlib.import_module(f"linattn.layers.{module}"), "gate_output", lambda o, g, x, h: o)
+    x = x_of(2, 19)
+    assert rel_err(plain(x)[0], gated(x)[0]) < TOL
 
 
 @pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)

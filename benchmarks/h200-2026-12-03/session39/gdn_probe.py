@@ -1,6 +1,6 @@
 """Scratch (not part of the library): Gated DeltaNet on `zoology-mqar --quick` (d 64, lr 3e-3) with one part changed.
 
-    PYTHONPATH=. python benchmarks/h200-2026-12-03/session39/gdn_probe.py VARIANT [--out DIR]
+    PYTHONPATH=. python benchmarks/h200-2026-12-03/session39/gdn_probe.py VARIANT [--seeds N] [--out DIR]
 
 Why: on the H200 every mixer of `zoology-mqar` with an output gate (GDN, KLA, CCQ-GDN, GLA, Mamba-2) ended its lr
 3e-3 runs at d ≥ 128 near a training loss of ln 4096 (the values' chance), where DeltaNet, which differs from GDN by
@@ -8,12 +8,12 @@ its decay and its output gate only, did its best at that rate.
 VARIANT, each trained as the quick run is (`run_one`, one thread):
 - `default`: GDN as it is;
 - `no-decay`: `g = 0` (GDN's layer without its decay);
-- `no-gate`: the output gate `SiLU(W_g x)` replaced by 1;
+- `no-gate`: without the output gate `SiLU(W_g x)` (`output_gate=False`, mixer `gated_deltanet-no_gate`);
 - `neither`: both of the above (DeltaNet's mixing, GDN's parameters otherwise);
 - `A-small`: `A = 0.1` in every head (the decay starts slow: `exp(−0.1 Δ)` a token);
 - `deltanet`: DeltaNet's layer, for reference.
-Prints the test `acc_example_mean`, and where the layer has its output gate, its mean |SiLU(W_g x)| on a batch
-of the test mix, per layer, at initialisation and after training (`gates`).
+Prints the test `acc_example_mean` (the seeds' mean, then each), and where the layer has its output gate, seed 0's
+mean |SiLU(W_g x)| on a batch of the test mix, per layer, at initialisation and after training (`gates`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -49,19 +50,6 @@ def patch(variant: str) -> None:
 
     gated_deltanet.MambaDecay.__init__ = init
     gated_deltanet.MambaDecay.forward = forward
-    if variant in ("no-gate", "neither"):
-        gated_deltanet.F = NoGate()  # this module's one SiLU is its output gate's (the convolutions' are elsewhere)
-
-
-class NoGate:
-    """`torch.nn.functional` with `silu(x) = 1`."""
-
-    def __getattr__(self, name):
-        return getattr(torch.nn.functional, name)
-
-    @staticmethod
-    def silu(x):
-        return torch.ones_like(x)
 
 
 def gates(model: torch.nn.Module, inputs: torch.Tensor) -> list[float]:
@@ -82,25 +70,31 @@ def gates(model: torch.nn.Module, inputs: torch.Tensor) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("variant", choices=VARIANTS)
+    parser.add_argument("--seeds", type=int, default=1, help="replicates (initial weights and batches), 0, 1, …")
     parser.add_argument("--out", type=Path, default=Path("/tmp/gdn-probe"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     patch(args.variant)
-    mixer = "deltanet" if args.variant == "deltanet" else "gated_deltanet"
+    mixer = {"deltanet": "deltanet", "no-gate": "gated_deltanet-no_gate", "neither": "gated_deltanet-no_gate"}.get(
+        args.variant, "gated_deltanet"
+    )
     spec = next(s for s in plan("fair", True, (mixer,)) if s.x == 64)
-    start = time.time()
-    record = run_one(spec, args.out / args.variant, progress=False)
+    start, scores = time.time(), []
+    for replicate in range(args.seeds):
+        record = run_one(replace(spec, replicate=replicate), args.out / args.variant / str(replicate), progress=False)
+        scores.append(record["test"]["acc_example_mean"])
     print(
-        f"{args.variant}: test acc_example_mean {record['test']['acc_example_mean']:.3f} ({time.time() - start:.0f} s)"
+        f"{args.variant}: test acc_example_mean {sum(scores) / len(scores):.3f} (seeds: "
+        f"{', '.join(f'{a:.3f}' for a in scores)}; {time.time() - start:.0f} s)"
     )
     if args.variant in ("default", "no-decay", "A-small"):
         inputs = eval_set(spec, spec.train.seed, spec.test_task)[0].inputs
         torch.manual_seed(spec.training.seed)
         model = DecoderLM(spec.model)
         at_init = gates(model, inputs)
-        model.load_state_dict(load_checkpoint(args.out / args.variant / CHECKPOINT_NAME)["model"])
+        model.load_state_dict(load_checkpoint(args.out / args.variant / "0" / CHECKPOINT_NAME)["model"])
         trained = gates(model, inputs)
-        print(f"  mean |SiLU(W_g x)| by layer: at init {at_init}, trained {trained}")
+        print(f"  seed 0's mean |SiLU(W_g x)| by layer: at init {at_init}, trained {trained}")
 
 
 if __name__ == "__main__":
