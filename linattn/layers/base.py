@@ -16,7 +16,6 @@ import functools
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 State = dict[str, Any]
@@ -126,7 +125,7 @@ class RMSNorm(nn.RMSNorm):
 def gate_output(o: torch.Tensor, g_proj: nn.Linear | None, x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """The output gate of GDN, KLA and GLA: `o ⊙ SiLU(W_g x)` per head (`o: [B, T, H, d]`), or `o` where the layer
     was built without it (`g_proj` None)."""
-    return o if g_proj is None else o * F.silu(split_heads(g_proj(x), n_heads))
+    return o if g_proj is None else o * torch.nn.functional.silu(split_heads(g_proj(x), n_heads))
 
 
 def elu_plus_one(x: torch.Tensor) -> torch.Tensor:
