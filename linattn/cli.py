@@ -133,13 +133,13 @@ def _main(argv: list[str] | None) -> int:
         print(f"wrote {args.out}")
         return 0
     if args.command == "tables":
-        from linattn.experiments.tables import capacity_tables, write_readme
+        from linattn.experiments.tables import capacity_tables, write_readme, zoology_tables
 
         try:
             if args.write:
                 write_readme(Path(args.write), Path(args.results))
             else:
-                print(capacity_tables(Path(args.results)), end="")
+                print(capacity_tables(Path(args.results)) + "\n" + zoology_tables(Path(args.results)), end="")
         except FileNotFoundError as e:
             return _fail(str(e) if str(e).startswith("--results") else f"--write: no such file {args.write}")
         except ValueError as e:

@@ -21,3 +21,10 @@ def test_results_tables_are_generated_from_results():
 
     block = README.read_text().split(BEGIN, 1)[1].split(END, 1)[0]
     assert block.strip() == capacity_tables(README.parent / "results").strip(), "run `linattn tables --write README.md`"
+
+
+def test_zoology_tables_are_generated_from_results():
+    from linattn.experiments.tables import ZOOLOGY_BEGIN, ZOOLOGY_END, zoology_tables
+
+    block = README.read_text().split(ZOOLOGY_BEGIN, 1)[1].split(ZOOLOGY_END, 1)[0]
+    assert block.strip() == zoology_tables(README.parent / "results").strip(), "run `linattn tables --write README.md`"

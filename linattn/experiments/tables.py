@@ -1,8 +1,10 @@
 """The README's results tables, generated from the committed `results/` (never typed by hand).
 
 `linattn tables` prints them; `linattn tables --write README.md` replaces the block between the markers
-`<!-- results:begin -->` and `<!-- results:end -->`, and the VLA claims between `<!-- claims:begin -->` and
-`<!-- claims:end -->` (`report.readme_block`). A test checks the README holds what this generates.
+`<!-- results:begin -->` and `<!-- results:end -->` (the VLA paper's MQAR capacity), the one between
+`<!-- zoology:begin -->` and `<!-- zoology:end -->` (Zoology's MQAR), and the VLA claims between
+`<!-- claims:begin -->` and `<!-- claims:end -->` (`report.readme_block`). Tests check the README holds what this
+generates.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from linattn.experiments.paper import VLA_MQAR_CAPACITY
 from linattn.io import write_atomic
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
-CAPACITY = "vla-mqar-capacity"
+ZOOLOGY_BEGIN, ZOOLOGY_END = "<!-- zoology:begin -->", "<!-- zoology:end -->"
+CAPACITY, ZOOLOGY = "vla-mqar-capacity", "zoology-mqar"
 FAIR_MIXERS = (*VLA_COMPARISON, "softmax-conv")
 
 
@@ -86,6 +89,45 @@ def capacity_tables(root: Path = Path("results")) -> str:
     return "\n".join(lines) + "\n"
 
 
+def zoology_tables(root: Path = Path("results")) -> str:
+    """Markdown: Zoology's MQAR, one row per mixer and one column per width: the test accuracy at the learning rate
+    chosen on validation with the state size beside it, then every learning rate's test accuracy (the sweep). Its
+    links are the README's (relative to the repository root), wherever `root` is."""
+    folder = root / ZOOLOGY / "fair"
+    if not (folder / "results.json").exists():
+        raise FileNotFoundError(f"--results: no {folder / 'results.json'} (run `linattn run {ZOOLOGY}` first)")
+    results = json.loads((folder / "results.json").read_text())
+    metric, mixers, sizes = results["metric"], results["mixers"], results["state_size"]
+    widths = sorted({int(x) for row in results["table"].values() for x in row})
+    lrs = sorted({r["lr"] for r in results["runs"]})
+    tested = {(r["mixer"], r["x"], r["lr"]): r["test"][metric] for r in results["runs"]}
+    hardware = ", ".join(sorted({r.get("hardware", "hardware unrecorded") for r in results["runs"]}))
+    references = "; ".join(
+        f"{m} {a:.2f} at {int(float(n)):,} floats" for m, row in results["paper"].items() for n, a in row.items()
+    )
+    header = "| mixer | " + " | ".join(f"d {d}" for d in widths) + " |"
+    rule = "|---|" + "---:|" * len(widths)
+    lines = [
+        f"**Zoology MQAR** (`{_without_device(results['command'])}`; runs on {hardware}, "
+        f"{results['environment']['date']}): test accuracy, each example's averaged as Zoology scores it, at the "
+        f"learning rate chosen per cell on validation; in parentheses the state size in floats (all layers, at "
+        f"T = 1,024; softmax attention's is its KV cache). EXPERIMENTS.md's reference points: {references}. "
+        f"[Plot](results/{ZOOLOGY}/fair/plot.png), [table](results/{ZOOLOGY}/fair/table.md).",
+        "",
+        header,
+        rule,
+    ]
+    for m in mixers:
+        cells = [f"{results['table'][m][str(d)]:.3f} ({sizes[m][str(d)]:,})" for d in widths]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    sweep = " / ".join(f"{lr:g}" for lr in lrs)
+    lines += ["", f"Every run's test accuracy, lr {sweep}:", "", header, rule]
+    for m in mixers:
+        cells = [" / ".join(f"{tested[m, d, lr]:.3f}" for lr in lrs) for d in widths]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _replace_block(text: str, begin: str, end: str, content: str, where: Path) -> str:
     if begin not in text or end not in text:
         raise ValueError(f"{where}: expected the markers {begin} and {end}")
@@ -95,9 +137,10 @@ def _replace_block(text: str, begin: str, end: str, content: str, where: Path) -
 
 
 def write_readme(readme: Path, root: Path = Path("results")) -> None:
-    """Fill the README's two generated blocks: the results tables and the VLA claims (`report.readme_block`)."""
+    """Fill the README's generated blocks: the two MQAR results and the VLA claims (`report.readme_block`)."""
     from linattn.experiments import report
 
     text = _replace_block(readme.read_text(), BEGIN, END, capacity_tables(root), readme)
+    text = _replace_block(text, ZOOLOGY_BEGIN, ZOOLOGY_END, zoology_tables(root), readme)
     text = _replace_block(text, report.BEGIN, report.END, report.readme_block(root), readme)
     write_atomic(readme, text)

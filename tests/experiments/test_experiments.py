@@ -18,7 +18,7 @@ from linattn.experiments.experiment import Experiment, summarize, table_markdown
 from linattn.experiments.mixers import MIXERS, parse_mixers
 from linattn.experiments.registry import EXPERIMENTS
 from linattn.experiments.runner import RunSpec, run_one, training_key
-from linattn.experiments.tables import _without_device
+from linattn.experiments.tables import _without_device, zoology_tables
 from linattn.models import DecoderLM, preset
 from linattn.tasks import KLAMQARConfig, TextConfig, VLAMQARConfig
 from linattn.train import TrainConfig
@@ -498,3 +498,22 @@ def test_accuracy_against_state_size_end_to_end(tmp_path):
     assert results["paper"] == {} and "Reference points" not in table  # a quick run's sizes are not the full one's
     full = {**results, "quick": False, "paper": {"deltanet": {"9000": 0.79}}}
     assert "Reference points (accuracy at a state size): deltanet 0.79 at 9,000 floats." in table_markdown(full)
+    # the README's block: the chosen lr's accuracy with the state size, then every run's accuracy by lr
+    with pytest.raises(FileNotFoundError, match="--results: no .*zoology-mqar/fair/results.json"):
+        zoology_tables(tmp_path)
+    (tmp_path / "zoology-mqar" / "fair").mkdir()
+    (tmp_path / "zoology-mqar" / "fair" / "results.json").write_text(json.dumps(full))
+    block = zoology_tables(tmp_path).splitlines()
+    assert block[2:4] == ["| mixer | d 32 | d 64 |", "|---|---:|---:|"]
+    accuracy = {(r["mixer"], r["x"]): r["test"]["acc_example_mean"] for r in results["runs"]}
+    assert block[4] == "| deltanet | " + " | ".join(
+        f"{results['table']['deltanet'][str(d)]:.3f} ({sizes['deltanet'][str(d)]:,})" for d in (32, 64)
+    ) + " |"
+    assert block[6:] == [
+        "",
+        "Every run's test accuracy, lr 0.003:",
+        "",
+        "| mixer | d 32 | d 64 |",
+        "|---|---:|---:|",
+        *(f"| {m} | {accuracy[m, 32]:.3f} | {accuracy[m, 64]:.3f} |" for m in ("deltanet", "softmax")),
+    ]
