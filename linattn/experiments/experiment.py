@@ -181,22 +181,27 @@ def _val_score(record: dict, metric: str) -> float:
     return -value if metric == "loss" else value
 
 
-def report_header(results: dict, title: str) -> list[str]:
-    """The first lines of a `table.md`: the title, what was measured, the command and where it ran (the
-    training runs' own hardware when they say, since a report can gather runs finished elsewhere)."""
+def hardware(results: dict) -> str:
+    """Where a result ran: the training runs' own hardware when they say (a report can gather runs finished
+    elsewhere, then it names the machine that gathered them too), the torch version and the date."""
     env = results["environment"]
     runs_on = sorted({r["hardware"] for r in results.get("runs", []) if "hardware" in r})
     here = env.get("gpu") or env.get("cpu")
-    hardware = f"{', '.join(runs_on) or here}; torch {env['torch']}"
+    text = f"{', '.join(runs_on) or here}; torch {env['torch']}"
     if {r.split(" (")[0] for r in runs_on} - {here.split(" (")[0]}:  # another machine, not another thread count
-        hardware = f"runs on {', '.join(runs_on)}; gathered on {here}; torch {env['torch']}"
+        text = f"runs on {', '.join(runs_on)}; gathered on {here}; torch {env['torch']}"
+    return f"{text}; {env['date']}"
+
+
+def report_header(results: dict, title: str) -> list[str]:
+    """The first lines of a `table.md`: the title, what was measured, the command and where it ran."""
     return [
         f"# {title}",
         "",
         results["description"],
         "",
         f"Command: `{results['command']}`  ",
-        f"Hardware: {hardware}; {env['date']}",
+        f"Hardware: {hardware(results)}",
         "",
     ]
 

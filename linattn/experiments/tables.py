@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from linattn.experiments.experiment import THEN, summarize
+from linattn.experiments.experiment import THEN, hardware, summarize
 from linattn.experiments.mixers import VLA_COMPARISON
 from linattn.experiments.paper import VLA_MQAR_CAPACITY
 from linattn.io import write_atomic
@@ -25,11 +25,6 @@ FAIR_MIXERS = (*VLA_COMPARISON, "softmax-conv")
 
 def _runs(folder: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(folder.glob("runs/*/result.json"))]
-
-
-def _hardware(results: dict) -> str:
-    env = results["environment"]
-    return f"{env.get('gpu') or env.get('cpu')}, torch {env['torch']}, {env['date']}"
 
 
 def _without_device(command: str) -> str:
@@ -46,7 +41,7 @@ def capacity_tables(root: Path = Path("results")) -> str:
     paper = json.loads((paper_dir / "results.json").read_text())
     ns = sorted({int(x) for row in paper["table"].values() for x in row})
     lines = [
-        f"**Paper protocol** (`{_without_device(paper['command'])}`; {_hardware(paper)}): 3000 steps, batch 64, "
+        f"**Paper protocol** (`{_without_device(paper['command'])}`; {hardware(paper)}): 3000 steps, batch 64, "
         "lr 3e-4, one seed. Ours, with the paper's number in parentheses.",
         "",
         "| n_pairs | " + " | ".join(paper["mixers"]) + " |",
@@ -69,12 +64,12 @@ def capacity_tables(root: Path = Path("results")) -> str:
     summary = summarize(records)
     complete = {m for m in FAIR_MIXERS if sum(r["mixer"] == m for r in records) == sweep * len(ns)}
     shown = [m for m in FAIR_MIXERS if m in summary["acc"]]
-    hardware = sorted({r.get("hardware", "hardware unrecorded") for r in records})
+    machines = sorted({r.get("hardware", "hardware unrecorded") for r in records})
     missing = [m for m in FAIR_MIXERS if m not in shown]
     partial = [m for m in shown if m not in complete]
     lines += [
         "",
-        f"**Fair protocol** (`linattn run {CAPACITY} --protocol fair`; {', '.join(hardware)}): batch 256, up to "
+        f"**Fair protocol** (`linattn run {CAPACITY} --protocol fair`; {', '.join(machines)}): batch 256, up to "
         f"5000 steps (stop at validation accuracy ≥ 0.995), lr ∈ {{3e-4, 1e-3, 3e-3}} chosen per cell on validation; "
         "test accuracy."
         + (" `*`: the lr sweep of that mixer is not complete (best of the runs finished so far)." if partial else "")
@@ -101,14 +96,14 @@ def zoology_tables(root: Path = Path("results")) -> str:
     widths = sorted({int(x) for row in results["table"].values() for x in row})
     lrs = sorted({r["lr"] for r in results["runs"]})
     tested = {(r["mixer"], r["x"], r["lr"]): r["test"][metric] for r in results["runs"]}
-    hardware = ", ".join(sorted({r.get("hardware", "hardware unrecorded") for r in results["runs"]}))
+    machines = ", ".join(sorted({r.get("hardware", "hardware unrecorded") for r in results["runs"]}))
     references = "; ".join(
         f"{m} {a:.2f} at {int(float(n)):,} floats" for m, row in results["paper"].items() for n, a in row.items()
     )
     header = "| mixer | " + " | ".join(f"d {d}" for d in widths) + " |"
     rule = "|---|" + "---:|" * len(widths)
     lines = [
-        f"**Zoology MQAR** (`{_without_device(results['command'])}`; runs on {hardware}, "
+        f"**Zoology MQAR** (`{_without_device(results['command'])}`; runs on {machines}, "
         f"{results['environment']['date']}): test accuracy, each example's averaged as Zoology scores it, at the "
         f"learning rate chosen per cell on validation; in parentheses the state size in floats (all layers, at "
         f"T = 1,024; softmax attention's is its KV cache). EXPERIMENTS.md's reference points: {references}. "

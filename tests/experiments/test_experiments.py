@@ -506,9 +506,8 @@ def test_accuracy_against_state_size_end_to_end(tmp_path):
     block = zoology_tables(tmp_path).splitlines()
     assert block[2:4] == ["| mixer | d 32 | d 64 |", "|---|---:|---:|"]
     accuracy = {(r["mixer"], r["x"]): r["test"]["acc_example_mean"] for r in results["runs"]}
-    assert block[4] == "| deltanet | " + " | ".join(
-        f"{results['table']['deltanet'][str(d)]:.3f} ({sizes['deltanet'][str(d)]:,})" for d in (32, 64)
-    ) + " |"
+    chosen = [f"{results['table']['deltanet'][str(d)]:.3f} ({sizes['deltanet'][str(d)]:,})" for d in (32, 64)]
+    assert block[4] == "| deltanet | " + " | ".join(chosen) + " |"
     assert block[6:] == [
         "",
         "Every run's test accuracy, lr 0.003:",
