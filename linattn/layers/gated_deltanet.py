@@ -51,7 +51,7 @@ class GatedDeltaNet(Mixer):
         key normalisation, whose write `I − β k kᵀ` expands the state once `β ‖k‖² > 2`.
     Options: `short_conv`, `conv_size`, `ccq` (+ `ccq_options`): contract q by the running, decayed
     covariance of the keys before the read; `output_gate=False`: output `RMSNorm(o)` alone, then `W_o` (fla's
-    `use_gate=False`; an ablation: in Zoology's MQAR the gate slows GDN's learning, BENCHMARKS.md, sessions 38 – 39).
+    `use_gate=False`; an ablation: in Zoology's MQAR the gate slows GDN's learning, BENCHMARKS.md, sessions 38 – 40).
     State: `{"S": [B, H, d, d], "conv_q", "conv_k", "conv_v"[, "ccq"]}`.
     """
 
