@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from linattn.experiments import tables
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -16,15 +20,14 @@ def test_api_tour_runs():
         exec(compile(code, str(README), "exec"), namespace)
 
 
-def test_results_tables_are_generated_from_results():
-    from linattn.experiments.tables import BEGIN, END, capacity_tables
-
-    block = README.read_text().split(BEGIN, 1)[1].split(END, 1)[0]
-    assert block.strip() == capacity_tables(README.parent / "results").strip(), "run `linattn tables --write README.md`"
-
-
-def test_zoology_tables_are_generated_from_results():
-    from linattn.experiments.tables import ZOOLOGY_BEGIN, ZOOLOGY_END, zoology_tables
-
-    block = README.read_text().split(ZOOLOGY_BEGIN, 1)[1].split(ZOOLOGY_END, 1)[0]
-    assert block.strip() == zoology_tables(README.parent / "results").strip(), "run `linattn tables --write README.md`"
+@pytest.mark.parametrize(
+    ("begin", "end", "generate"),
+    [
+        (tables.BEGIN, tables.END, tables.capacity_tables),
+        (tables.ZOOLOGY_BEGIN, tables.ZOOLOGY_END, tables.zoology_tables),
+    ],
+    ids=["capacity", "zoology"],
+)
+def test_results_tables_are_generated_from_results(begin, end, generate):
+    block = README.read_text().split(begin, 1)[1].split(end, 1)[0]
+    assert block.strip() == generate(README.parent / "results").strip(), "run `linattn tables --write README.md`"

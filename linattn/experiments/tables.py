@@ -27,6 +27,11 @@ def _runs(folder: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(folder.glob("runs/*/result.json"))]
 
 
+def _machines(records: list[dict]) -> list[str]:
+    """The hardware the training runs record, each once."""
+    return sorted({r.get("hardware", "hardware unrecorded") for r in records})
+
+
 def _without_device(command: str) -> str:
     """The command line(s) of a result without `--device` and what follows it, each of an extended result's
     commands (joined by `experiment.THEN`)."""
@@ -64,12 +69,12 @@ def capacity_tables(root: Path = Path("results")) -> str:
     summary = summarize(records)
     complete = {m for m in FAIR_MIXERS if sum(r["mixer"] == m for r in records) == sweep * len(ns)}
     shown = [m for m in FAIR_MIXERS if m in summary["acc"]]
-    machines = sorted({r.get("hardware", "hardware unrecorded") for r in records})
     missing = [m for m in FAIR_MIXERS if m not in shown]
     partial = [m for m in shown if m not in complete]
+    machines = ", ".join(_machines(records))
     lines += [
         "",
-        f"**Fair protocol** (`linattn run {CAPACITY} --protocol fair`; {', '.join(machines)}): batch 256, up to "
+        f"**Fair protocol** (`linattn run {CAPACITY} --protocol fair`; {machines}): batch 256, up to "
         f"5000 steps (stop at validation accuracy ≥ 0.995), lr ∈ {{3e-4, 1e-3, 3e-3}} chosen per cell on validation; "
         "test accuracy."
         + (" `*`: the lr sweep of that mixer is not complete (best of the runs finished so far)." if partial else "")
@@ -96,14 +101,13 @@ def zoology_tables(root: Path = Path("results")) -> str:
     widths = sorted({int(x) for row in results["table"].values() for x in row})
     lrs = sorted({r["lr"] for r in results["runs"]})
     tested = {(r["mixer"], r["x"], r["lr"]): r["test"][metric] for r in results["runs"]}
-    machines = ", ".join(sorted({r.get("hardware", "hardware unrecorded") for r in results["runs"]}))
     references = "; ".join(
         f"{m} {a:.2f} at {int(float(n)):,} floats" for m, row in results["paper"].items() for n, a in row.items()
     )
     header = "| mixer | " + " | ".join(f"d {d}" for d in widths) + " |"
     rule = "|---|" + "---:|" * len(widths)
     lines = [
-        f"**Zoology MQAR** (`{_without_device(results['command'])}`; runs on {machines}, "
+        f"**Zoology MQAR** (`{_without_device(results['command'])}`; runs on {', '.join(_machines(results['runs']))}, "
         f"{results['environment']['date']}): test accuracy, each example's averaged as Zoology scores it, at the "
         f"learning rate chosen per cell on validation; in parentheses the state size in floats (all layers, at "
         f"T = 1,024; softmax attention's is its KV cache). EXPERIMENTS.md's reference points: {references}. "
