@@ -2,9 +2,10 @@
 
 `linattn run NAME --protocol P` writes `results/NAME/P[-quick]/`: every run's folder under `runs/` (checkpoint,
 metrics log, `result.json`; an interrupted command resumes them), then the summary. For each mixer and setting
-the learning rate with the best validation score is chosen, and its test score (a held-out set) reported: the
-accuracy, or for language modelling the mean loss (`Experiment.metric`). With `--seeds N` every run is trained N
-times (`RunSpec.replicate`): the scores are the replicates' means, with their range in the table.
+the learning rate with the best validation score is chosen (with `Experiment.lr_below`, from one more rate below
+the grid where its lowest was the best), and its test score (a held-out set) reported: the accuracy, or for
+language modelling the mean loss (`Experiment.metric`). With `--seeds N` every run is trained N times
+(`RunSpec.replicate`): the scores are the replicates' means, with their range in the table.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from statistics import fmean
 
@@ -42,6 +44,9 @@ class Experiment:
     # "state_size": the plot's abscissa is each run's recurrent state size at its test length (`state_sizes`), not
     # the swept setting, and `paper` is keyed by state size; None: the setting
     x_axis: str | None = None
+    # one more learning rate, below the protocol's: tried for a mixer and setting only where the best of the grid is
+    # its lowest (`edge_runs`), once; None: the grid alone
+    lr_below: float | None = None
 
     def output_dir(self, root: Path, protocol: str, quick: bool) -> Path:
         return Path(root) / self.name / (f"{protocol}-quick" if quick else protocol)
@@ -64,15 +69,19 @@ class Experiment:
         each run that many times (`RunSpec.replicate`) and reports their mean, with the range beside it. Past
         `start_by` (a `time.time()`) no run begins to train (`run_all`), and the report waits for a later call."""
         out = self.output_dir(root, protocol, quick)
+        lr_below = None if quick else self.lr_below  # a quick run's grid is one lr: no edge to look below
         if force and out.exists():
             shutil.rmtree(out)
         if (out / "results.json").exists():
             earlier = json.loads((out / "results.json").read_text())
             done, done_seeds = tuple(earlier["mixers"]), earlier.get("seeds", 1)
-            if set(mixers) <= set(done) and seeds <= done_seeds:
+            edge_done = lr_below is None or earlier.get("lr_below") == lr_below
+            if set(mixers) <= set(done) and seeds <= done_seeds and edge_done:
                 print(f"{out / 'results.json'} exists: kept (use --force to run again)")
                 return out
             new = [m for m in mixers if m not in done] + [f"seeds {done_seeds} → {seeds}"] * (seeds > done_seeds)
+            if not edge_done:
+                new.append(f"lr {lr_below:g} at the grid's lower edge")
             print(f"{out / 'results.json'} exists: extending it with {new}")
             # extend it (earlier runs are read back), columns in the experiment's order, then any others
             union = tuple(dict.fromkeys(done + tuple(mixers)))
@@ -83,9 +92,19 @@ class Experiment:
         specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(seeds)]
         # a quick run's state sizes are not the full one's: no reference point stands beside them
         paper = {} if quick and self.x_axis == "state_size" else self.paper
-        records = run_all(
-            specs, out / "runs", device=device, jobs=jobs, reuse_root=root, metric=self.metric, start_by=start_by
+        run = partial(
+            run_all,
+            runs_dir=out / "runs",
+            device=device,
+            jobs=jobs,
+            reuse_root=root,
+            metric=self.metric,
+            start_by=start_by,
         )
+        records = run(specs)
+        if lr_below is not None:
+            edge = edge_runs(specs, records, lr_below, self.metric)
+            specs, records = specs + edge, records + run(edge)
         summary = summarize(records, self.metric)
         results = {
             "experiment": self.name,
@@ -101,6 +120,7 @@ class Experiment:
             "seeds": seeds,
             "spread": summary["spread"],
             "chosen_lr": summary["lr"],
+            **({"lr_below": lr_below} if lr_below is not None else {}),
             "paper": {m: {str(x): a for x, a in row.items()} for m, row in paper.items()},
             **({"state_size": state_sizes(specs)} if self.x_axis == "state_size" else {}),
             "runs": [
@@ -146,6 +166,20 @@ def state_sizes(specs: list[RunSpec]) -> dict[str, dict[str, int]]:
                 model = DecoderLM(spec.model)
             row[str(spec.x)] = model.state_size(seq_len_of(spec.test_task or spec.task))
     return sizes
+
+
+def edge_runs(specs: list[RunSpec], records: list[dict], lr: float, metric: str) -> list[RunSpec]:
+    """The runs at `lr` (below every lr of the grid) for each mixer and setting whose best lr on validation is the
+    grid's lowest: a best at the edge may be the grid's, not the mixer's. `records`: the results of `specs`."""
+    lowest = min(s.train.lr for s in specs)
+    if lr >= lowest:
+        raise ValueError(f"lr_below: expected below the grid's lowest lr {lowest:g}, got {lr:g}")
+    chosen = summarize(records, metric)["lr"]
+    return [
+        replace(s, train=replace(s.train, lr=lr))
+        for s in specs
+        if s.train.lr == lowest and chosen[s.mixer][str(s.x)] == lowest
+    ]
 
 
 def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, dict]]:
@@ -264,7 +298,8 @@ def table_markdown(results: dict) -> str:
 
 
 def plot(results: dict, path: Path) -> None:
-    """The score against the swept setting: ours solid, the paper's dashed."""
+    """The score against the swept setting: ours solid, the paper's dashed; past the colour cycle's ten mixers the
+    colours come round again with another marker."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -277,7 +312,8 @@ def plot(results: dict, path: Path) -> None:
         row = results["table"].get(m, {})
         xs = sorted(int(x) for x in row)
         at = [sizes[m][str(x)] for x in xs] if sizes else xs
-        ax.plot(at, [row[str(x)] for x in xs], marker="o", color=colors[i % len(colors)], label=m)
+        marker = "os^D"[i // len(colors) % 4]
+        ax.plot(at, [row[str(x)] for x in xs], marker=marker, color=colors[i % len(colors)], label=m)
         theirs = results["paper"].get(m, {})
         if theirs:
             pxs = sorted(int(x) for x in theirs)

@@ -17,7 +17,8 @@ from linattn.experiments.runner import RunSpec
 
 def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, seeds: int = 1) -> str:
     """A markdown summary: how many of the runs finished and began, then one row per mixer, setting (and seed) and
-    one column per learning rate, each cell the run's test metric, `step N` or `–`."""
+    one column per learning rate, each cell the run's test metric, `step N` or `–` (below the grid, `lr_below`,
+    only the runs that began)."""
     specs = [replace(s, replicate=i) for s in experiment.plan(protocol, quick, experiment.mixers) for i in range(seeds)]
     runs = experiment.output_dir(root, protocol, quick) / "runs"
     lrs = sorted({s.train.lr for s in specs})
@@ -28,6 +29,13 @@ def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, see
         finished += state == "finished"
         begun += state == "begun"
         rows.setdefault(_row(spec), {})[spec.train.lr] = cell
+    if experiment.lr_below is not None and not quick:  # the runs below the grid's edge that began (`edge_runs`)
+        lowest = min(lrs)
+        for spec in specs:
+            edge = replace(spec, train=replace(spec.train, lr=experiment.lr_below))
+            if spec.train.lr == lowest and (runs / edge.id).exists():
+                rows[_row(edge)][edge.train.lr] = _cell(runs / edge.id, experiment.metric)[0]
+                lrs = sorted({*lrs, edge.train.lr})
     title = f"{experiment.name} — protocol `{protocol}`{' (quick)' if quick else ''}"
     counts = f"{finished} of {len(specs)} runs finished, {begun} begun"
     lines = [

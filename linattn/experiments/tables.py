@@ -120,9 +120,11 @@ def zoology_tables(root: Path = Path("results")) -> str:
         cells = [f"{results['table'][m][str(d)]:.3f} ({sizes[m][str(d)]:,})" for d in widths]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     sweep = " / ".join(f"{lr:g}" for lr in lrs)
-    lines += ["", f"Every run's test accuracy, lr {sweep}:", "", header, rule]
+    below = results.get("lr_below")
+    edge = f" (lr {below:g} only where {lrs[1]:g}, the grid's lowest, was the best; –: not run)" if below else ""
+    lines += ["", f"Every run's test accuracy, lr {sweep}{edge}:", "", header, rule]
     for m in mixers:
-        cells = [" / ".join(f"{tested[m, d, lr]:.3f}" for lr in lrs) for d in widths]
+        cells = [" / ".join(f"{tested[m, d, lr]:.3f}" if (m, d, lr) in tested else "–" for lr in lrs) for d in widths]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from linattn.experiments import runner
-from linattn.experiments.experiment import Experiment, summarize, table_markdown
+from linattn.experiments.experiment import Experiment, edge_runs, summarize, table_markdown
 from linattn.experiments.mixers import MIXERS, parse_mixers
 from linattn.experiments.registry import EXPERIMENTS
 from linattn.experiments.runner import RunSpec, run_one, training_key
@@ -111,6 +111,29 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     seeded = json.loads((out / "results.json").read_text())
     assert seeded["seeds"] == 2 and len(seeded["runs"]) == 8 and {r["replicate"] for r in seeded["runs"]} == {0, 1}
     assert (out / "runs" / "vla-x2-lr0.001-s1" / "result.json").exists() and "[" in (out / "table.md").read_text()
+
+
+def test_the_lr_grid_is_extended_below_where_its_lowest_was_best(tmp_path, capsys):
+    """`lr_below`: one more run for each mixer and setting whose best lr is the grid's lowest, once."""
+    specs = tiny_plan("fair", False, ("vla", "softmax"))  # lr 1e-3 then 3e-3 per mixer
+    records = [
+        {"mixer": s.mixer, "x": s.x, "lr": s.train.lr, "best_val": {"acc": v}, "val": None, "test": {"acc": v}}
+        for s, v in zip(specs, (0.9, 0.5, 0.4, 0.6))
+    ]
+    edge = edge_runs(specs, records, 3e-4, "acc")
+    assert [(s.id, s.train.lr) for s in edge] == [("vla-x2-lr0.0003", 3e-4)]
+    with pytest.raises(ValueError, match="lr_below: expected below the grid's lowest lr 0.001, got 0.001"):
+        edge_runs(specs, records, 1e-3, "acc")
+    # a result made without it is extended: the grid's runs read back, the edge's trained, the table's lr from all
+    torch.set_num_threads(1)
+    run = dict(quick=False, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=False)
+    first = json.loads((TINY.run("fair", command="a", **run) / "results.json").read_text())
+    out = replace(TINY, lr_below=3e-4).run("fair", command="b", **run)
+    assert 'extending it with ["lr 0.0003 at the grid\'s lower edge"]' in capsys.readouterr().out
+    extended = json.loads((out / "results.json").read_text())
+    at_edge = first["chosen_lr"]["vla"]["2"] == 1e-3
+    assert extended["lr_below"] == 3e-4 and len(extended["runs"]) == 2 + at_edge
+    assert (3e-4 in {r["lr"] for r in extended["runs"]}) == at_edge
 
 
 def test_finished_runs_are_read_back_and_interrupted_runs_resume(tmp_path):
@@ -422,6 +445,17 @@ def test_progress_reads_the_run_folders(tmp_path):
         "|---|---:|---:|",
         f"| vla, 2 | {record['test']['acc']:.3f} | step 4 |",
         "| softmax, 2 | – | – |",
+    ]
+    # below the grid's edge (`lr_below`): the runs that began, none for the others
+    below = replace(TINY, lr_below=3e-4)
+    edge = below.output_dir(tmp_path, "paper", False) / "runs" / "vla-x2-lr0.0003"
+    edge.mkdir(parents=True)
+    (edge / "metrics.jsonl").write_text('{"step": 2, "loss": 1.0}\n')
+    assert progress(below, "paper", False, tmp_path).splitlines()[2:] == [
+        "| mixer, n_pairs | lr 0.0003 | lr 0.001 | lr 0.003 |",
+        "|---|---:|---:|---:|",
+        "| vla, 2 | step 2 | – | – |",
+        "| softmax, 2 |  | – | – |",
     ]
 
 
