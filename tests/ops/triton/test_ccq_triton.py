@@ -130,10 +130,73 @@ def test_normalised_keys_keep_their_dtype(monkeypatch):
     assert out.dtype == torch.bfloat16
 
 
+# the cases' options, called as a training step calls them: no initial state, no final state, a gradient asked for
+TRAINING_OPTIONS = {
+    "ccq": {},
+    "ccq-decay-uncentered": {"centered": False},
+    "ccq-decay-rawkeys": {"normalize_keys": False},
+}
+
+
+def _training_call(case, tokens, backend):
+    x = dict(tokens)
+    y, S = ccq_query(x.pop("q"), x.pop("k"), x.pop("lam"), **x, **TRAINING_OPTIONS[case.id], backend=backend)
+    assert S is None
+    return y
+
+
+@pytest.mark.parametrize("K", [16, 64])
+@pytest.mark.parametrize("T", [63, 65, 200])
+@pytest.mark.parametrize("case", CCQ_CASES, ids=IDS)
+def test_training_call_matches_naive(case, T, K):
+    """Without states, up to `KEEP_STATES_MAX_K`, the forward keeps its chunk-start states and its read `u, b, z, ρ`,
+    and the backward's row scalars come from them (`local_bwd.rows_kept`): `q'` and every gradient against float64."""
+    tokens, _ = draw(case, Sizes(B=2, T=T, K=K), requires_grad=True)
+    low = {n: x.detach().float().requires_grad_() for n, x in tokens.items()}
+    got, want = _training_call(case, low, "triton"), _training_call(case, tokens, "naive")
+    assert rel_err(got, want) < OUT_TOL
+    for a, b in zip(grads([got], list(low.values())), grads([want], list(tokens.values()))):
+        assert rel_err(a, b) < GRAD_TOL
+
+
+@pytest.mark.parametrize("case", CCQ_CASES, ids=IDS)
+def test_training_call_of_one_token(case):
+    """At T = 1 from no state the centred covariance `k kᵀ − k kᵀ` is 0 exactly, so `q' = q` and the gradients of
+    `k` and `λ` vanish (the reference's are 0, and a relative error has no scale): absolute errors, inputs of unit
+    scale."""
+    tokens, _ = draw(case, Sizes(B=2, T=1, K=32), requires_grad=True)
+    low = {n: x.detach().float().requires_grad_() for n, x in tokens.items()}
+    got, want = _training_call(case, low, "triton"), _training_call(case, tokens, "naive")
+    assert (got.double() - want).abs().max() < 1e-6
+    for a, b in zip(grads([got], list(low.values())), grads([want], list(tokens.values()))):
+        assert (a.double() - b).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("case", CCQ_CASES, ids=IDS)
+def test_training_call_in_bfloat16_within_twice_naive(case, monkeypatch):
+    """DESIGN §4 for the kept path with one tf32 pass (a bfloat16 training call, `ONE_PASS_TOKENS` lowered so that
+    130 tokens take it): `q'` and every gradient within 2× the naive recurrence's error in bfloat16."""
+    from linattn.ops.delta_rule.triton import precision
+
+    monkeypatch.setattr(precision, "ONE_PASS_TOKENS", 1)
+    tokens, _ = draw(case, Sizes(B=1, T=130, K=32), requires_grad=True)
+    reference = _training_call(case, tokens, "naive")
+    d_reference = grads([reference], list(tokens.values()))
+    results = {}
+    for backend in ("naive", "triton"):
+        xs = {n: x.detach().to(torch.bfloat16).requires_grad_() for n, x in tokens.items()}
+        out = _training_call(case, xs, backend)
+        results[backend] = [out, *grads([out], list(xs.values()))]
+    for i, (ours, naive, ref) in enumerate(zip(results["triton"], results["naive"], [reference, *d_reference])):
+        bound = max(2 * INTERPRETED_BF16_ROUNDING * rel_err(naive, ref), FLOOR)
+        assert rel_err(ours, ref) <= bound, f"{case.id} quantity {i}: {rel_err(ours, ref):.2e} > {bound:.2e}"
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_kept_states_give_the_recomputed_gradients(dtype, monkeypatch):
-    """Up to `KEEP_STATES_MAX_K` the backward takes the forward's chunk-start states instead of recomputing them
-    (one state pass instead of two); the gradients are the same bits either way."""
+def test_the_kept_forward_spares_the_backward_its_state_pass_and_score_tiles(dtype, monkeypatch):
+    """Up to `KEEP_STATES_MAX_K` the backward takes the forward's chunk-start states and read instead of recomputing
+    them: one state pass instead of two, `rows_kept` instead of `rows_bwd`, and the same gradients to float32's
+    rounding (the kept `u`, `b` come from products where `rows_bwd` takes row sums of score tiles)."""
     from linattn.ops.ccq.triton import function
     from linattn.ops.delta_rule.triton import precision
 
@@ -145,21 +208,39 @@ def test_kept_states_give_the_recomputed_gradients(dtype, monkeypatch):
     lam = torch.rand(*shape[:3], generator=gen).requires_grad_()
     g = (-0.1 * torch.rand(*shape[:3], generator=gen)).requires_grad_()
     w = torch.randn(*shape, generator=gen)
-    passes = []
-    state_fwd = function.state_fwd
-    monkeypatch.setattr(function, "state_fwd", lambda *a: passes.append(1) or state_fwd(*a))
+    calls = []
+    for name in ("state_fwd", "rows_bwd", "rows_kept"):
+        kernel = getattr(function, name)
+        monkeypatch.setattr(function, name, lambda *a, _n=name, _f=kernel: calls.append(_n) or _f(*a))
 
     def gradients():
+        calls.clear()
         y, _ = ccq_query(q, k, lam, g=g, normalize_keys=False, backend="triton")
         return torch.autograd.grad((y.float() * w).sum(), (q, k, lam, g))
 
     kept = gradients()
-    assert len(passes) == 1
+    assert calls == ["state_fwd", "rows_kept"]
     monkeypatch.setattr(function, "KEEP_STATES_MAX_K", 0)
     recomputed = gradients()
-    assert len(passes) == 3
+    assert calls == ["state_fwd", "state_fwd", "rows_bwd"]
     for a, b in zip(kept, recomputed):
-        assert torch.equal(a, b)
+        assert rel_err(a, b) < 1e-5
+
+
+def test_inference_keeps_nothing(monkeypatch):
+    """Without a gradient to come (no input requiring one, or grad mode off) the forward writes only `q'`."""
+    from linattn.ops.ccq.triton import function
+
+    keeps = []
+    output_fwd = function.output_fwd
+    monkeypatch.setattr(function, "output_fwd", lambda *a, keep: keeps.append(keep) or output_fwd(*a, keep=keep))
+    x = torch.randn(1, 70, 2, 16)
+    lam = torch.rand(1, 70, 2)
+    ccq_query(x, x, lam, backend="triton")
+    with torch.no_grad():
+        ccq_query(x.requires_grad_(), x, lam, backend="triton")
+    ccq_query(x, x, lam, backend="triton")
+    assert keeps == [False, False, True]
 
 
 def test_states_are_kept_only_where_the_backward_would_recompute_them_alike():

@@ -6,12 +6,15 @@ Forward, three launches (packed sequences included):
 
 Backward, six launches:
 B1. `state.py`      the chunk-start states again (the forward's two launches)               as 1.
-B2. `local_bwd.py`  per-row scalars `s, ρ, dr, dz, dG_Γ` and `dλ`                     per chunk, in parallel
+B2. `local_bwd.py`  per-row scalars `s, ρ, dr, dz` and `dλ`                  per chunk (or token), in parallel
 B3. `state.py`      `(dC, dm, dZ)` at every chunk end, and the initial state's: terms, scan  parallel, then in reverse
 B4. `local_bwd.py`  `dq, dk, dg`                                                     per chunk, in parallel
 
 Recomputing the chunk-start states (B1) rather than saving them keeps the forward's memory at the inputs': the
-states take `4 K² / 64` bytes per token and head (1 KiB at `K = 128`), as the delta-rule engine decides too.
+states take `4 K² / 64` bytes per token and head (1 KiB at `K = 128`), as the delta-rule engine decides too. Up to
+`K = 64` a training call keeps them instead, with the read's parts `u, b, z, ρ` (`keeps_states`): B1 is skipped, and
+B2 forms its row scalars token by token from the kept `u`, `b` (`rows_kept`) instead of rebuilding the chunk's
+`[BT, BT]` score tiles (`rows_bwd`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from linattn.ops.ccq.triton.local_bwd import local_bwd, rows_bwd
+from linattn.ops.ccq.triton.local_bwd import local_bwd, rows_bwd, rows_kept
 from linattn.ops.ccq.triton.output import output_fwd
 from linattn.ops.ccq.triton.state import state_bwd, state_fwd
 from linattn.ops.delta_rule.triton.cumsum import chunk_layout
@@ -37,19 +40,22 @@ class Options:
     centered: bool
     output_final_state: bool
     cu_seqlens: torch.Tensor | None  # integer [N + 1], or None
+    needs_grad: bool  # a gradient will be asked for (grad mode on, an input requires it): the forward may keep
 
 
 # the forward's chunk-start states are kept for the backward up to this head dim: `K² + K + 1` floats a chunk of 64
 # tokens and head (at K = 32 as many bytes as a bfloat16 `q`, at K = 64 twice as many); above, recomputed (B1). On
 # the H200 (2026-12-01, session 27's `screen_ccq_keep.py`, 64K tokens, H = 16) keeping them took CCQ's fwd+bwd
-# 11.97 → 11.61 ms for 2.00 → 2.26 GiB at K = 64, but 25.0 → 23.7 ms for 3.63 → 4.64 GiB at K = 128
+# 11.97 → 11.61 ms for 2.00 → 2.26 GiB at K = 64, but 25.0 → 23.7 ms for 3.63 → 4.64 GiB at K = 128. With them the
+# read's `u, b, z, ρ` (`2 K + 2` floats a token and head: 264 bytes at K = 32)
 KEEP_STATES_MAX_K = 64
 
 
 def keeps_states(q: torch.Tensor, k: torch.Tensor, initial_state, output_final_state: bool, precision: str) -> bool:
-    """Whether the forward keeps its chunk-start states for the backward instead of B1 recomputing them: small
-    head dims, and only where the backward would recompute them at the forward's precision (no final state, so no
-    final state's gradient; no initial state; `grad_precision` of `q`, `k` and `dy`, which takes `q`'s dtype)."""
+    """Whether the forward keeps its chunk-start states and its read `u, b, z, ρ` for the backward instead of B1
+    and B2 recomputing them: small head dims, and only where the backward would recompute them at the forward's
+    precision (no final state, so no final state's gradient; no initial state; `grad_precision` of `q`, `k` and
+    `dy`, which takes `q`'s dtype)."""
     if q.shape[-1] > KEEP_STATES_MAX_K or initial_state is not None or output_final_state:
         return False
     return grad_precision((q, k), False) == precision
@@ -66,8 +72,9 @@ class CCQTriton(torch.autograd.Function):
         # one tf32 pass for the products when a bfloat16 q' is the only output (delta_rule/triton/precision.py)
         precision = state_precision(q.dtype, options.output_final_state)
         h, final = state_fwd(k, g, initial_state, options.output_final_state, layout, precision)
-        y = output_fwd(q, k, lam, g, h, options.centered, layout, precision)
-        kept = h if keeps_states(q, k, initial_state, options.output_final_state, precision) else (None, None, None)
+        keep = options.needs_grad and keeps_states(q, k, initial_state, options.output_final_state, precision)
+        y, read = output_fwd(q, k, lam, g, h, options.centered, layout, precision, keep=keep)
+        kept = (*h, *read) if keep else (None,) * 6
         ctx.save_for_backward(q, k, lam, g, C0, m0, Z0, *kept)
         ctx.layout, ctx.centered = layout, options.centered
         # an unused output's gradient arrives as None instead of a tensor of zeros
@@ -90,11 +97,12 @@ class CCQTriton(torch.autograd.Function):
         # gradient is one number per sequence and head, where DESIGN §4's ratio of norms is a coin toss between two
         # errors of one order (in the interpreter with the H200's rounding, 2 – 13× at K = 32)
         precision = grad_precision((q, k, dy), final_state_grad=dht is not None) if C0 is None else "tf32x3"
-        if kept[0] is not None:  # the forward's states, at this precision (`keeps_states`: no final state, no dht)
-            h = tuple(kept)
+        if kept[0] is not None:  # the forward's states and read, at this precision (`keeps_states`: no dht)
+            h = tuple(kept[:3])
+            rows, dlam = rows_kept(lam, tuple(kept[3:]), dy, ctx.centered)
         else:
             h, _ = state_fwd(k, g, initial_state, False, layout, precision)
-        rows, dlam = rows_bwd(q, k, lam, g, h, dy, ctx.centered, layout, precision)
+            rows, dlam = rows_bwd(q, k, lam, g, h, dy, ctx.centered, layout, precision)
         dh, dh0 = state_bwd(q, dy, g, rows, dht, initial_state is not None, layout, precision)
         dq, dk, dg = local_bwd(q, k, g, h, dh, dy, rows, layout, precision)
         dC0, dm0, dZ0 = (None, None, None) if dh0 is None else (d.to(x.dtype) for d, x in zip(dh0, initial_state))
@@ -127,6 +135,7 @@ def ccq_query_triton(
         raise ValueError(f"ccq_query(backend='triton'): head dims up to {MAX_HEAD_DIM} only, got K={q.shape[-1]}")
     C0, m0, Z0 = (None, None, None) if initial_state is None else initial_state
     q, k, lam, g, C0, m0, Z0 = (None if x is None else x.contiguous() for x in (q, k, lam, g, C0, m0, Z0))
-    options = Options(centered=centered, output_final_state=output_final_state, cu_seqlens=cu_seqlens)
+    needs_grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, lam, g, C0, m0, Z0))
+    options = Options(centered, output_final_state, cu_seqlens, needs_grad)
     y, C, m, Z = CCQTriton.apply(q, k, lam, g, C0, m0, Z0, options)
     return y, ((C, m, Z) if output_final_state else None)

@@ -16,8 +16,9 @@ Forward per token (`output.py`): `a = C_tᵀ q`, `b = m_t`, `z = Z_t`, `r = bᵀ
     bᵀdy = Γ (dyᵀ m_0) + rowsum(D̃ ⊙ F)
     uᵀdy = Γ (rowsum(Q C_0 ⊙ dY) − ρ dyᵀ m_0) + rowsum(W ⊙ F)
 
-and stores, per row, `s, ρ, dr, dz` and `dG_Γ = Γ (s rowsum(Q C_0 ⊙ dY) + m_0ᵀdb + Z_0 dz)` (the terms of `G_t`
-through `Γ_t`), plus `dλ`. `state.state_bwd` then scans the state gradients back; `local_bwd` (one program per
+and stores, per row, `s, ρ, dr, dz`, plus `dλ`. `rows_kept` stores the same from the forward's `u`, `b`, `z`, `ρ` (a
+training call that keeps its forward, `function.keeps_states`): `uᵀdy` and `bᵀdy` are then row sums, token by token,
+with no chunk's tiles at all. `state.state_bwd` then scans the state gradients back; `local_bwd` (one program per
 chunk, with the chunk's start state `(C_0, m_0, Z_0)` and end-state gradient `(dC⁺, dm⁺, dZ⁺)`) finishes, with
 `P' = diag(s) (D̃ ⊙ F) + diag(dr) D̃` and `Γ_C/Γ` the decay to the chunk's end:
 
@@ -28,7 +29,9 @@ chunk, with the chunk's start state `(C_0, m_0, Z_0)` and end-state gradient `(d
 `W` what multiplies it from the right). Log-decays: `D_ts` carries
 `M_ts = s_t A_ts F_ts + dr_t A_ts − ρ_t s_t D̃_ts F_ts + dz_t D̃_ts`, which goes to row `t` and from column `s`;
 the hand-over `x_s = Γ_C/Γ_s (k_sᵀ dC⁺ k_s + k_sᵀ dm⁺ + dZ⁺)` goes from row `s` to the last row, which also takes
-`Γ_C (⟨C_0, dC⁺⟩ + m_0ᵀ dm⁺ + Z_0 dZ⁺)`. So `dG = dG_Γ + rowsum(M) − colsum(M) − x + e_last (Σx + …)`, and
+`Γ_C (⟨C_0, dC⁺⟩ + m_0ᵀ dm⁺ + Z_0 dZ⁺)`; the terms of `G_t` through `Γ_t` are `dG_Γ = Γ (s rowsum(Q C_0 ⊙ dY) +
+m_0ᵀdb + Z_0 dz)`, with `rowsum(Q C_0 ⊙ dY) = rowsum(Q ⊙ dY C_0ᵀ)` from `dq`'s own product. So
+`dG = dG_Γ + rowsum(M) − colsum(M) − x + e_last (Σx + …)`, and
 `dg` is its reverse cumsum inside the chunk.
 """
 
@@ -43,8 +46,9 @@ from linattn.ops.ccq.triton.state import chunk_decay
 from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
 from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.precision import raw_operands
+from linattn.ops.grid import cdiv, next_power_of_2
 
-ROWS = 5  # planes of the row scalars: s, ρ, dr, dz, dG_Γ
+ROWS = 4  # planes of the row scalars: s, ρ, dr, dz
 # both kernels: H200, bf16, B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30): rows_bwd / local_bwd 2.84 / 6.39 ms
 # at K = 128 with 8 warps, 1.82 / 3.75 with 4, 1.68 / 4.92 with 2; at K = 32 0.98 / 1.37, 0.58 / 0.69, 0.67 / 0.80
 LAUNCH_WARPS = 4
@@ -128,14 +132,46 @@ def ccq_rows_bwd_kernel(
     else:
         b_dr = tl.zeros([BT], dtype=tl.float32)
     b_dz = -(b_s * b_udy + b_dr * b_r) / b_z
-    # m_0ᵀ db = dr (Q m_0) − ρ s (dY m_0)
-    b_dG = b_gamma * (b_s * b_qcd + b_dr * b_qm - b_rho * b_s * b_dym + b_Z0 * b_dz)
     tl.store(dlam + o_r, (-b_udy / b_z).to(dlam.dtype.element_ty), mask=m_t)
     tl.store(rows + o_r, b_s, mask=m_t)
     tl.store(rows + R + o_r, b_rho, mask=m_t)
     tl.store(rows + 2 * R + o_r, b_dr, mask=m_t)
     tl.store(rows + 3 * R + o_r, b_dz, mask=m_t)
-    tl.store(rows + 4 * R + o_r, b_dG, mask=m_t)
+
+
+@triton.jit(do_not_specialize=["R"])
+def ccq_rows_kept_kernel(lam, ku, kb, kzr, do, rows, dlam, R, K: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr,
+                         CENTERED: tl.constexpr):  # fmt: skip
+    """One program per `BR` of the `R = B·T·H` token rows: `ccq_rows_bwd_kernel`'s stores from the kept `u, b`
+    (`ku, kb`, `[R, K]`) and `z, ρ` (`kzr`, planes of `R` floats, as `rows`)."""
+    o_r = tl.program_id(0) * BR + tl.arange(0, BR)
+    m_r = o_r < R
+    # [BR] uᵀdy and bᵀdy, over key blocks
+    b_udy = tl.zeros([BR], dtype=tl.float32)
+    b_bdy = tl.zeros([BR], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        o_k = i_k * BK + tl.arange(0, BK)
+        o_rk = o_r[:, None] * K + o_k[None, :]
+        m_rk = m_r[:, None] & (o_k < K)[None, :]
+        # [BR, BK] each
+        b_do = tl.load(do + o_rk, mask=m_rk, other=0).to(tl.float32)
+        b_udy += tl.sum(tl.load(ku + o_rk, mask=m_rk, other=0) * b_do, axis=1)
+        b_bdy += tl.sum(tl.load(kb + o_rk, mask=m_rk, other=0) * b_do, axis=1)
+    # [BR] z (1 past the end), ρ, s = −λ / z
+    b_z = tl.load(kzr + o_r, mask=m_r, other=1.0)
+    b_rho = tl.load(kzr + R + o_r, mask=m_r, other=0)
+    b_s = -tl.load(lam + o_r, mask=m_r, other=0).to(tl.float32) / b_z
+    if CENTERED:
+        b_dr = -b_s * b_bdy / b_z
+    else:
+        b_dr = tl.zeros([BR], dtype=tl.float32)
+    # r = ρ z where it counts (centred; else dr = 0)
+    b_dz = -(b_s * b_udy + b_dr * b_rho * b_z) / b_z
+    tl.store(dlam + o_r, (-b_udy / b_z).to(dlam.dtype.element_ty), mask=m_r)
+    tl.store(rows + o_r, b_s, mask=m_r)
+    tl.store(rows + R + o_r, b_rho, mask=m_r)
+    tl.store(rows + 2 * R + o_r, b_dr, mask=m_r)
+    tl.store(rows + 3 * R + o_r, b_dz, mask=m_r)
 
 
 @triton.jit(do_not_specialize=["T", "R"])
@@ -193,21 +229,23 @@ def ccq_local_bwd_kernel(
     b_rho = tl.load(rows + R + o_r, mask=m_t, other=0)
     b_dr = tl.load(rows + 2 * R + o_r, mask=m_t, other=0)
     b_dz = tl.load(rows + 3 * R + o_r, mask=m_t, other=0)
-    # [BT, BT] Q Kᵀ and dY Kᵀ
-    b_S, _ = chunk_scores(q + o_tk0, k + o_tk0, hm, o_i, m_t, K, H, BT, BK, RAW)
-    b_F, _ = chunk_scores(do + o_tk0, k + o_tk0, hm, o_i, m_t, K, H, BT, BK, RAW)
+    # [BT, BT] Q Kᵀ and dY Kᵀ, [BT] Q m_0 and dY m_0
+    b_S, b_qm = chunk_scores(q + o_tk0, k + o_tk0, hm, o_i, m_t, K, H, BT, BK, RAW)
+    b_F, b_dym = chunk_scores(do + o_tk0, k + o_tk0, hm, o_i, m_t, K, H, BT, BK, RAW)
     b_A = b_S * b_D
     b_P = b_s[:, None] * b_F * b_D
     if USE_G:
-        # [BT] the score terms of dG: M to its rows, from its columns
+        # [BT] the score terms of dG: M to its rows, from its columns; m_0ᵀ db = dr (Q m_0) − ρ s (dY m_0)
         b_M = b_s[:, None] * b_A * b_F + b_dr[:, None] * b_A - b_rho[:, None] * b_P + b_dz[:, None] * b_D
-        b_dG = tl.load(rows + 4 * R + o_r, mask=m_t, other=0) + tl.sum(b_M, axis=1) - tl.sum(b_M, axis=0)
+        b_dG = tl.sum(b_M, axis=1) - tl.sum(b_M, axis=0)
+        b_dG += b_gamma * (b_dr * b_qm - b_rho * b_s * b_dym + tl.load(hZ + i_row) * b_dz)
     # [BT, BT] P' = diag(s) (D̃ ⊙ F) + diag(dr) D̃, W = A − diag(ρ) D̃: the only tiles the column loop needs
     b_P1 = b_P + b_dr[:, None] * b_D
     b_W = b_A - b_rho[:, None] * b_D
 
-    # [BT] the hand-over term x; [BV] partial sums of ⟨C_0, dC⁺⟩ + m_0ᵀ dm⁺
+    # [BT] the hand-over term x and rowsum(Q ⊙ dY C_0ᵀ); [BV] partial sums of ⟨C_0, dC⁺⟩ + m_0ᵀ dm⁺
     b_x = tl.zeros([BT], dtype=tl.float32)
+    b_qcd = tl.zeros([BT], dtype=tl.float32)
     b_h = tl.zeros([BV], dtype=tl.float32)
     for i_v in range(tl.cdiv(K, BV)):
         o_v = i_v * BV + tl.arange(0, BV)
@@ -242,6 +280,7 @@ def ccq_local_bwd_kernel(
             b_h += tl.sum(b_C0t * b_dCt, axis=0)
         b_h += b_m0 * b_dm
         # [BT, BT] @ [BT, BV] -> [BT, BV]
+        b_qcd += tl.sum(b_qv * b_dc, axis=1)
         b_dq = b_dov + b_gamma[:, None] * (b_s[:, None] * b_dc + b_dr[:, None] * b_m0[None, :])
         b_dq += tl.dot(b_P1, b_kv, input_precision=PRECISION)
         # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV], twice
@@ -256,7 +295,7 @@ def ccq_local_bwd_kernel(
     if USE_G:
         b_dZ = tl.load(dhZ + i_row)
         b_x += b_to_end * b_dZ
-        b_dG -= b_x
+        b_dG += b_gamma * b_s * b_qcd - b_x
         b_last = b_gamma_last * (tl.sum(b_h) + tl.load(hZ + i_row) * b_dZ) + tl.sum(b_x)
         b_dG += tl.where(o_i == last, b_last, 0.0)
         # padding rows are 0, so the reverse scan over the whole tile starts at the last real token
@@ -275,7 +314,7 @@ def rows_bwd(
     precision: str = "tf32x3",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`q, k, do: [B, T, H, K]`, `lam: [B, T, H]`, `g: [B, T, H]` or None, chunk-start states `h = (C, m, Z)`.
-    Returns float32 `rows: [5, B, T, H]` (`s, ρ, dr, dz, dG_Γ`) and `dλ: [B, T, H]` in lam's dtype. `precision`: of
+    Returns float32 `rows: [4, B, T, H]` (`s, ρ, dr, dz`) and `dλ: [B, T, H]` in lam's dtype. `precision`: of
     the products with float32 intermediates (`precision.grad_precision`)."""
     B, T, H, K = q.shape
     BK = block_size(K)
@@ -288,6 +327,23 @@ def rows_bwd(
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_operands(q.device, q.dtype),
         PRECISION=precision, num_warps=LAUNCH_WARPS,
+    )  # fmt: skip
+    return rows, dlam
+
+
+def rows_kept(
+    lam: torch.Tensor, kept: tuple[torch.Tensor, torch.Tensor, torch.Tensor], do: torch.Tensor, centered: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`rows_bwd`'s results from the forward's kept read `(u, b, zr)` (`output.output_fwd(..., keep=True)`), token
+    by token: `do: [B, T, H, K]`, `lam: [B, T, H]`."""
+    B, T, H, K = do.shape
+    R = B * T * H
+    rows = torch.empty(ROWS, B, T, H, dtype=torch.float32, device=do.device)
+    dlam = torch.empty_like(lam)
+    BK = min(next_power_of_2(K), 64)
+    BR = 4096 // BK  # [BR, BK] tiles of 4,096 entries
+    ccq_rows_kept_kernel[(cdiv(R, BR),)](
+        lam, *kept, do, rows, dlam, R, K=K, BR=BR, BK=BK, CENTERED=centered, num_warps=4
     )  # fmt: skip
     return rows, dlam
 

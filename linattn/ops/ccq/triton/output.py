@@ -14,7 +14,9 @@ and the contraction `q' = q − λ/z (a − ρ b)`, `ρ = r/z` (centred; 0 other
 
 so the mean costs no second product: `b` enters only through `W`. One program per (column block, chunk, batch row
 · head) builds `A`, `r`, `z` and `W` in a pass over key blocks (every column block of a chunk rebuilds them), then
-writes its column block of `q'`, with a pass over key blocks for `Q C_0`. `Q Kᵀ` is a product of two raw inputs
+writes its column block of `q'`, with a pass over key blocks for `Q C_0`. A training call that keeps its forward
+(`function.keeps_states`) also writes `u`, `b` (one more product, `D̃ K`), `z` and `ρ`: the backward's row scalars
+then need no `[BT, BT]` tile (`local_bwd.rows_kept`). `Q Kᵀ` is a product of two raw inputs
 (`precision.raw_operands`: 16-bit ones on the 16-bit tensor cores); the others carry float32 intermediates and ask for
 `tf32x3`, or one tf32 pass when a bfloat16 `q'` is the only output (`precision.state_precision`, as the delta rule's
 state pass).
@@ -80,7 +82,7 @@ def read_state(x, hC, o_i, m_t, o_v, m_v, K: tl.constexpr, H: tl.constexpr, BT: 
     return b_xc
 
 
-@triton.jit(do_not_specialize=["T"])
+@triton.jit(do_not_specialize=["T", "R"])
 def ccq_output_fwd_kernel(
     q,
     k,
@@ -90,9 +92,13 @@ def ccq_output_fwd_kernel(
     hm,
     hZ,
     y,
+    ku,
+    kb,
+    kzr,
     cu_seqlens,
     chunk_indices,
     T,
+    R,
     H: tl.constexpr,
     K: tl.constexpr,
     BT: tl.constexpr,
@@ -103,8 +109,10 @@ def ccq_output_fwd_kernel(
     IS_VARLEN: tl.constexpr,
     RAW: tl.constexpr,
     PRECISION: tl.constexpr,
+    KEEP: tl.constexpr,
 ):
-    """One program per (column block, chunk, batch row · head)."""
+    """One program per (column block, chunk, batch row · head); with `KEEP`, `ku, kb` (`[B, T, H, K]`) take `u, b`
+    and `kzr` (`[2, B, T, H]`, planes of `R = B·T·H` floats) `z, ρ`."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
@@ -149,7 +157,18 @@ def ccq_output_fwd_kernel(
     # [BT, BT] @ [BT, BV] -> [BT, BV]
     b_u += tl.dot(b_W, b_kv, input_precision=PRECISION)
     b_y = b_qv - b_lz[:, None] * b_u
-    tl.store(y + o_i[:, None] * (H * K) + o_v[None, :], b_y.to(y.dtype.element_ty), mask=m_tv)
+    o_tv = o_i[:, None] * (H * K) + o_v[None, :]
+    tl.store(y + o_tv, b_y.to(y.dtype.element_ty), mask=m_tv)
+    if KEEP:
+        # [BT, BV] b = Γ m_0ᵀ + D̃ K on this column block: [BT, BT] @ [BT, BV] -> [BT, BV]
+        b_b = b_gamma[:, None] * b_m0[None, :] + tl.dot(b_D, b_kv, input_precision=PRECISION)
+        o_kept = (t0 * H + i_h) * K + o_tv
+        tl.store(ku + o_kept, b_u, mask=m_tv)
+        tl.store(kb + o_kept, b_b, mask=m_tv)
+        if i_v == 0:
+            o_r = t0 * H + i_h + o_i * H
+            tl.store(kzr + o_r, b_z, mask=m_t)
+            tl.store(kzr + R + o_r, b_rho, mask=m_t)
 
 
 def output_fwd(
@@ -161,13 +180,19 @@ def output_fwd(
     centered: bool,
     layout: ChunkLayout,
     precision: str = "tf32x3",
-) -> torch.Tensor:
+    keep: bool = False,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None]:
     """`q, k: [B, T, H, K]`, `lam: [B, T, H]`, `g: [B, T, H]` or None, chunk-start states `h = (C, m, Z)` from
-    `state.state_fwd`. Returns `q': [B, T, H, K]` in q's dtype (computed in float32). `precision`: of the products
-    with float32 intermediates."""
+    `state.state_fwd`. Returns `q': [B, T, H, K]` in q's dtype (computed in float32) and, with `keep`, the read's
+    parts for the backward: float32 `(u, b: [B, T, H, K], zr: [2, B, T, H])` (`zr` holds `z, ρ`); else None.
+    `precision`: of the products with float32 intermediates."""
     B, T, H, K = q.shape
     BK = block_size(K)
     y = torch.empty_like(q)
+    kept = None
+    if keep:
+        f32 = {"dtype": torch.float32, "device": q.device}
+        kept = (torch.empty(B, T, H, K, **f32), torch.empty(B, T, H, K, **f32), torch.empty(2, B, T, H, **f32))
     # 64 columns a program from K = 64 on, for one-pass products: each program rebuilds the chunk's `A` and `W` over
     # all of K, so fewer, wider column blocks rebuild them less often (H200, bf16 training call, B = 1, H = 16,
     # T = 64K, 2 warps, `bench profile`, 2026-11-30: 2.06 → 1.22 ms at K = 128, 0.81 → 0.49 at K = 64; with 4 warps
@@ -176,13 +201,13 @@ def output_fwd(
     BV = 64 if K >= 64 and precision == "tf32" else BK
     grid = (cdiv(K, BV), layout.NT, B * H)
     ccq_output_fwd_kernel[grid](
-        q, k, lam, g, *h, y, layout.cu_seqlens, layout.chunk_indices, T,
+        q, k, lam, g, *h, y, *(kept or (None, None, None)), layout.cu_seqlens, layout.chunk_indices, T, B * T * H,
         H=H, K=K, BT=layout.BT, BK=BK, BV=BV,
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_operands(q.device, q.dtype),
-        PRECISION=precision,
+        PRECISION=precision, KEEP=keep,
         # H200, bf16, B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30): at K = 128 2.95 ms with 4 warps, 2.07 with
         # 2, 1.98 with 1; at K = 32 0.41, 0.37, 0.48 (and 9.54 with 8 at K = 128 on 2026-11-29, tf32x3)
         num_warps=2,
     )  # fmt: skip
-    return y
+    return y, kept

@@ -168,8 +168,7 @@ def ccq_sums_bwd_kernel(
     PRECISION: tl.constexpr,
 ):
     """One program per (column block, chunk, batch row · head): `(diag(Γ s) Q)ᵀ dY`, `Σ Γ (dr q − ρ s dy)`,
-    `Σ Γ dz`. `rows` holds the per-row scalars in planes of `R = B·T·H` floats: `s, ρ, dr, dz` (and `dG_Γ`, unused
-    here)."""
+    `Σ Γ dz`. `rows` holds the per-row scalars in planes of `R = B·T·H` floats: `s, ρ, dr, dz`."""
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     i_t, i_tg, bos, T = chunk_coords(i_t, i_b, T, cu_seqlens, chunk_indices, BT, IS_VARLEN)
@@ -324,7 +323,7 @@ def state_bwd(
     layout: ChunkLayout,
     precision: str = "tf32x3",
 ) -> tuple[State, State | None]:
-    """`q, do: [B, T, H, K]`, `g: [B, T, H]` or None, `rows: [5, B, T, H]` float32 (`local_bwd.rows_bwd`), `dht` the
+    """`q, do: [B, T, H, K]`, `g: [B, T, H]` or None, `rows: [4, B, T, H]` float32 (`local_bwd.rows_bwd`), `dht` the
     final state's gradient `(dC, dm, dZ)` (each contiguous, zeros where unused) or None; `precision` of the
     products (`precision.grad_precision`).
 
