@@ -54,6 +54,22 @@ ROWS = 4  # planes of the row scalars: s, ρ, dr, dz
 LAUNCH_WARPS = 4
 
 
+@triton.jit
+def store_rows(rows, dlam, o_r, m_r, R, b_s, b_rho, b_z, b_r, b_udy, b_bdy, CENTERED: tl.constexpr):
+    """The chain rule's row scalars from `s = −λ/z`, `ρ`, `z`, `r` and `uᵀdy`, `bᵀdy` of the rows `o_r`: stores
+    `s, ρ, dr, dz` into the planes of `rows` (`R` floats apart) and `dλ`."""
+    if CENTERED:
+        b_dr = -b_s * b_bdy / b_z
+    else:
+        b_dr = tl.zeros_like(b_s)
+    b_dz = -(b_s * b_udy + b_dr * b_r) / b_z
+    tl.store(dlam + o_r, (-b_udy / b_z).to(dlam.dtype.element_ty), mask=m_r)
+    tl.store(rows + o_r, b_s, mask=m_r)
+    tl.store(rows + R + o_r, b_rho, mask=m_r)
+    tl.store(rows + 2 * R + o_r, b_dr, mask=m_r)
+    tl.store(rows + 3 * R + o_r, b_dz, mask=m_r)
+
+
 @triton.jit(do_not_specialize=["T", "R"])
 def ccq_rows_bwd_kernel(
     q,
@@ -127,16 +143,7 @@ def ccq_rows_bwd_kernel(
         b_qcd += tl.sum(b_qc * b_do.to(tl.float32), axis=1)
 
     b_udy += b_gamma * b_qcd
-    if CENTERED:
-        b_dr = -b_s * b_bdy / b_z
-    else:
-        b_dr = tl.zeros([BT], dtype=tl.float32)
-    b_dz = -(b_s * b_udy + b_dr * b_r) / b_z
-    tl.store(dlam + o_r, (-b_udy / b_z).to(dlam.dtype.element_ty), mask=m_t)
-    tl.store(rows + o_r, b_s, mask=m_t)
-    tl.store(rows + R + o_r, b_rho, mask=m_t)
-    tl.store(rows + 2 * R + o_r, b_dr, mask=m_t)
-    tl.store(rows + 3 * R + o_r, b_dz, mask=m_t)
+    store_rows(rows, dlam, o_r, m_t, R, b_s, b_rho, b_z, b_r, b_udy, b_bdy, CENTERED)
 
 
 @triton.jit(do_not_specialize=["R"])
@@ -161,17 +168,8 @@ def ccq_rows_kept_kernel(lam, ku, kb, kzr, do, rows, dlam, R, K: tl.constexpr, B
     b_z = tl.load(kzr + o_r, mask=m_r, other=1.0)
     b_rho = tl.load(kzr + R + o_r, mask=m_r, other=0)
     b_s = -tl.load(lam + o_r, mask=m_r, other=0).to(tl.float32) / b_z
-    if CENTERED:
-        b_dr = -b_s * b_bdy / b_z
-    else:
-        b_dr = tl.zeros([BR], dtype=tl.float32)
     # r = ρ z where it counts (centred; else dr = 0)
-    b_dz = -(b_s * b_udy + b_dr * b_rho * b_z) / b_z
-    tl.store(dlam + o_r, (-b_udy / b_z).to(dlam.dtype.element_ty), mask=m_r)
-    tl.store(rows + o_r, b_s, mask=m_r)
-    tl.store(rows + R + o_r, b_rho, mask=m_r)
-    tl.store(rows + 2 * R + o_r, b_dr, mask=m_r)
-    tl.store(rows + 3 * R + o_r, b_dz, mask=m_r)
+    store_rows(rows, dlam, o_r, m_r, R, b_s, b_rho, b_z, b_rho * b_z, b_udy, b_bdy, CENTERED)
 
 
 @triton.jit(do_not_specialize=["T", "R"])
@@ -238,7 +236,8 @@ def ccq_local_bwd_kernel(
         # [BT] the score terms of dG: M to its rows, from its columns; m_0ᵀ db = dr (Q m_0) − ρ s (dY m_0)
         b_M = b_s[:, None] * b_A * b_F + b_dr[:, None] * b_A - b_rho[:, None] * b_P + b_dz[:, None] * b_D
         b_dG = tl.sum(b_M, axis=1) - tl.sum(b_M, axis=0)
-        b_dG += b_gamma * (b_dr * b_qm - b_rho * b_s * b_dym + tl.load(hZ + i_row) * b_dz)
+        b_Z0 = tl.load(hZ + i_row)
+        b_dG += b_gamma * (b_dr * b_qm - b_rho * b_s * b_dym + b_Z0 * b_dz)
     # [BT, BT] P' = diag(s) (D̃ ⊙ F) + diag(dr) D̃, W = A − diag(ρ) D̃: the only tiles the column loop needs
     b_P1 = b_P + b_dr[:, None] * b_D
     b_W = b_A - b_rho[:, None] * b_D
@@ -296,7 +295,7 @@ def ccq_local_bwd_kernel(
         b_dZ = tl.load(dhZ + i_row)
         b_x += b_to_end * b_dZ
         b_dG += b_gamma * b_s * b_qcd - b_x
-        b_last = b_gamma_last * (tl.sum(b_h) + tl.load(hZ + i_row) * b_dZ) + tl.sum(b_x)
+        b_last = b_gamma_last * (tl.sum(b_h) + b_Z0 * b_dZ) + tl.sum(b_x)
         b_dG += tl.where(o_i == last, b_last, 0.0)
         # padding rows are 0, so the reverse scan over the whole tile starts at the last real token
         tl.store(dg + o_r, tl.cumsum(b_dG, axis=0, reverse=True).to(dg.dtype.element_ty), mask=m_t)
