@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import cProfile
 import pstats
-import time
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
 
 import torch
-from torch.profiler import ProfilerActivity
-from torch.profiler import profile as torch_profile
 
 from linattn.bench import ops
-from linattn.bench.timing import forward_backward
+from linattn.bench.timing import forward_backward, kernel_times
 from linattn.experiments.vla_speed import CONTENDERS, DTYPES, SpeedConfig, inputs
 
 PASSES = ("fwd", "fwdbwd")
@@ -64,23 +61,8 @@ def _sync(device: str) -> None:
 def kernels(contender: str, T: int, K: int, pass_: str, device: str, repeat: int = 5) -> dict:
     """`{wall_ms, busy_ms, rows}`: per call of the contender, the wall time, the device's summed self time, and
     `rows` = `{name, calls, ms}` per kernel (operator on CPU), largest first."""
-    fn = _call(contender, T, K, pass_, device)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with torch_profile(activities=activities) as prof:
-        start = time.perf_counter()
-        for _ in range(repeat):
-            fn()
-        _sync(device)
-        wall = time.perf_counter() - start
-    on_device = torch.autograd.DeviceType.CUDA if device == "cuda" else torch.autograd.DeviceType.CPU
-    totals, calls = defaultdict(float), defaultdict(int)
-    for e in prof.events():
-        if e.device_type == on_device:
-            totals[e.name] += e.self_device_time_total if device == "cuda" else e.self_cpu_time_total
-            calls[e.name] += 1
-    rows = [{"name": n, "calls": calls[n] / repeat, "ms": us / repeat / 1e3} for n, us in totals.items()]
-    rows.sort(key=lambda r: -r["ms"])
-    return {"wall_ms": 1e3 * wall / repeat, "busy_ms": sum(r["ms"] for r in rows), "rows": rows}
+    wall_ms, rows = kernel_times(_call(contender, T, K, pass_, device), device, repeat)
+    return {"wall_ms": wall_ms, "busy_ms": sum(r["ms"] for r in rows), "rows": rows}
 
 
 def _site(frames: list[dict]) -> str:

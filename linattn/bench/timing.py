@@ -1,14 +1,18 @@
-"""Timing one call on its device: the median milliseconds per call, and the forward + backward step to time.
+"""Timing one call on its device: the median milliseconds per call, the forward + backward step to time, and the
+device's own time of a call by kernel.
 
-Every benchmark and the speed diagnostic time through these two functions, so a number from one is comparable with
-a number from another.
+Every benchmark and the speed diagnostic time through these functions, so a number from one is comparable with a
+number from another.
 """
 
 from __future__ import annotations
 
+import time
+from collections import defaultdict
 from collections.abc import Callable
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 from torch.utils.benchmark import Timer
 
 
@@ -40,3 +44,27 @@ def forward_backward(fn: Callable[[], torch.Tensor], leaves: list[torch.Tensor])
         fn().backward(cotangent)
 
     return step
+
+
+def kernel_times(fn: Callable[[], object], device: torch.device | str, repeat: int = 5) -> tuple[float, list[dict]]:
+    """`(wall_ms, rows)` of `repeat` calls of `fn` under `torch.profiler` (after the caller's warm-up): the wall time
+    per call, and `rows` = `{name, calls, ms}` per kernel (CUDA) or operator (CPU), its calls and self time per call
+    of `fn`, largest first. On CUDA the rows' sum is the device's busy time per call: with the host's launches,
+    Python and allocations left out, where the wall time is above it the host bounds the call."""
+    cuda = torch.device(device).type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        start = time.perf_counter()
+        for _ in range(repeat):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+        wall = time.perf_counter() - start
+    on_device = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
+    totals, calls = defaultdict(float), defaultdict(int)
+    for e in prof.events():
+        if e.device_type == on_device:
+            totals[e.name] += e.self_device_time_total if cuda else e.self_cpu_time_total
+            calls[e.name] += 1
+    rows = [{"name": n, "calls": calls[n] / repeat, "ms": us / repeat / 1e3} for n, us in totals.items()]
+    rows.sort(key=lambda r: -r["ms"])
+    return 1e3 * wall / repeat, rows

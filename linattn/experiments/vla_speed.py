@@ -25,13 +25,17 @@ attention reads the same `q, k, v`. λ0 = 0.1, `scale = K^-½`.
 
 Timing (`linattn.bench.timing`, shared with the op benchmarks): the forward under `torch.no_grad()`, and the forward +
 backward of a fixed random cotangent into every input (gradients cleared before each call); on CUDA also the peak
-memory of one forward + backward (inputs included, the same for every contender). CUDA:
-`triton.testing.do_bench`, median. CPU: one warm-up call, then the median of `Timer.blocked_autorange` over at least
-`min_run_time` seconds, on all of torch's threads (a call slower than that is timed once, after a calibration call).
+memory of one forward + backward (inputs included, the same for every contender) and, for GDN and the contenders
+compared with it, the GPU's busy time per call (every kernel's self time under `torch.profiler`, summed, over
+`GPU_CALLS` calls): a short call is bound by the host's launches and Python (on the H200, to 8 – 16K tokens at
+K = 32), which the wall time counts and the busy time leaves out. CUDA: `triton.testing.do_bench`, median. CPU: one
+warm-up call, then the median of `Timer.blocked_autorange` over at least `min_run_time` seconds, on all of torch's
+threads (a call slower than that is timed once, after a calibration call).
 
 Derived, per head dim and pass (forward; forward + backward), with VLA's time the fastest of its chunked backends
 (`VLA chunk`, `VLA triton`) at each T:
-- against GDN: VLA, KLA and CCQ-GDN time (and peak memory) over GDN's at each T, the ratios issue 5 sets goals on;
+- against GDN: VLA, KLA and CCQ-GDN time (and peak memory) over GDN's at each T, the ratios issue 5 sets goals on,
+  on CUDA of the wall time and of the GPU's busy time;
 - speed-up (claim 1): token loop / chunked VLA at the largest T both were timed (`loop_max_T` in the full runs, the
   paper's longest T = 4096);
 - crossover (claim 2): the T from which VLA stays faster than softmax attention. With `r(T) = t_VLA / t_softmax` at
@@ -59,7 +63,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from linattn.bench.timing import forward_backward, median_ms
+from linattn.bench.timing import forward_backward, kernel_times, median_ms
 from linattn.experiments import paper
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.io import save_figure
@@ -139,6 +143,8 @@ class Contender:
 VLA_CHUNKED, LOOP, SOFTMAX = ("VLA chunk", "VLA triton"), "VLA token loop", "softmax (SDPA)"
 GDN, KLA, CCQ_GDN = "GDN (delta_rule)", "KLA (delta_rule)", "CCQ-GDN"
 AGAINST_GDN = (KLA, CCQ_GDN)  # and VLA, whose time is its fastest chunked backend's
+GPU_TIMED = (GDN, *AGAINST_GDN, "VLA triton")  # CUDA: their GPU busy time too, for the ratios to GDN's
+GPU_CALLS = 3  # profiled calls a busy time
 CONTENDERS = (
     Contender("VLA chunk", partial(_vla, backend="chunk")),
     Contender("VLA triton", partial(_vla, backend="triton"), cuda_only=True),
@@ -178,8 +184,9 @@ def time_contender(contender: Contender, x: dict[str, torch.Tensor], K: int, con
     if contender.loop and T > config.loop_max_T:
         return {**row, "note": f"not timed beyond T = {config.loop_max_T:,}"}
     fn = partial(contender.run, x)
+    forward = torch.no_grad()(fn)
     try:
-        row["fwd_ms"] = median_ms(torch.no_grad()(fn), device, min_run_time=config.min_run_time)
+        row["fwd_ms"] = median_ms(forward, device, min_run_time=config.min_run_time)
         if contender.loop and T > config.loop_backward_max_T:
             return {**row, "note": f"forward + backward not timed beyond T = {config.loop_backward_max_T:,}"}
         step = forward_backward(fn, list(x.values()))
@@ -188,6 +195,9 @@ def time_contender(contender: Contender, x: dict[str, torch.Tensor], K: int, con
             torch.cuda.reset_peak_memory_stats()
             step()
             row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        if device == "cuda" and contender.name in GPU_TIMED:
+            for p, call in (("fwd", forward), ("fwdbwd", step)):
+                row[f"{p}_gpu_ms"] = sum(k["ms"] for k in kernel_times(call, device, GPU_CALLS)[1])
     except (ValueError, RuntimeError) as e:  # a backend `vla` does not have (yet), or out of memory: say which
         return {**row, "note": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"}
     return row
@@ -332,8 +342,9 @@ def against_gdn(results: dict) -> list[str]:
         "",
         "## Against GDN",
         "",
-        "Time over GDN's at the same T: forward / forward + backward, and (CUDA) peak memory of the forward + "
-        "backward over GDN's; — where one of them was not timed.",
+        "Time over GDN's at the same T: forward / forward + backward; on CUDA the same of the GPU's busy time (the "
+        "kernels' time, without the host's: where the wall's ratio is above it, the host's time bounds a call) and "
+        "the peak memory of the forward + backward over GDN's; — where one of them was not timed.",
     ]
     for K in c["head_dims"]:
         lines += ["", f"| T (K = V = {K}) | " + " | ".join(n for n, _ in others) + " |", "|---:|" + "---:|" * 3]
@@ -345,6 +356,9 @@ def against_gdn(results: dict) -> list[str]:
                     cells.append("—")
                     continue
                 cell = f"{r['fwd_ms'] / ref['fwd_ms']:.2f}× / {r['fwdbwd_ms'] / ref['fwdbwd_ms']:.2f}×"
+                if "fwdbwd_gpu_ms" in r and "fwdbwd_gpu_ms" in ref:
+                    gpu = [r[f"{p}_gpu_ms"] / ref[f"{p}_gpu_ms"] for p in PASSES]
+                    cell += f" (GPU {gpu[0]:.2f}× / {gpu[1]:.2f}×)"
                 if "peak_gib" in r and "peak_gib" in ref:
                     cell += f" · {r['peak_gib'] / ref['peak_gib']:.2f}× memory"
                 cells.append(cell)

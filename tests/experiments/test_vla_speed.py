@@ -153,3 +153,14 @@ def test_against_gdn_takes_vla_fastest_backend_and_peak_memory():
     results = {"config": {"head_dims": [32], "Ts": [1024]}, "rows": rows}
     line = vla_speed.against_gdn(results)[-1]
     assert line == "| 1,024 | 3.00× / 3.00× · 1.50× memory | 1.00× / 1.05× · 1.00× memory | — |"
+
+
+def test_against_gdn_shows_the_gpu_busy_ratio_where_both_have_one():
+    def row(name, wall, gpu=None):
+        r = {"contender": name, "K": 32, "T": 8192, "fwd_ms": wall, "fwdbwd_ms": 2 * wall}
+        return r if gpu is None else {**r, "fwd_gpu_ms": gpu, "fwdbwd_gpu_ms": 4 * gpu}
+
+    rows = [row("GDN (delta_rule)", 1.0, 0.25), row("CCQ-GDN", 1.5, 0.3), row("KLA (delta_rule)", 1.0)]
+    results = {"config": {"head_dims": [32], "Ts": [8192]}, "rows": rows}
+    line = vla_speed.against_gdn(results)[-1]
+    assert line == "| 8,192 | — | 1.00× / 1.00× | 1.50× / 1.50× (GPU 1.20× / 1.20×) |"
