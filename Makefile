@@ -3,14 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench-cpu clean
+.PHONY: demo test lint install-check bench-cpu clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# the CPU build of torch first (it lies on the machine's disk); everything else must not replace it
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
 demo: $(BIN)/.installed
@@ -23,6 +23,10 @@ test: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check linattn tests
 	$(BIN)/ruff format --check linattn tests
+
+# the README's install routes, each in a fresh venv (pip install -e . ; pip install "linattn[hf] @ git+…")
+install-check:
+	PYTHON=$(PYTHON) bash scripts/check_install.sh
 
 bench-cpu: $(BIN)/.installed
 	$(BIN)/python -m linattn.bench cpu

@@ -77,8 +77,10 @@ def _parser() -> _Parser:
     rep = sub.add_parser("report", help="the claims report (REPORT.md), from results/")
     rep.add_argument("--results", default="results", help="results root (default results/)")
     rep.add_argument("--out", default="REPORT.md", help="where to write it (default REPORT.md)")
-    tables = sub.add_parser("tables", help="the README's results tables, from results/")
-    tables.add_argument("--write", metavar="README", help="replace the marked block of this file")
+    tables = sub.add_parser("tables", help="the results tables of README.md and docs/results.md, from results/")
+    tables.add_argument(
+        "--write", metavar="FILE", help="fill the generated blocks of this file (README.md, docs/results.md)"
+    )
     tables.add_argument("--results", default="results", help="results root (default results/)")
     sub.add_parser("bench", help="benchmarks: `linattn bench cpu …` (see python -m linattn.bench -h)", add_help=False)
     return parser
@@ -133,11 +135,11 @@ def _main(argv: list[str] | None) -> int:
         print(f"wrote {args.out}")
         return 0
     if args.command == "tables":
-        from linattn.experiments.tables import capacity_tables, write_readme, zoology_tables
+        from linattn.experiments.tables import capacity_tables, write_page, zoology_tables
 
         try:
             if args.write:
-                write_readme(Path(args.write), Path(args.results))
+                write_page(Path(args.write), Path(args.results))
             else:
                 print(capacity_tables(Path(args.results)) + "\n" + zoology_tables(Path(args.results)), end="")
         except FileNotFoundError as e:

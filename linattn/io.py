@@ -21,6 +21,8 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, overwrite: bool 
     mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp creates the file 0600: give it the mode a plain `open` would (0644 under the usual umask)
+        os.fchmod(fd, _new_file_mode())
         with os.fdopen(fd, mode) as f:
             f.write(data)
         os.replace(tmp, path)
@@ -28,6 +30,13 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, overwrite: bool 
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _new_file_mode() -> int:
+    """`0o666` less the process's umask, the mode `open(path, "w")` gives a new file."""
+    umask = os.umask(0o022)  # reading the umask means setting it: set it back at once
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def save_figure(fig, path: str | os.PathLike, *, dpi: int = 120) -> Path:

@@ -42,8 +42,8 @@ def _calls() -> None:
     import torch
 
     from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention, vla
-    from linattn.ops.delta_rule.triton import precision
     from linattn.ops.unit_rows.triton import UnitRowsTriton
+    from linattn.ops.utils import precision
 
     # the backward takes one tf32 pass from ONE_PASS_TOKENS tokens (bfloat16, no final state's gradient): lowered
     # here so that the short calls below also record the launches a training step makes
@@ -99,8 +99,9 @@ def _calls() -> None:
                        initial_state=h0, output_final_state=True, backend="fused_recurrent")  # fmt: skip
             if K == V <= 128:  # VLA's decode step: the gate's kernel (A in registers), then the delta rule's
                 vla(q[:, :1], k[:, :1], v[:, :1], w[:, :1] / K, rho=0.99, backend="fused_recurrent")
-    # VLA at d = 32, bfloat16: the gate's one-warp launch, its group inverses in one kernel (`vla/cholesky.py`) and
-    # the backward's penalty kernels; CCQ-GDN's training launches at d = 32 (`[64, 32]` tiles)
+    # VLA at d = 32, bfloat16: the gate's one-warp launch, its group inverses in one kernel
+    # (`vla/triton/cholesky.py`) and the backward's penalty kernels; CCQ-GDN's training launches at d = 32
+    # (`[64, 32]` tiles)
     q, k, v, u = (torch.randn(1, 70, 2, 32, dtype=torch.bfloat16, requires_grad=True) for _ in range(4))
     o, _ = vla(q, k, v, u / 32, backend="triton")
     o.float().sum().backward()
@@ -121,7 +122,7 @@ def _as_on_the_gpu() -> None:
     import torch
 
     import linattn.ops
-    from linattn.ops.delta_rule.triton import precision
+    from linattn.ops.utils import precision
 
     for info in pkgutil.walk_packages(linattn.ops.__path__, "linattn.ops."):
         if ".triton" in info.name:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from linattn.cli import main
@@ -76,3 +79,15 @@ def test_an_interrupt_is_one_line(capsys, monkeypatch):
 def test_report_of_a_missing_results_folder_warns(tmp_path, capsys):
     assert main(["report", "--results", str(tmp_path / "typo"), "--out", str(tmp_path / "REPORT.md")]) == 0
     assert "warning: --results: no folder" in capsys.readouterr().err
+
+
+def test_no_command_imports_torchs_cpp_extension():
+    """`torch.utils.cpp_extension` (which `torch.utils.benchmark` imports) warns "No CUDA runtime is found" on a CPU
+    machine with a CUDA build of torch: no module a command imports may import it at import time (a fresh
+    interpreter, since this one's tests may have imported it)."""
+    code = (
+        "import sys, linattn.cli, linattn.experiments.registry, linattn.bench.__main__; "
+        "print([m for m in sys.modules if 'cpp_extension' in m])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -18,9 +18,14 @@ def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     from tests.experiments.test_experiments import TINY
 
     monkeypatch.setitem(EXPERIMENTS, "vla-mqar-capacity", TINY)  # the real quick run takes minutes
-    assert demo.main(["--T", "300", "--out", str(tmp_path), "--jobs", "1", "--mixers", "vla"]) == 0
+    fair = tmp_path / "committed" / "vla-mqar-capacity" / "fair"
+    fair.mkdir(parents=True)
+    (fair / "results.json").write_text(json.dumps({"table": {"vla": {"2": 0.875}}}))
+    argv = ["--T", "300", "--out", str(tmp_path), "--jobs", "1", "--mixers", "vla", "--results", str(fair.parents[1])]
+    assert demo.main(argv) == 0
     out = capsys.readouterr().out
     assert "| coherent | linear |" in out
+    assert "beside the fair protocol's committed result" in out and " / 0.875 |" in out and "output gate" in out
     assert (tmp_path / "state_norm.png").stat().st_size > 10_000
     assert "slope" in (tmp_path / "state_norm.md").read_text()
     assert (tmp_path / "results" / "tiny" / "paper-quick" / "table.md").exists()

@@ -1,15 +1,18 @@
-"""The README's API tour runs as written."""
+"""The README's API tour runs as written, and the generated blocks of the README and docs/results.md are what
+`linattn tables` makes of the committed results."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
 
-from linattn.experiments import tables
+from linattn.experiments import report, tables
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+README, RESULTS_PAGE = REPO / "README.md", REPO / "docs" / "results.md"
 
 
 def test_api_tour_runs():
@@ -21,13 +24,26 @@ def test_api_tour_runs():
 
 
 @pytest.mark.parametrize(
-    ("begin", "end", "generate"),
+    ("page", "begin", "end", "generate"),
     [
-        (tables.BEGIN, tables.END, tables.capacity_tables),
-        (tables.ZOOLOGY_BEGIN, tables.ZOOLOGY_END, tables.zoology_tables),
+        (RESULTS_PAGE, tables.BEGIN, tables.END, lambda root, link: tables.capacity_tables(root)),
+        (RESULTS_PAGE, tables.ZOOLOGY_BEGIN, tables.ZOOLOGY_END, tables.zoology_tables),
+        (README, report.BEGIN, report.END, report.readme_block),
     ],
-    ids=["capacity", "zoology"],
+    ids=["capacity", "zoology", "claims"],
 )
-def test_results_tables_are_generated_from_results(begin, end, generate):
-    block = README.read_text().split(begin, 1)[1].split(end, 1)[0]
-    assert block.strip() == generate(README.parent / "results").strip(), "run `linattn tables --write README.md`"
+def test_generated_blocks_are_current(page, begin, end, generate, monkeypatch):
+    monkeypatch.chdir(REPO)  # the claims' evidence links are relative to the repository root
+    block = page.read_text().split(begin, 1)[1].split(end, 1)[0]
+    link = Path(os.path.relpath(REPO / "results", page.parent)).as_posix()
+    assert block.strip() == generate(Path("results"), link).strip(), f"run `linattn tables --write {page.name}`"
+
+
+def test_relative_links_resolve():
+    """Every relative link of the user-facing pages names a file or folder of the repository."""
+    pages = [README, RESULTS_PAGE, REPO / "BENCHMARKS.md", *(REPO / "docs").glob("*.md"), *REPO.glob("linattn/**/*.md")]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            assert (page.parent / target).exists(), f"{page.relative_to(REPO)}: broken link {target}"

@@ -6,7 +6,7 @@ gate's compute dtype for every input dtype), inputs as `vla-speed` draws them. E
 (`carry = 1`); the backward's steps on a random `∂L/∂α`. Beside them, alternatives for the `d × d` inverse per
 chunk (not counted in the total), and the gate's forward and forward + backward end to end: the chunk path with
 `carry` 1 and the default `CARRY` (one `d × d` factorisation per `CARRY` chunks, Woodbury downdates between) and,
-on CUDA, the Triton kernel (`linattn/ops/vla/triton.py`).
+on CUDA, the Triton kernel (`linattn/ops/vla/triton/gate.py`).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dev
     rows = [{"T": T, "stage": s, "kind": kind, "ms": timer(call)} for s, kind, call in stage_calls(k, u)]
     gates = {f"chunk, carry {carry}": partial(chunk_vla_gate, lam0=0.1, carry=carry) for carry in sorted({1, CARRY})}
     if device == "cuda":
-        from linattn.ops.vla.triton import triton_vla_gate
+        from linattn.ops.vla.triton.gate import triton_vla_gate
 
         gates["triton"] = partial(triton_vla_gate, lam0=0.1)
     for label, gate in gates.items():

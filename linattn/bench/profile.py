@@ -21,8 +21,8 @@ from collections.abc import Callable
 import torch
 
 from linattn.bench import ops
+from linattn.bench.contenders import CONTENDERS, DTYPES, SpeedConfig, inputs
 from linattn.bench.timing import forward_backward, kernel_times
-from linattn.experiments.vla_speed import CONTENDERS, DTYPES, SpeedConfig, inputs
 
 PASSES = ("fwd", "fwdbwd")
 

@@ -22,15 +22,16 @@ import torch.nn.functional as F
 
 from linattn.bench.timing import median_ms
 from linattn.ops import delta_rule
-from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_layout
+from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd
 from linattn.ops.delta_rule.triton.output import output_fwd
-from linattn.ops.delta_rule.triton.precision import grad_precision, state_precision
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
 from linattn.ops.delta_rule.triton.wy import wy_fwd
-from linattn.ops.grid import cdiv
+from linattn.ops.utils.grid import cdiv
+from linattn.ops.utils.layout import chunk_layout
+from linattn.ops.utils.precision import grad_precision, state_precision
 
 SEQUENTIAL = ("state_fwd", "state_fwd (recompute)", "state_bwd")
 

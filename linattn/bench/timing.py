@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 import torch
 from torch.profiler import ProfilerActivity, profile
-from torch.utils.benchmark import Timer
 
 
 def median_ms(fn: Callable[[], object], device: torch.device | str, *, min_run_time: float = 2.0) -> float:
@@ -28,6 +27,10 @@ def median_ms(fn: Callable[[], object], device: torch.device | str, *, min_run_t
         from triton.testing import do_bench
 
         return do_bench(fn, return_mode="median")
+    # imported here: `torch.utils.benchmark` imports `torch.utils.cpp_extension`, which on a machine without CUDA
+    # warns "No CUDA runtime is found" (with a CUDA build of torch) at every command that imports this module
+    from torch.utils.benchmark import Timer
+
     fn()
     timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     return 1e3 * timer.blocked_autorange(min_run_time=min_run_time).median

@@ -10,7 +10,7 @@ never passes.
 The matrix (issue 4): dtypes float32 / bfloat16 / float16; `T ∈ {1, 63, 64, 65, 1000, 4096}`;
 `K, V ∈ {32, 64, 96, 128, 256}`; with and without β, g, a second key `w`, an initial state; packed
 variable-length batches; bfloat16 cases without the final state, where `o` is the forward's only output and its
-state products run in one tf32 pass (`delta_rule/triton/precision.py`); and `cut` cases, where the Triton backward
+state products run in one tf32 pass (`ops/utils/precision.py`); and `cut` cases, where the Triton backward
 cuts the sequence in two (`delta_rule/triton/backward.py`: from 16K tokens, here from 64). The same kernels without
 the erase term run linear attention and scalar-decay GLA: those are in the matrix too. The naive recurrence is slow
 at T = 4096, so the largest cases run with one head; the others run two, but sixteen at T = 1, where `dβ` and `dg`

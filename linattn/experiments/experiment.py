@@ -1,7 +1,8 @@
 """A named experiment: its runs, and the report it writes (`results.json`, `table.md`, `plot.png`).
 
-`linattn run NAME --protocol P` writes `results/NAME/P[-quick]/`: every run's folder under `runs/` (checkpoint,
-metrics log, `result.json`; an interrupted command resumes them), then the summary. For each mixer and setting
+`linattn run NAME --protocol P` writes `results/NAME/P[-quick]/`: every run's working folder under `runs/`
+(checkpoint, metrics log, `result.json`; an interrupted command resumes them), the finished runs gathered in
+`runs.jsonl.gz` (`archive.py`), then the summary. For each mixer and setting
 the learning rate with the best validation score is chosen (with `Experiment.lr_below`, from one more rate below
 the grid where its lowest was the best), and its test score (a held-out set) reported: the accuracy, or for
 language modelling the mean loss (`Experiment.metric`). With `--seeds N` every run is trained N times
@@ -22,6 +23,7 @@ from statistics import fmean
 import torch
 
 from linattn.bench.environment import describe
+from linattn.experiments.archive import pack
 from linattn.experiments.runner import RunSpec, run_all
 from linattn.io import save_figure, write_atomic
 from linattn.models import DecoderLM
@@ -101,10 +103,13 @@ class Experiment:
             metric=self.metric,
             start_by=start_by,
         )
-        records = run(specs)
-        if lr_below is not None:
-            edge = edge_runs(specs, records, lr_below, self.metric)
-            specs, records = specs + edge, records + run(edge)
+        try:
+            records = run(specs)
+            if lr_below is not None:
+                edge = edge_runs(specs, records, lr_below, self.metric)
+                specs, records = specs + edge, records + run(edge)
+        finally:  # the runs finished so far, also when others failed or were not begun
+            pack(out)
         summary = summarize(records, self.metric)
         results = {
             "experiment": self.name,

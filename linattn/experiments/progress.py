@@ -1,4 +1,4 @@
-"""How far an experiment's training runs have got, read from their folders alone: `linattn progress NAME`.
+"""How far an experiment's training runs have got, read from its archive and run folders alone: `linattn progress NAME`.
 
 An experiment writes its table only when every run is in; one that takes several calls of limited time (Zoology's
 108 runs) shows its state here meanwhile: each run's test metric once it finished, the last logged step while it
@@ -11,8 +11,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from linattn.experiments.archive import RUNS_NAME, FinishedRun, finished_in
 from linattn.experiments.experiment import Experiment
 from linattn.experiments.runner import RunSpec
+from linattn.train.checkpoint import CHECKPOINT_NAME
+from linattn.train.trainer import METRICS_NAME
 
 
 def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, seeds: int = 1) -> str:
@@ -20,12 +23,13 @@ def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, see
     one column per learning rate, each cell the run's test metric, `step N` or `–` (below the grid, `lr_below`,
     only the runs that began)."""
     specs = [replace(s, replicate=i) for s in experiment.plan(protocol, quick, experiment.mixers) for i in range(seeds)]
-    runs = experiment.output_dir(root, protocol, quick) / "runs"
+    out = experiment.output_dir(root, protocol, quick)
+    runs, finished_runs = out / RUNS_NAME, finished_in(out)
     lrs = sorted({s.train.lr for s in specs})
     rows: dict[str, dict[float, str]] = {}
     finished = begun = 0
     for spec in specs:
-        cell, state = _cell(runs / spec.id, experiment.metric)
+        cell, state = _cell(runs / spec.id, finished_runs, experiment.metric)
         finished += state == "finished"
         begun += state == "begun"
         rows.setdefault(_row(spec), {})[spec.train.lr] = cell
@@ -33,8 +37,8 @@ def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, see
         lowest = min(lrs)
         for spec in specs:
             edge = replace(spec, train=replace(spec.train, lr=experiment.lr_below))
-            if spec.train.lr == lowest and (runs / edge.id).exists():
-                rows[_row(edge)][edge.train.lr] = _cell(runs / edge.id, experiment.metric)[0]
+            if spec.train.lr == lowest and ((runs / edge.id).exists() or edge.id in finished_runs):
+                rows[_row(edge)][edge.train.lr] = _cell(runs / edge.id, finished_runs, experiment.metric)[0]
                 lrs = sorted({*lrs, edge.train.lr})
     title = f"{experiment.name} — protocol `{protocol}`{' (quick)' if quick else ''}"
     counts = f"{finished} of {len(specs)} runs finished, {begun} begun"
@@ -52,14 +56,14 @@ def _row(spec: RunSpec) -> str:
     return f"{spec.mixer}, {spec.x}" + (f", seed {spec.replicate}" if spec.replicate else "")
 
 
-def _cell(run_dir: Path, metric: str) -> tuple[str, str]:
-    """`(what the table shows, "finished" | "begun" | "not begun")` for one run's folder."""
-    result = run_dir / "result.json"
-    if result.exists():
-        value = json.loads(result.read_text())["test"].get(metric)
+def _cell(run_dir: Path, finished: dict[str, FinishedRun], metric: str) -> tuple[str, str]:
+    """`(what the table shows, "finished" | "begun" | "not begun")` for one run: in `finished` (the experiment's
+    finished runs, `archive.finished_in`), or begun in its working folder `run_dir`."""
+    if run_dir.name in finished:
+        value = finished[run_dir.name].record["test"].get(metric)
         return ("n/a" if value is None else f"{value:.3f}"), "finished"
-    log = run_dir / "metrics.jsonl"
+    log = run_dir / METRICS_NAME
     steps = [json.loads(line).get("step", 0) for line in log.read_text().splitlines()] if log.exists() else []
-    if steps or (run_dir / "checkpoint.pt").exists():
+    if steps or (run_dir / CHECKPOINT_NAME).exists():
         return f"step {max(steps, default=0)}", "begun"
     return "–", "not begun"

@@ -1,9 +1,10 @@
 """Training runs as data: a `RunSpec` is one (mixer, setting, learning rate, replicate) model trained and evaluated.
 
 `run_one` trains a fresh model on a task, resuming from its run folder, evaluates it on a held-out test set of that
-task (and, for length extrapolation, on test sets of other tasks, `eval_at`), and writes the run's `result.json`;
-`run_all` runs many specs, in this process or as concurrent worker processes (`jobs > 1`: independent small
-trainings share one GPU or many CPU cores better than they run one after another).
+task (and, for length extrapolation, on test sets of other tasks, `eval_at`), and writes the run's `result.json`
+(a run already in its experiment's archive, `archive.py`, is read back from there); `run_all` runs many specs, in
+this process or as concurrent worker processes (`jobs > 1`: independent small trainings share one GPU or many CPU
+cores better than they run one after another).
 
 A run another experiment already finished is not trained again: given the results root, `run_one` looks there for
 a finished run of the same training (`training_key`: task, model, training config, validation and test sets) whose
@@ -18,7 +19,6 @@ import json
 import math
 import multiprocessing
 import os
-import shutil
 import signal
 import sys
 import time
@@ -29,14 +29,16 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from linattn.bench.environment import describe
+from linattn.experiments.archive import ARCHIVE_NAME, RESULT_NAME, FinishedRun, finished_under, read_archive
+from linattn.extras import tqdm
 from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks import AccuracyMeter, Batch, generate
 from linattn.train import TrainConfig, supervised_cross_entropy, supervised_logits, train
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from linattn.train.trainer import METRICS_NAME
 
 VAL_SEED_OFFSET, TEST_SEED_OFFSET = 1_000, 2_000  # eval sets are drawn from their own seeds
 BEST_NAME = "best.pt"  # a run's weights at its best validation (`RunSpec.select_on`)
@@ -90,33 +92,46 @@ def _tests_at(spec: RunSpec) -> dict[str, str]:
     return {str(x): _digest(task) for x, task in spec.eval_at}
 
 
-def find_same_run(root: Path, spec: RunSpec, own: Path) -> Path | None:
-    """The folder of a finished run under `root/<experiment>/<variant>/runs/` (not `own`, not itself a copy) that
-    trained what `spec` trains and was tested on at least `spec.eval_at`'s tasks, or None."""
+def find_same_run(root: Path, spec: RunSpec, own: Path) -> FinishedRun | None:
+    """A finished run under `root` (in an experiment's archive or working folders; not `own`, not itself a copy)
+    that trained what `spec` trains and was tested on at least `spec.eval_at`'s tasks, or None."""
     key, wanted, own = training_key(spec), _tests_at(spec).items(), Path(own).resolve()
-    for path in sorted(Path(root).glob("*/*/runs/*/result.json")):
-        if path.parent.resolve() == own:
+    for run in finished_under(root):
+        record = run.record
+        if (Path(root) / run.where).resolve() == own:
             continue
-        record = json.loads(path.read_text())
         if record.get("key") == key and "reused_from" not in record and wanted <= record.get("tests_at", {}).items():
-            return path.parent
+            return run
     return None
 
 
-def _reuse(spec: RunSpec, source: Path, run_dir: Path, root: Path) -> dict:
-    """`spec`'s record from the finished run in `source`: its training and tests, under `spec`'s name."""
-    record = json.loads((source / "result.json").read_text())
+def _reuse(spec: RunSpec, source: FinishedRun, run_dir: Path) -> dict:
+    """`spec`'s record from the finished run `source`: its training and tests, under `spec`'s name, written to
+    `run_dir` with its metrics log."""
+    record = dict(source.record)
     mine = _tests_at(spec)
     record.update(id=spec.id, mixer=spec.mixer, x=spec.x, replicate=spec.replicate, tests_at=mine)
-    record["reused_from"] = str(source.relative_to(root))
+    record["reused_from"] = source.where
     if spec.eval_at:
         record["test_at"] = {x: record["test_at"][x] for x in mine}
     else:
         record.pop("test_at", None)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if (source / "metrics.jsonl").exists():
-        shutil.copyfile(source / "metrics.jsonl", run_dir / "metrics.jsonl")
-    write_atomic(run_dir / "result.json", json.dumps(record, indent=2))
+    if source.metrics:
+        write_atomic(run_dir / METRICS_NAME, "".join(json.dumps(row) + "\n" for row in source.metrics))
+    write_atomic(run_dir / RESULT_NAME, json.dumps(record, indent=2))
+    return record
+
+
+def _read_back(record: dict, spec: RunSpec, where: Path) -> dict:
+    """A finished run's record, checked to be `spec`'s training (`training_key`)."""
+    key = training_key(spec)
+    # a record from before runs had keys has none, and is read back as it is
+    if record.get("key", key) != key:
+        raise ValueError(
+            f"{where}: its result is of another training (key {record['key']}, this run's {key}: the task, model or "
+            "training config changed); remove it to train the run again"
+        )
     return record
 
 
@@ -185,18 +200,14 @@ def run_one(
     test sets (drawn from the same seed as the trained task's). With `reuse_root`, a finished run of the same
     training found there (`find_same_run`) is copied instead of trained. Past `start_by` (a `time.time()`), a run
     that would train (or resume) raises `NotStarted` instead; finished and copied ones are still read back."""
-    result_path = run_dir / "result.json"
+    result_path = run_dir / RESULT_NAME
     if result_path.exists():
-        record, key = json.loads(result_path.read_text()), training_key(spec)
-        # a record from before runs had keys has none, and is read back as it is
-        if record.get("key", key) != key:
-            raise ValueError(
-                f"{run_dir}: its result.json is of another training (key {record['key']}, this run's {key}: the "
-                "task, model or training config changed); remove the folder to train it again"
-            )
-        return record
+        return _read_back(json.loads(result_path.read_text()), spec, result_path)
+    archive = run_dir.parent.parent / ARCHIVE_NAME  # `<experiment>/<variant>/runs/<id>`: the variant's archive
+    if (archived := read_archive(archive).get(spec.id)) is not None:
+        return _read_back(archived.record, spec, archive)
     if reuse_root is not None and (source := find_same_run(reuse_root, spec, run_dir)) is not None:
-        return _reuse(spec, source, run_dir, Path(reuse_root))
+        return _reuse(spec, source, run_dir)
     if start_by is not None and time.time() > start_by:
         raise NotStarted(spec.id)
     device = torch.device(device)

@@ -1,17 +1,19 @@
-"""The README's results tables, generated from the committed `results/` (never typed by hand).
+"""The results tables of the README and of docs/results.md, generated from the committed `results/` (never typed by
+hand).
 
-`linattn tables` prints them; `linattn tables --write README.md` replaces the block between the markers
-`<!-- results:begin -->` and `<!-- results:end -->` (the VLA paper's MQAR capacity), the one between
-`<!-- zoology:begin -->` and `<!-- zoology:end -->` (Zoology's MQAR), and the VLA claims between
-`<!-- claims:begin -->` and `<!-- claims:end -->` (`report.readme_block`). Tests check the README holds what this
-generates.
+`linattn tables` prints the two MQAR tables; `linattn tables --write FILE` fills each generated block FILE holds:
+between `<!-- results:begin -->` and `<!-- results:end -->` the VLA paper's MQAR capacity, between
+`<!-- zoology:begin -->` and `<!-- zoology:end -->` Zoology's MQAR, and between `<!-- claims:begin -->` and
+`<!-- claims:end -->` the claims' tally (`report.readme_block`). Tests check the files hold what this generates.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+from linattn.experiments.archive import finished_in
 from linattn.experiments.experiment import THEN, hardware, summarize
 from linattn.experiments.mixers import VLA_COMPARISON
 from linattn.experiments.paper import VLA_MQAR_CAPACITY
@@ -24,7 +26,7 @@ FAIR_MIXERS = (*VLA_COMPARISON, "softmax-conv")
 
 
 def _runs(folder: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("runs/*/result.json"))]
+    return [run.record for _, run in sorted(finished_in(folder).items())]
 
 
 def _machines(records: list[dict]) -> list[str]:
@@ -89,10 +91,10 @@ def capacity_tables(root: Path = Path("results")) -> str:
     return "\n".join(lines) + "\n"
 
 
-def zoology_tables(root: Path = Path("results")) -> str:
+def zoology_tables(root: Path = Path("results"), link: str = "results") -> str:
     """Markdown: Zoology's MQAR, one row per mixer and one column per width: the test accuracy at the learning rate
     chosen on validation with the state size beside it, then every learning rate's test accuracy (the sweep). Its
-    links are the README's (relative to the repository root), wherever `root` is."""
+    links lead to `link`, the results root as the page that shows them reaches it."""
     folder = root / ZOOLOGY / "fair"
     if not (folder / "results.json").exists():
         raise FileNotFoundError(f"--results: no {folder / 'results.json'} (run `linattn run {ZOOLOGY}` first)")
@@ -110,8 +112,8 @@ def zoology_tables(root: Path = Path("results")) -> str:
         f"**Zoology MQAR** (`{_without_device(results['command'])}`; runs on {', '.join(_machines(results['runs']))}, "
         f"{results['environment']['date']}): test accuracy, each example's averaged as Zoology scores it, at the "
         f"learning rate chosen per cell on validation; in parentheses the state size in floats (all layers, at "
-        f"T = 1,024; softmax attention's is its KV cache). EXPERIMENTS.md's reference points: {references}. "
-        f"[Plot](results/{ZOOLOGY}/fair/plot.png), [table](results/{ZOOLOGY}/fair/table.md).",
+        f"T = 1,024; softmax attention's is its KV cache). The published reference points: {references}. "
+        f"[Plot]({link}/{ZOOLOGY}/fair/plot.png), [table]({link}/{ZOOLOGY}/fair/table.md).",
         "",
         header,
         rule,
@@ -137,11 +139,21 @@ def _replace_block(text: str, begin: str, end: str, content: str, where: Path) -
     return f"{head}{begin}\n{content}{end}{tail}"
 
 
-def write_readme(readme: Path, root: Path = Path("results")) -> None:
-    """Fill the README's generated blocks: the two MQAR results and the VLA claims (`report.readme_block`)."""
+def write_page(page: Path, root: Path = Path("results")) -> None:
+    """Fill every generated block `page` holds (at least one): the two MQAR results, the claims' tally."""
     from linattn.experiments import report
 
-    text = _replace_block(readme.read_text(), BEGIN, END, capacity_tables(root), readme)
-    text = _replace_block(text, ZOOLOGY_BEGIN, ZOOLOGY_END, zoology_tables(root), readme)
-    text = _replace_block(text, report.BEGIN, report.END, report.readme_block(root), readme)
-    write_atomic(readme, text)
+    link = Path(os.path.relpath(root, page.parent)).as_posix()  # the results root, seen from the page
+    blocks = {
+        (BEGIN, END): lambda: capacity_tables(root),
+        (ZOOLOGY_BEGIN, ZOOLOGY_END): lambda: zoology_tables(root, link),
+        (report.BEGIN, report.END): lambda: report.readme_block(root, link),
+    }
+    text = page.read_text()
+    held = [(begin, end, make) for (begin, end), make in blocks.items() if begin in text]
+    if not held:
+        markers = ", ".join(begin for begin, _ in blocks)
+        raise ValueError(f"{page} holds none of the generated blocks ({markers})")
+    for begin, end, make in held:
+        text = _replace_block(text, begin, end, make(), page)
+    write_atomic(page, text)

@@ -20,11 +20,16 @@ from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
-from transformers.modeling_outputs import CausalLMOutput
 
-from linattn.models.config import ModelConfig
-from linattn.models.lm import DecoderLM
+from linattn.extras import require
+
+require("transformers", "hf", "linattn.models.hf")  # before the imports below: say which extra brings it
+
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel  # noqa: E402
+from transformers.modeling_outputs import CausalLMOutput  # noqa: E402
+
+from linattn.models.config import ModelConfig  # noqa: E402
+from linattn.models.lm import DecoderLM  # noqa: E402
 
 _FIELDS = [f.name for f in dataclasses.fields(ModelConfig)]
 

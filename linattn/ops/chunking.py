@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from linattn.ops.grid import cdiv
+from linattn.ops.utils.grid import cdiv
 
 
 def chunk_size(T: int, largest: int = 64, smallest: int = 16) -> int:

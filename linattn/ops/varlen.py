@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from linattn.ops.grid import next_power_of_2
+from linattn.ops.utils.grid import next_power_of_2
 
 # A recurrent state: one tensor, a tuple of tensors (e.g. VLA's `(S, A)`), or None.
 State = torch.Tensor | tuple[torch.Tensor, ...] | None

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
 
+from linattn.extras import tqdm
 from linattn.io import write_atomic
 from linattn.tasks.batch import IGNORE, Batch
 from linattn.train import distributed

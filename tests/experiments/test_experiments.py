@@ -148,7 +148,7 @@ def test_finished_runs_are_read_back_and_interrupted_runs_resume(tmp_path):
     # a finished run of another training (its spec changed since) is an error, not read back as this one's
     record = json.loads((tmp_path / spec.id / "result.json").read_text())
     (tmp_path / spec.id / "result.json").write_text(json.dumps({**record, "key": "0123456789abcdef"}))
-    with pytest.raises(ValueError, match="result.json is of another training"):
+    with pytest.raises(ValueError, match="its result is of another training"):
         run_one(spec, tmp_path / spec.id, progress=False)
 
 

@@ -109,11 +109,9 @@ def test_cli_writes_the_report(tmp_path):
     assert main(["report", "--out", str(tmp_path / "a-file" / "REPORT.md")]) == 2
 
 
-def test_committed_report_and_readme_are_generated(monkeypatch):
+def test_committed_report_is_generated(monkeypatch):
     monkeypatch.chdir(REPO)  # the links are relative to the repository root
     assert (REPO / "REPORT.md").read_text() == report.report(Path("results")), "run `linattn report`"
-    block = (REPO / "README.md").read_text().split(report.BEGIN, 1)[1].split(report.END, 1)[0]
-    assert block.strip() == report.readme_block(Path("results")).strip(), "run `linattn tables --write README.md`"
 
 
 def test_overload_rule(tmp_path):

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
+from linattn.bench import contenders
 from linattn.cli import main
 from linattn.experiments import claims, vla_speed
 from linattn.experiments.registry import DIAGNOSTICS
 
-TINY = vla_speed.SpeedConfig(Ts=(16, 32, 64), head_dims=(8,), H=2, loop_max_T=32, min_run_time=0.01)
+TINY = contenders.SpeedConfig(Ts=(16, 32, 64), head_dims=(8,), H=2, loop_max_T=32, min_run_time=0.01)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -84,11 +85,11 @@ def test_speedup_and_fastest_times():
         {"contender": "VLA token loop", "K": 8, "T": 32, "note": "not timed beyond T = 16"},
         {"contender": "VLA chunk", "K": 16, "T": 16, "fwd_ms": 100.0, "fwdbwd_ms": 100.0},
     ]
-    chunked = vla_speed.times(rows, vla_speed.VLA_CHUNKED, 8, "fwd")
+    chunked = vla_speed.times(rows, contenders.VLA_CHUNKED, 8, "fwd")
     assert chunked == {16: 1.0, 32: 4.0}  # the fastest chunked backend at each T
-    loop = vla_speed.times(rows, (vla_speed.LOOP,), 8, "fwd")
+    loop = vla_speed.times(rows, (contenders.LOOP,), 8, "fwd")
     assert vla_speed.speedup(chunked, loop) == {"T": 16, "ratio": 30.0}
-    assert vla_speed.speedup(vla_speed.times(rows, vla_speed.VLA_CHUNKED, 8, "fwdbwd"), {32: 60.0}) == {
+    assert vla_speed.speedup(vla_speed.times(rows, contenders.VLA_CHUNKED, 8, "fwdbwd"), {32: 60.0}) == {
         "T": 32,
         "ratio": 5.0,
     }
@@ -141,7 +142,7 @@ def test_config_errors_name_the_argument():
         ({"min_run_time": 0}, "min_run_time"),
     ]:
         with pytest.raises(ValueError, match=f"^{argument}:"):
-            vla_speed.SpeedConfig(**kwargs)
+            contenders.SpeedConfig(**kwargs)
 
 
 def test_against_gdn_takes_vla_fastest_backend_and_peak_memory():

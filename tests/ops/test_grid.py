@@ -1,6 +1,6 @@
 import triton
 
-from linattn.ops.grid import cdiv, next_power_of_2
+from linattn.ops.utils.grid import cdiv, next_power_of_2
 
 
 def test_host_sizes_match_tritons():

@@ -40,7 +40,7 @@ def test_low_precision_input_gives_float32_rows_and_a_gradient_in_its_dtype():
 def test_triton_kernels_equal_the_pytorch_path(dtype):
     """The kernels (here in Triton's interpreter) on rows of an awkward width, more rows than a program's tile, and
     a zero row: the same rows and gradient as the PyTorch path, in the input's dtype."""
-    from linattn.ops.unit_rows.api import _UnitRows
+    from linattn.ops.unit_rows.pytorch import _UnitRows
     from linattn.ops.unit_rows.triton import UnitRowsTriton
 
     x = torch.randn(3, 70, 24).to(dtype)

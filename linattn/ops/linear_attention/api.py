@@ -132,29 +132,19 @@ def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backe
             )
         # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
         if g is not None and g.dim() == 4:
-            from linattn.ops.linear_attention.triton.function import gla_triton
+            from linattn.ops.linear_attention.triton import gla_triton
 
             return gla_triton(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens)
-        from linattn.ops.delta_rule.triton.function import linear_attention_triton
+        from linattn.ops.linear_attention.triton import linear_attention_triton
 
         out_dtype = None if cast else torch.float32
         return linear_attention_triton(
             q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, out_dtype=out_dtype
         )
     if name == "fused_recurrent":
-        from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent
+        from linattn.ops.linear_attention.triton import fused_recurrent_linear_attention
 
-        o, S = fused_recurrent(
-            q,
-            k,
-            v,
-            g=g,
-            erase=False,
-            scale=scale,
-            initial_state=initial_state,
-            output_final_state=True,
-            cu_seqlens=cu_seqlens,
-        )
+        o, S = fused_recurrent_linear_attention(q, k, v, g, scale, initial_state, cu_seqlens)
     else:
         fn = PYTORCH[name]
         split = per_sequence if name == "naive" else per_length

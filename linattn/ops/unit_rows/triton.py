@@ -1,5 +1,5 @@
 """`unit_rows` on the GPU: the forward and the backward each one pass over the rows (PyTorch takes about four and
-eight elementwise or reduction kernels). `api.py` holds the math.
+eight elementwise or reduction kernels). `pytorch.py` holds the math.
 
 Rows `[R, D]` (every leading dim flattened), `BR` rows a program, each row whole in one `[BR, BD]` tile
 (`BD = next_pow2(D)`); norms and products in float32.
@@ -11,8 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.grid import cdiv, next_power_of_2
-from linattn.ops.unit_rows.api import EPS
+from linattn.ops.unit_rows.pytorch import EPS
+from linattn.ops.utils.grid import cdiv, next_power_of_2
 
 
 @triton.jit

@@ -25,7 +25,7 @@ from linattn.ops.vla.naive import naive_vla_gate
 
 
 def triton_vla_gate(k, u, initial_state, *, lam0, unit_keys=False):
-    """The gate's Triton kernel (`triton.py`), imported on first use: triton is an optional dependency."""
+    """The gate's Triton kernel (`triton/gate.py`), imported on first use: triton is an optional dependency."""
     from linattn.ops.vla.triton import triton_vla_gate as gate
 
     return gate(k, u, initial_state, lam0=lam0, unit_keys=unit_keys)
@@ -33,13 +33,14 @@ def triton_vla_gate(k, u, initial_state, *, lam0, unit_keys=False):
 
 GATES = {"naive": naive_vla_gate, "chunk": chunk_vla_gate, "triton": triton_vla_gate}
 STATES = {"naive": naive_delta_rule, "chunk": chunk_delta_rule}
-# "fused_recurrent": decoding, the gate's step kernel (`fused_recurrent.py`) then the delta rule's (forward only)
+# "fused_recurrent": decoding, the gate's step kernel (`triton/fused_recurrent.py`) then the delta rule's (forward only)
 BACKENDS = (*GATES, "fused_recurrent")
 
 
 def fused_recurrent_vla_gate(k, u, initial_state, *, lam0, rho, cu_seqlens):
-    """The gate's decode kernel (`fused_recurrent.py`), imported on first use: triton is an optional dependency."""
-    from linattn.ops.vla.fused_recurrent import fused_recurrent_vla_gate as gate
+    """The gate's decode kernel (`triton/fused_recurrent.py`), imported on first use: triton is an optional
+    dependency."""
+    from linattn.ops.vla.triton import fused_recurrent_vla_gate as gate
 
     return gate(k, u, initial_state, lam0=lam0, rho=rho, cu_seqlens=cu_seqlens)
 
@@ -104,7 +105,7 @@ def vla_gate(
         output_final_state: also return `A_T: [N, H, K, K]` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
         backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"`, `"triton"`
-            (the kernel of `triton.py` for head dims up to 128; packed sequences as `split_packed` says) or
+            (the kernel of `triton/gate.py` for head dims up to 128; packed sequences as `split_packed` says) or
             `"fused_recurrent"` (decoding: a few tokens on a carried `A` in one launch, forward only).
     Returns:
         `(alpha_hat, A)`, `alpha_hat: [B, T, H, K]` unit rows in k's dtype.

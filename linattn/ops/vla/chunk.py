@@ -17,7 +17,7 @@ The sequence is cut into groups of `R` chunks. Each group's first `A_c` comes fr
 `A_{c+1} = A_c − W_cᵀ W_c`, all groups in parallel. So the rounding of the downdates never accumulates over more
 than `R` chunks (a sequential carry over the whole sequence would let it grow with T), and the `d × d`
 factorisations, the most expensive step, are `R` times fewer than one per chunk. Mapping rows `x_t -> A_t x_t`
-inside the groups is the step a backend supplies (`apply`): PyTorch here, a Triton kernel in `triton.py`.
+inside the groups is the step a backend supplies (`apply`): PyTorch here, a Triton kernel in `triton/gate.py`.
 
 Backward (`_ChunkGate`), without differentiating any factorisation. From `∂L/∂α̂` first
 `g_t = ∂L/∂α_t = (∂L/∂α̂_t − α̂_t (α̂_tᵀ ∂L/∂α̂_t)) / ‖α_t‖` (and `α_t = ‖α_t‖ α̂_t`, rebuilt for the products below).
@@ -47,9 +47,9 @@ import torch.nn.functional as F
 
 from linattn.ops.checks import compute_dtype
 from linattn.ops.chunking import chunk_size, from_chunks, to_chunks
-from linattn.ops.grid import cdiv
 from linattn.ops.unit_rows import unit_rows
-from linattn.ops.unit_rows.api import EPS, unit_rows_grad
+from linattn.ops.unit_rows.pytorch import EPS, unit_rows_grad
+from linattn.ops.utils.grid import cdiv
 
 
 def gate_chunk(T: int, d: int, max_chunk: int = 128) -> int:
@@ -86,19 +86,20 @@ class Grouping:
 
 # `(X, U, A_starts, grouping, unit, *, keep=False, factors=None, unit_grad=None) -> (rows, norms, factors)`: the rows
 # `A_t x_t` and None, or with `unit` those rows normalised (`unit_rows`' value) and their norms `‖A_t x_t‖`
-# (`[B, T, H]`); `torch_apply` here, Triton in `triton.py`. `keep`: also return the chunks' factors (Triton: each
+# (`[B, T, H]`); `torch_apply` here, Triton in `triton/gate.py`. `keep`: also return the chunks' factors (Triton: each
 # chunk's `L⁻¹`), which a later call on the same `U, A_starts` takes as `factors` and reads instead of forming them; a
 # backend that keeps none returns None (and is given None). `unit_grad = (α̂, norms)`: `X` is `∂L/∂α̂` of rows
 # normalised so (a forward's `unit` output), and the rows mapped are `x = unit_rows_grad(α̂, norms, X)`
 Apply = Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]
-# `(u, a, α̂, max(‖α‖, EPS), F_T or None) -> (∂L/∂u, ∂L/∂M_0)`: `penalty_grads` here, Triton in `penalty_grads.py`
+# `(u, a, α̂, max(‖α‖, EPS), F_T or None) -> (∂L/∂u, ∂L/∂M_0)`: `penalty_grads` here, Triton in
+# `triton/penalty_grads.py`
 PenaltyGrads = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]
 ]
-# `M⁻¹` of SPD `[..., d, d]`: `spd_inverse` here, Triton in `cholesky.py`
+# `M⁻¹` of SPD `[..., d, d]`: `spd_inverse` here, Triton in `triton/cholesky.py`
 Inverse = Callable[[torch.Tensor], torch.Tensor]
 # `(u, M_0 or λ0, L) -> M` at every group start and after the last token: `group_penalties` here, Triton in
-# `group_penalties.py`
+# `triton/group_penalties.py`
 GroupPenalties = Callable[[torch.Tensor, torch.Tensor | float, int], torch.Tensor]
 
 

@@ -176,7 +176,7 @@ def test_training_call_of_one_token(case):
 def test_training_call_in_bfloat16_within_twice_naive(case, monkeypatch):
     """DESIGN §4 for the kept path with one tf32 pass (a bfloat16 training call, `ONE_PASS_TOKENS` lowered so that
     130 tokens take it): `q'` and every gradient within 2× the naive recurrence's error in bfloat16."""
-    from linattn.ops.delta_rule.triton import precision
+    from linattn.ops.utils import precision
 
     monkeypatch.setattr(precision, "ONE_PASS_TOKENS", 1)
     tokens, _ = draw(case, Sizes(B=1, T=130, K=32), requires_grad=True)
@@ -198,7 +198,7 @@ def test_the_kept_forward_spares_the_backward_its_state_pass_and_score_tiles(dty
     them: one state pass instead of two, `rows_kept` instead of `rows_bwd`, and the same gradients to float32's
     rounding (the kept `u`, `b` come from products where `rows_bwd` takes row sums of score tiles)."""
     from linattn.ops.ccq.triton import function
-    from linattn.ops.delta_rule.triton import precision
+    from linattn.ops.utils import precision
 
     monkeypatch.setattr(precision, "ONE_PASS_TOKENS", 1)  # a bfloat16 training call at a short length
     gen = torch.Generator().manual_seed(0)
@@ -245,7 +245,7 @@ def test_inference_keeps_nothing(monkeypatch):
 
 def test_states_are_kept_only_where_the_backward_would_recompute_them_alike():
     from linattn.ops.ccq.triton.function import keeps_states
-    from linattn.ops.delta_rule.triton.precision import ONE_PASS_TOKENS
+    from linattn.ops.utils.precision import ONE_PASS_TOKENS
 
     x = torch.zeros(1, ONE_PASS_TOKENS, 1, 32, dtype=torch.bfloat16)
     assert keeps_states(x, x, None, False, "tf32")

@@ -16,13 +16,14 @@ import torch
 from linattn.ops.delta_rule import delta_rule, kaczmarz_beta
 from linattn.ops.delta_rule.triton import backward
 from linattn.ops.delta_rule.triton import state_bwd as state_bwd_module
-from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref, chunk_layout
+from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_ref
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd, state_bwd_ref
 from linattn.ops.delta_rule.triton.transpose import chunk_transpose, chunk_transpose_ref
 from linattn.ops.delta_rule.triton.wy import wy_fwd, wy_ref
+from linattn.ops.utils.layout import chunk_layout
 from tests.ops.cases import CASES, rel_err
 from tests.ops.triton.test_delta_rule_fwd import (
     DEVICE,

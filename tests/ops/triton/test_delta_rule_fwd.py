@@ -17,11 +17,12 @@ import torch.nn.functional as F
 
 from linattn.ops.delta_rule import delta_rule, kaczmarz_beta
 from linattn.ops.delta_rule.triton import delta_rule_fwd
-from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref, chunk_layout
+from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref
 from linattn.ops.delta_rule.triton.output import output_fwd, output_ref
-from linattn.ops.delta_rule.triton.precision import state_precision
 from linattn.ops.delta_rule.triton.state import state_fwd, state_ref
 from linattn.ops.delta_rule.triton.wy import wy_fwd, wy_ref
+from linattn.ops.utils.layout import chunk_layout
+from linattn.ops.utils.precision import state_precision
 from tests.ops.cases import Case, Sizes, draw, rel_err
 
 F32_TOL = 2e-5  # float32 inputs against the float64 recurrence

@@ -17,12 +17,13 @@ import torch.nn.functional as F
 
 from linattn.ops import gated_linear_attention, linear_attention
 from linattn.ops.checks import check_backend
-from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_layout
+from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_ref
 from linattn.ops.delta_rule.triton.output import output_fwd, output_ref
 from linattn.ops.delta_rule.triton.state import state_fwd, state_ref
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd, state_bwd_ref
 from linattn.ops.linear_attention.api import BACKENDS
+from linattn.ops.utils.layout import chunk_layout
 from tests.ops.cases import CASES, rel_err
 from tests.ops.triton.test_delta_rule_fwd import DEVICE, FLOOR, INTERPRETED_BF16_ROUNDING, check, check_shared_case
 

@@ -1,4 +1,4 @@
-"""The one-tf32-pass products (`delta_rule/triton/precision.py`) against DESIGN §4's rule, with the H200's
+"""The one-tf32-pass products (`ops/utils/precision.py`) against DESIGN §4's rule, with the H200's
 arithmetic emulated in the interpreter (`hopper_arithmetic.py`; on a GPU the hardware's own): the cases of
 `python -m linattn.bench verify` that take those products, run the way `verify` runs them."""
 
@@ -12,15 +12,8 @@ import triton
 import triton.language as tl
 
 from linattn.bench.verify import Case, check
-from linattn.ops.delta_rule.triton.precision import (
-    ONE_PASS_TOKENS,
-    apply_precision,
-    backward_precision,
-    grad_precision,
-    narrow_launch,
-    raw_operands,
-    state_precision,
-)
+from linattn.ops.delta_rule.triton.precision import apply_precision, backward_precision, narrow_launch
+from linattn.ops.utils.precision import ONE_PASS_TOKENS, grad_precision, raw_operands, state_precision
 from tests.ops.cases import rel_err
 from tests.ops.triton.hopper_arithmetic import hopper_arithmetic
 from tests.ops.triton.test_delta_rule_fwd import DEVICE

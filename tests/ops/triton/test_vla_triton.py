@@ -83,11 +83,11 @@ def test_gate_kernel_matches_the_token_loop(C, R, T, d):
     α̂, `A_T` and the gradients of k, u and the initial state, float32 against the float64 token loop. `d` padded
     inside to 32 (one warp, `L⁻¹` by substitution) or 64 (four warps, `L⁻¹` in product form)."""
     from linattn.ops.unit_rows import unit_rows
-    from linattn.ops.vla.cholesky import triton_spd_inverse
     from linattn.ops.vla.chunk import GateKernels, Grouping, gate
     from linattn.ops.vla.naive import naive_vla_gate
-    from linattn.ops.vla.penalty_grads import triton_penalty_grads
-    from linattn.ops.vla.triton import triton_apply
+    from linattn.ops.vla.triton.cholesky import triton_spd_inverse
+    from linattn.ops.vla.triton.gate import triton_apply
+    from linattn.ops.vla.triton.penalty_grads import triton_penalty_grads
 
     B, H = 2, 2
     gen = torch.Generator().manual_seed(0)
@@ -116,10 +116,10 @@ def test_kept_factors_give_the_recomputed_gradients(d):
     same gradient bits as a backward that forms them again (they depend on `u` and the groups' `A` only); with no
     gradient asked for, none are kept."""
     from linattn.ops.unit_rows import unit_rows
-    from linattn.ops.vla.cholesky import triton_spd_inverse
     from linattn.ops.vla.chunk import GateKernels, Grouping, gate
-    from linattn.ops.vla.penalty_grads import triton_penalty_grads
-    from linattn.ops.vla.triton import triton_apply
+    from linattn.ops.vla.triton.cholesky import triton_spd_inverse
+    from linattn.ops.vla.triton.gate import triton_apply
+    from linattn.ops.vla.triton.penalty_grads import triton_penalty_grads
 
     gen = torch.Generator().manual_seed(5)
     k = torch.randn(1, 100, 2, d, generator=gen).requires_grad_()
@@ -152,9 +152,9 @@ def test_kept_factors_give_the_recomputed_gradients(d):
 def test_kernel_forms_the_normalisations_gradient(d):
     """The backward's call takes `∂L/∂α̂` and forms `∂L/∂α` row by row inside the kernel (`unit_grad`): as
     `unit_rows_grad` then the plain call, a row whose norm is under the clamp (a zero `α`) included."""
-    from linattn.ops.unit_rows.api import unit_rows_grad
+    from linattn.ops.unit_rows.pytorch import unit_rows_grad
     from linattn.ops.vla.chunk import Grouping
-    from linattn.ops.vla.triton import triton_apply
+    from linattn.ops.vla.triton.gate import triton_apply
 
     gen = torch.Generator().manual_seed(6)
     B, T, H, g = 1, 50, 2, Grouping(16, 2)
@@ -178,7 +178,7 @@ def test_spd_inverse_kernel_matches_float64(d):
     """The groups' `d × d` inverses in one launch (float32, bfloat16 models' factorisation dtype): against float64 on
     penalty-like matrices `λ0 I + Σ u uᵀ`, as `group_inverses` makes them: one padded 16-block (d = 5), a padded
     second one (24), whole 16-blocks (32, 64) and whole 32-blocks (96, 128: three and four a side)."""
-    from linattn.ops.vla.cholesky import triton_spd_inverse
+    from linattn.ops.vla.triton.cholesky import triton_spd_inverse
 
     gen = torch.Generator().manual_seed(3)
     u = torch.randn(2, 1, 3, 64, d, generator=gen, dtype=torch.float64) / d**0.5
@@ -194,7 +194,7 @@ def test_penalty_grads_kernels_match_pytorch(d, with_F):
     float64 on the same inputs, over more chunks than one step of the reverse scan (1,100 tokens: 18 chunks); at
     d > 64 in two slices of 9 chunks, the second's sums carried into the first's."""
     from linattn.ops.vla.chunk import penalty_grads
-    from linattn.ops.vla.penalty_grads import triton_penalty_grads
+    from linattn.ops.vla.triton.penalty_grads import triton_penalty_grads
 
     B, T, H = 2, 1100, 2
     gen = torch.Generator().manual_seed(2)
@@ -240,8 +240,8 @@ def test_gate_batches_packed_sequences_of_similar_lengths():
 def test_penalty_grads_take_one_pass_only_for_bfloat16_training_calls():
     """The gate backward's `∂L/∂u` products take one tf32 pass only where the engine's backward does (bfloat16
     tokens, at least `ONE_PASS_TOKENS` of them) and no initial `A` is given; three otherwise."""
-    from linattn.ops.delta_rule.triton.precision import ONE_PASS_TOKENS
-    from linattn.ops.vla.triton import penalty_precision
+    from linattn.ops.utils.precision import ONE_PASS_TOKENS
+    from linattn.ops.vla.triton.gate import penalty_precision
 
     u = torch.zeros(1, ONE_PASS_TOKENS, 2, 16, dtype=torch.bfloat16)
     A0 = torch.eye(16).expand(1, 2, 16, 16)
@@ -271,7 +271,7 @@ def test_group_penalties_kernel_matches_pytorch(d, given):
     against `chunk.group_penalties` in float64 on the same rows, a last group cut short (T = 300, groups of 128),
     `M_0` as `λ0 I` and as a given matrix; other dtypes are refused (they keep PyTorch's path)."""
     from linattn.ops.vla.chunk import group_penalties
-    from linattn.ops.vla.group_penalties import triton_group_penalties
+    from linattn.ops.vla.triton.group_penalties import triton_group_penalties
 
     B, T, H, L = 2, 300, 2, 128
     gen = torch.Generator().manual_seed(4)

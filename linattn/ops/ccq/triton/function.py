@@ -26,10 +26,10 @@ import torch
 from linattn.ops.ccq.triton.local_bwd import local_bwd, rows_bwd, rows_kept
 from linattn.ops.ccq.triton.output import output_fwd
 from linattn.ops.ccq.triton.state import state_bwd, state_fwd
-from linattn.ops.delta_rule.triton.cumsum import chunk_layout
-from linattn.ops.delta_rule.triton.precision import grad_precision, state_precision
+from linattn.ops.utils.inputs import INPUT_DTYPES
+from linattn.ops.utils.layout import chunk_layout
+from linattn.ops.utils.precision import grad_precision, state_precision
 
-INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_HEAD_DIM = 256
 
 
@@ -69,7 +69,7 @@ class CCQTriton(torch.autograd.Function):
     def forward(ctx, q, k, lam, g, C0, m0, Z0, options: Options):
         layout = chunk_layout(q.shape[0], q.shape[1], options.cu_seqlens, q.device)
         initial_state = None if C0 is None else (C0, m0, Z0)
-        # one tf32 pass for the products when a bfloat16 q' is the only output (delta_rule/triton/precision.py)
+        # one tf32 pass for the products when a bfloat16 q' is the only output (ops/utils/precision.py)
         precision = state_precision(q.dtype, options.output_final_state)
         h, final = state_fwd(k, g, initial_state, options.output_final_state, layout, precision)
         keep = options.needs_grad and keeps_states(q, k, initial_state, options.output_final_state, precision)

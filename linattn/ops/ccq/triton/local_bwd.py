@@ -43,10 +43,10 @@ import triton.language as tl
 
 from linattn.ops.ccq.triton.output import block_size, chunk_scores, read_state
 from linattn.ops.ccq.triton.state import chunk_decay
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import chunk_coords
-from linattn.ops.delta_rule.triton.precision import raw_operands
-from linattn.ops.grid import cdiv, next_power_of_2
+from linattn.ops.utils.grid import cdiv, next_power_of_2
+from linattn.ops.utils.index import chunk_coords
+from linattn.ops.utils.layout import ChunkLayout
+from linattn.ops.utils.precision import raw_operands
 
 ROWS = 4  # planes of the row scalars: s, ρ, dr, dz
 # both kernels: H200, bf16, B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30): rows_bwd / local_bwd 2.84 / 6.39 ms

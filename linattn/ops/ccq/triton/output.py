@@ -29,10 +29,10 @@ import triton
 import triton.language as tl
 
 from linattn.ops.ccq.triton.state import chunk_decay
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import chunk_coords
-from linattn.ops.delta_rule.triton.precision import raw_dot, raw_operands
-from linattn.ops.grid import cdiv, next_power_of_2
+from linattn.ops.utils.grid import cdiv, next_power_of_2
+from linattn.ops.utils.index import chunk_coords
+from linattn.ops.utils.layout import ChunkLayout
+from linattn.ops.utils.precision import raw_dot, raw_operands
 
 
 def block_size(K: int) -> int:

@@ -25,14 +25,14 @@ above) does not depend on the state. So each direction runs in two launches:
    parallel: the chunk's term, one `[K, BT] @ [BT, BV]` product, written into that chunk's row of the state buffer,
    and `log Γ_C` into `log_decay [B, NT, H]`.
 2. `ccq_scan_kernel`, one program per (block of state entries, sequence · head): the decayed prefix sum of those
-   rows over chunks, in place (forward, or in reverse), `CB` chunks a step (`delta_rule/triton/scan.py`). Every
+   rows over chunks, in place (forward, or in reverse), `CB` chunks a step (`utils/scan.py`). Every
    entry is independent, so the scan is elementwise: its cost is the rows' bytes, not a chain of matrix products.
 
 (A walk that formed each chunk's product inside its sequential loop would run one product after another, on
 `K / 16` programs a head.) The products take `tf32x3` (true float32) unless both
 factors are raw inputs (no decay in the forward), where `precision.raw_precision` applies, or a bfloat16 training
 call allows one tf32 pass (the forward: `q'` the only output, `precision.state_precision`; the backward: no final
-state's gradient, `precision.grad_precision`; the delta rule's reasons hold here, `delta_rule/triton/precision.py`).
+state's gradient, `precision.grad_precision`; the delta rule's reasons hold here, `utils/precision.py`).
 
 `chunk_decay` (the decays of one chunk from the raw `g`, by an in-register cumsum) is shared by every CCQ kernel,
 so no kernel needs a stored cumulative decay.
@@ -44,11 +44,11 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
-from linattn.ops.delta_rule.triton.precision import raw_precision
-from linattn.ops.delta_rule.triton.scan import SCAN_BE, SCAN_CB, scan_rows
-from linattn.ops.grid import cdiv, next_power_of_2
+from linattn.ops.utils.grid import cdiv, next_power_of_2
+from linattn.ops.utils.index import chunk_coords, sequence_coords
+from linattn.ops.utils.layout import ChunkLayout
+from linattn.ops.utils.precision import raw_precision
+from linattn.ops.utils.scan import SCAN_BE, SCAN_CB, scan_rows
 
 SUMS_BV = 32  # columns of a chunk's term per program of the sums kernels
 

@@ -4,7 +4,7 @@ scalar-decay `gated_linear_attention` with `backend="triton"`), and the fused re
 
 from linattn.ops.delta_rule.triton.backward import delta_rule_bwd
 from linattn.ops.delta_rule.triton.forward import ForwardSaved, delta_rule_fwd
-from linattn.ops.delta_rule.triton.function import DeltaRuleTriton, Options, delta_rule_triton, linear_attention_triton
+from linattn.ops.delta_rule.triton.function import DeltaRuleTriton, Options, delta_rule_triton
 
 __all__ = [
     "DeltaRuleTriton",
@@ -13,5 +13,4 @@ __all__ = [
     "delta_rule_bwd",
     "delta_rule_fwd",
     "delta_rule_triton",
-    "linear_attention_triton",
 ]

@@ -46,13 +46,14 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_cumsum, chunk_layout
+from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum
 from linattn.ops.delta_rule.triton.forward import ForwardSaved
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd, local_bwd_outputs
 from linattn.ops.delta_rule.triton.precision import BackwardPrecision, backward_precision
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
+from linattn.ops.utils.layout import ChunkLayout, chunk_layout
 
 # a single sequence whose float32 chunk states `h` would take at least this many bytes is cut in two for the
 # backward (module docstring): the cut spares about a third of the backward's buffers at their peak for 1.5 – 4%

@@ -23,13 +23,15 @@ from dataclasses import dataclass
 
 import torch
 
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout, chunk_cumsum, chunk_layout
+from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum
 from linattn.ops.delta_rule.triton.output import output_fwd
-from linattn.ops.delta_rule.triton.precision import apply_precision, state_precision
+from linattn.ops.delta_rule.triton.precision import apply_precision
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.wy import wy_fwd
+from linattn.ops.utils.inputs import INPUT_DTYPES
+from linattn.ops.utils.layout import ChunkLayout, chunk_layout
+from linattn.ops.utils.precision import state_precision
 
-INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_HEAD_DIM = 256
 # The value dim is only ever split into blocks, so its bound is not structural: one more than the head dim lets
 # normalised linear attention (one more value column of ones) run at V = 256.

@@ -1,8 +1,9 @@
 """The chunked Triton delta rule as an autograd function: `delta_rule_fwd` forward, `delta_rule_bwd` backward.
 
 `delta_rule(..., backend="triton")` calls `delta_rule_triton`, and `linear_attention` / `gated_linear_attention`
-with a scalar decay call `linear_attention_triton` (the same kernels without the erase term); both handle packed
-sequences (`cu_seqlens`) in one launch per stage rather than one call per sequence.
+with a scalar decay call `linear_attention_triton` (`linear_attention/triton/scalar_decay.py`: the same kernels
+without the erase term); both handle packed sequences (`cu_seqlens`) in one launch per stage rather than one call
+per sequence.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from linattn.ops.delta_rule.triton.backward import delta_rule_bwd
-from linattn.ops.delta_rule.triton.forward import INPUT_DTYPES, ForwardSaved, delta_rule_fwd
+from linattn.ops.delta_rule.triton.forward import ForwardSaved, delta_rule_fwd
+from linattn.ops.utils.inputs import check_input_dtype
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def delta_rule_triton(
     """
     for x in (q, k, v, w):
         if x is not None:
-            _check_dtype("delta_rule", "q, k, v, w", x.dtype)
+            check_input_dtype("delta_rule", "q, k, v, w", x.dtype)
     q, k, v, w, beta, g, initial_state = (
         None if x is None else x.contiguous() for x in (q, k, v, w, beta, g, initial_state)
     )
@@ -93,35 +95,3 @@ def delta_rule_triton(
         derived_keys=derived_keys,
     )
     return DeltaRuleTriton.apply(q, k, v, w, beta, g, initial_state, options)
-
-
-def linear_attention_triton(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor | None,
-    scale: float,
-    initial_state: torch.Tensor | None,
-    output_final_state: bool,
-    cu_seqlens: torch.Tensor | None,
-    out_dtype: torch.dtype | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`S_t = exp(g_t) S_{t-1} + k_t v_tᵀ`, `o_t = scale · S_tᵀ q_t` (linear attention with `g` None, scalar-decay
-    GLA with `g: [B, T, H]`) on validated inputs: the delta-rule kernels without the erase term. Returns
-    `(o, final_state)`, `o` in `out_dtype` (default v's), `final_state` float32 (None unless requested);
-    differentiable in `q, k, v, g, initial_state`. Dtypes as `delta_rule_triton`.
-    """
-    _check_dtype("linear_attention", "q, k, v", q.dtype)
-    q, k, v, g, initial_state = (None if x is None else x.contiguous() for x in (q, k, v, g, initial_state))
-    options = Options(
-        scale=scale, output_final_state=output_final_state, cu_seqlens=cu_seqlens, erase=False, out_dtype=out_dtype
-    )
-    return DeltaRuleTriton.apply(q, k, v, None, None, g, initial_state, options)
-
-
-def _check_dtype(op: str, names: str, dtype: torch.dtype) -> None:
-    if dtype not in INPUT_DTYPES:
-        raise TypeError(
-            f"{op}(backend='triton'): {names} must be float32, bfloat16 or float16, got {dtype} "
-            "(the kernels compute in float32; use backend='chunk' or 'naive' for float64)"
-        )

@@ -18,7 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.grid import cdiv, next_power_of_2
+from linattn.ops.utils.grid import cdiv, next_power_of_2
+from linattn.ops.utils.inputs import check_decode_inputs
 
 
 @triton.jit
@@ -116,18 +117,6 @@ def fused_recurrent_fwd_kernel(
     if STORE_HT:
         p_ht = ht + i_nh.to(tl.int64) * K * V + o_k[:, None] * V + o_v[None, :]
         tl.store(p_ht, b_h, mask=m_h)
-
-
-def check_decode_inputs(names: str, x: torch.Tensor, tensors: tuple[torch.Tensor | None, ...]) -> None:
-    """A decode kernel's inputs: `x` (the first of `names`) in a float dtype the kernels take, and no gradient asked
-    of any of `tensors` (the kernels have no backward)."""
-    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise TypeError(f"backend 'fused_recurrent': {names} must be float32, bfloat16 or float16, got {x.dtype}")
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
-        raise ValueError(
-            "backend: 'fused_recurrent' is forward-only (for decoding); use 'triton' or 'chunk' to train, "
-            "or run it under torch.no_grad()"
-        )
 
 
 def fused_recurrent(

@@ -21,10 +21,10 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.delta_rule.triton.precision import narrow_launch
-from linattn.ops.grid import next_power_of_2
+from linattn.ops.utils.grid import next_power_of_2
+from linattn.ops.utils.index import chunk_coords
+from linattn.ops.utils.layout import ChunkLayout
 
 
 @triton.jit

@@ -24,10 +24,10 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import sequence_coords
 from linattn.ops.delta_rule.triton.transpose import chunk_transpose, load_chunk_transposed
-from linattn.ops.grid import cdiv, next_power_of_2
+from linattn.ops.utils.grid import cdiv, next_power_of_2
+from linattn.ops.utils.index import sequence_coords
+from linattn.ops.utils.layout import ChunkLayout
 
 
 def state_ref(

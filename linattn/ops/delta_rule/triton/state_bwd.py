@@ -37,11 +37,12 @@ import triton
 import triton.language as tl
 
 from linattn.ops.chunking import causal, decay_matrix
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import chunk_coords, sequence_coords
-from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_dot, raw_operands
+from linattn.ops.delta_rule.triton.precision import narrow_launch
 from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
-from linattn.ops.grid import cdiv, next_power_of_2
+from linattn.ops.utils.grid import cdiv, next_power_of_2
+from linattn.ops.utils.index import chunk_coords, sequence_coords
+from linattn.ops.utils.layout import ChunkLayout
+from linattn.ops.utils.precision import raw_dot, raw_operands
 
 
 def state_bwd_ref(

@@ -19,9 +19,9 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import chunk_coords
-from linattn.ops.grid import cdiv, next_power_of_2
+from linattn.ops.utils.grid import cdiv, next_power_of_2
+from linattn.ops.utils.index import chunk_coords
+from linattn.ops.utils.layout import ChunkLayout
 
 
 def chunk_transpose_ref(x: torch.Tensor, layout: ChunkLayout) -> torch.Tensor:

@@ -43,10 +43,11 @@ import triton
 import triton.language as tl
 
 from linattn.ops.chunking import causal, decay_matrix
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import chunk_coords
-from linattn.ops.delta_rule.triton.precision import narrow_launch, raw_dot, raw_operands
-from linattn.ops.grid import next_power_of_2
+from linattn.ops.delta_rule.triton.precision import narrow_launch
+from linattn.ops.utils.grid import next_power_of_2
+from linattn.ops.utils.index import chunk_coords
+from linattn.ops.utils.layout import ChunkLayout
+from linattn.ops.utils.precision import raw_dot, raw_operands
 
 
 def wy_ref(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from linattn.ops.grid import next_power_of_2
+from linattn.ops.utils.grid import next_power_of_2
 
 BC = 16  # queries a sub-chunk
 

@@ -6,7 +6,7 @@ Forward: `G` (`cumsum.py`), the scores `A` (`scores.py`), the chunk-start states
 Saved for the backward beside the inputs: `G` (`K` floats a token and head) and `A` (64).
 
 Every product takes three tf32 passes (float32's accuracy), or one where the engine's rule allows it
-(`delta_rule/triton/precision.py`): in the forward when a bfloat16 `o` is its only output, in the backward when the
+(`utils/precision.py`): in the forward when a bfloat16 `o` is its only output, in the backward when the
 tokens and `dO` are bfloat16 and no final state's gradient comes in (training). With the H200's arithmetic emulated
 (`tests/ops/triton/hopper_arithmetic.py`, `verify`'s bfloat16 GLA case without states, T = 1000, K = 128) one pass
 took `o` to 1.11× the naive recurrence's error and `dg` to 1.10× (three: 1.00×); with a final state asked, one pass
@@ -21,14 +21,14 @@ from dataclasses import dataclass
 
 import torch
 
-from linattn.ops.delta_rule.triton.cumsum import chunk_layout
-from linattn.ops.delta_rule.triton.forward import INPUT_DTYPES
-from linattn.ops.delta_rule.triton.precision import grad_precision, state_precision
 from linattn.ops.linear_attention.triton.cumsum import gla_cumsum, gla_decay_grad
 from linattn.ops.linear_attention.triton.grads import gla_qk_grads
 from linattn.ops.linear_attention.triton.output import gla_output
 from linattn.ops.linear_attention.triton.scores import gla_scores
 from linattn.ops.linear_attention.triton.state import gla_state
+from linattn.ops.utils.inputs import INPUT_DTYPES
+from linattn.ops.utils.layout import chunk_layout
+from linattn.ops.utils.precision import grad_precision, state_precision
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import chunk_coords
 from linattn.ops.linear_attention.triton.blocks import BC, block, masked_exp, sub_chunk
+from linattn.ops.utils.index import chunk_coords
+from linattn.ops.utils.layout import ChunkLayout
 
 
 @triton.jit(do_not_specialize=["T"])

@@ -15,10 +15,10 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.delta_rule.triton.cumsum import ChunkLayout
-from linattn.ops.delta_rule.triton.index import sequence_coords
-from linattn.ops.grid import cdiv
 from linattn.ops.linear_attention.triton.blocks import block, masked_exp
+from linattn.ops.utils.grid import cdiv
+from linattn.ops.utils.index import sequence_coords
+from linattn.ops.utils.layout import ChunkLayout
 
 
 @triton.jit
