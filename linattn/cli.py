@@ -64,7 +64,7 @@ def _parser() -> _Parser:
         "--start-by",
         type=float,
         metavar="SECONDS",
-        help="begin no training run later than SECONDS from now (those begun finish), for a call of limited time",
+        help="begin no training run later than SECONDS from now (those begun finish), for a job of limited time",
     )
     run.add_argument("--out", default="results", help="results root (default results/)")
     run.add_argument("--force", action="store_true", help="run again even if results exist (discards them)")

@@ -115,8 +115,8 @@ def _calls() -> None:
 def _as_on_the_gpu() -> None:
     """Make the launchers pick what they pick for CUDA tensors: `precision.raw_operands` takes bfloat16 tiles as
     loaded (`RAW="native"`) on a GPU and float32 copies on the CPU, where the interpreter's bfloat16 products are
-    wrong, so a CPU recording would build the GPU's 16-bit launches with one tf32 pass instead (as it did before
-    2026-12-02). The recorded calls' values then go wrong in the interpreter; only their launches are kept."""
+    wrong, so a CPU recording would build the GPU's 16-bit launches with one tf32 pass instead. The recorded calls'
+    values then go wrong in the interpreter; only their launches are kept."""
     import pkgutil
 
     import torch

@@ -3,15 +3,15 @@
 #   bash scripts/device_experiment.sh SECONDS JOBS "NAME [options]" ["NAME [options]" ...]
 # JOBS: training runs at a time per experiment (dealt over the GPUs); 0 for diagnostics, which take no --jobs.
 # The machine is bare and offline: the package runs from the source tree (its dependencies are in the image).
-# Finished runs already under results/ (their result.json) are kept, and a run another experiment finished is
-# copied, not trained again (`runner.find_same_run`): hence one experiment after another, and because on one GPU
-# (session 27) nine runs at once each went at 40% of three's speed, so that none of 3 experiments finished in a call
-# where one alone would have. The experiments share SECONDS in all, each getting what the ones before left; whatever
-# finished is packed into $OUT/results.tgz (checkpoints and best weights left out). The checkpoint of each unfinished
-# run (with its `best.pt`, if it keeps one) comes back as $OUT/checkpoint-N.tgz.00, .01, … (15 MiB pieces: a
-# returned file may have 16; a d-256 model with its AdamW state is about 46 MB), as many runs as fit beside
-# results.tgz and the logs in the 8 files and 64 MiB that come back: `cat checkpoint-N.tgz.* | tar xzf -` puts it
-# back here, and the next call carries it (64 MiB a call in all: one such run at a time) and resumes it.
+# Finished runs already under results/ (their result.json) are kept, and a run another experiment finished is copied,
+# not trained again (`runner.find_same_run`): hence one experiment after another, and because on one GPU nine runs at
+# once each go at well under half of three's speed, so that with three experiments at once none may finish in a call
+# where one alone would. The experiments share SECONDS in all, each getting what the ones before left; whatever finished
+# is packed into $OUT/results.tgz (checkpoints and best weights left out). The checkpoint of each unfinished run (with
+# its `best.pt`, if it keeps one) comes back as $OUT/checkpoint-N.tgz.00, .01, … (15 MiB pieces: a returned file may
+# have 16; a d-256 model with its AdamW state is about 46 MB), as many runs as fit beside results.tgz and the logs in
+# the 8 files and 64 MiB that come back: `cat checkpoint-N.tgz.* | tar xzf -` puts it back here, and the next call
+# carries it (64 MiB a call in all: one such run at a time) and resumes it.
 # With START_MARGIN=S in the environment no run begins in the call's last S seconds (`linattn run --start-by`): set it
 # to about a run's length, so that the last call of a session ends with whole runs instead of runs whose checkpoints
 # may not fit in what comes back (the command then exits 1, naming the runs not begun).
@@ -44,14 +44,14 @@ done
 tar czf "$OUT/results.tgz" --exclude='checkpoint.pt' --exclude='best.pt' results
 # the unfinished runs of this call's experiments only: a warm machine keeps an earlier call's checkpoints (ignored
 # files) but not their result.json (untracked) unless the tree it was sent has them, so a run another call finished
-# would look unfinished here (session 30)
+# would look unfinished here
 roots=()
 for spec in "$@"; do [ -d "results/${spec%% *}" ] && roots+=("results/${spec%% *}"); done
 mapfile -t unfinished < <([ ${#roots[@]} -gt 0 ] && for c in $(find "${roots[@]}" -name checkpoint.pt | sort -u); do
   [ -e "$(dirname "$c")/result.json" ] || echo "$c"
 done)
 # the device returns at most 8 files and 64 MiB from $OUT: the checkpoints that fit beside what is there already
-# (session 29: six unfinished runs' pieces crowded out results.tgz), the others named and left behind
+# (the pieces of many unfinished runs would crowd out results.tgz), the others named and left behind
 spare=/tmp/checkpoint-pieces
 for ((j = 0; j < ${#unfinished[@]}; j++)); do
   run_dir=$(dirname "${unfinished[j]}")

@@ -190,7 +190,7 @@ def test_verify_checks_a_backend_against_float64():
     for op, grads in ops:
         row = verify.check(verify.Case(70, 16, 16, torch.float32, op=op, H=1), "triton", device="cpu")
         # float32 accuracy; the 2× rule itself is not asserted here: VLA's state gradient sits at the 1e-6 floor
-        # (its chained non-normal steps; 0.9 – 1.1e-6 by seed, as on the H200), and the interpreter's bfloat16
+        # (its chained non-normal steps; 0.9 – 1.1e-6 by seed, on a GPU too), and the interpreter's bfloat16
         # rounds unlike the GPU's
         errors = [v for n, v in row.items() if n not in ("case", "ok") and not n.endswith("_naive")]
         assert grads <= set(row) and max(errors) < 3e-6, row

@@ -7,7 +7,7 @@ chunk path on the CPU) computes on them in float32, and the chunk path in float6
 the reference: the gate's own error. (`vla_gate` then returns `α̂` in the input dtype: for bfloat16 inputs that
 rounding, ~2e-3, comes on top.) Per token, both
 `α̂` are unit vectors, so `‖α̂ − α̂₆₄‖` is the relative error; the rows give its maximum and RMS over the tokens,
-the largest `|‖α̂‖ − 1|`, and whether `α̂` and the final `A_T` are finite. Issue 5's bound: relative error
+the largest `|‖α̂‖ − 1|`, and whether `α̂` and the final `A_T` are finite. The bound it checks: relative error
 ≤ 1e-3 at T = 64K (d = 32 and 128), finite and unit-norm at T = 1M. `--rho` runs both gates with a forgetting
 factor (`forgetting.py`'s segments).
 """

@@ -1,4 +1,4 @@
-"""Correctness matrix of a backend against float64, on the machine it runs on (DESIGN §4).
+"""Correctness matrix of a backend against float64, on the machine it runs on (docs/design.md §4).
 
 Run on the GPU: `python -m linattn.bench verify [--backend triton] [--json FILE]`. For every dtype, length,
 head size and option in the matrix it runs the op forward and backward in the backend under test and in the
@@ -7,16 +7,16 @@ float64, which equals the naive recurrence to ~1e-15, tested on CPU). A case pas
 at most twice the naive recurrence's own error in that dtype (with a floor at float32 rounding, 1e-6). NaN
 never passes.
 
-The matrix (issue 4): dtypes float32 / bfloat16 / float16; `T ∈ {1, 63, 64, 65, 1000, 4096}`;
+The matrix: dtypes float32 / bfloat16 / float16; `T ∈ {1, 63, 64, 65, 1000, 4096}`;
 `K, V ∈ {32, 64, 96, 128, 256}`; with and without β, g, a second key `w`, an initial state; packed
 variable-length batches; bfloat16 cases without the final state, where `o` is the forward's only output and its
 state products run in one tf32 pass (`ops/utils/precision.py`); and `cut` cases, where the Triton backward
 cuts the sequence in two (`delta_rule/triton/backward.py`: from 16K tokens, here from 64). The same kernels without
 the erase term run linear attention and scalar-decay GLA: those are in the matrix too. The naive recurrence is slow
 at T = 4096, so the largest cases run with one head; the others run two, but sixteen at T = 1, where `dβ` and `dg`
-have one entry a head. With two, their error was that of two numbers, and the naive recurrence's own varied
-30-fold over seeds (float32, 0.5e-7 – 1.7e-6; BENCHMARKS.md), so that twice it was a coin toss for either backend.
-The ops built on the engine (issue 5) follow, at T ∈ {63, 65, 1000} and packed: `vla` (its gate, then the two-key
+have one entry a head. With two, their error would be that of two numbers, and the naive recurrence's own varies
+30-fold over seeds (float32, 0.5e-7 – 1.7e-6), which would make twice it a coin toss for either backend.
+The ops built on the engine follow, at T ∈ {63, 65, 1000} and packed: `vla` (its gate, then the two-key
 rule, with both states, and in bfloat16 at T = 1000 without them, where its `o` takes the one-tf32-pass state
 products), `ccq_query` (centred, decayed, with its state, and in bfloat16 at T = 1000 with no state, its training
 call: one tf32 pass forward and backward) and KLA (the Kaczmarz step on raw keys, `delta_rule(..., beta=η,
@@ -26,7 +26,7 @@ are what is checked).
 `--backend fla` holds flash-linear-attention 0.6 to the same rule, on the matrix's GDN cases (`w = k`, with β):
 `chunk_gated_delta_rule` on the gated ones, forward only (`o` and the final state; its gated backward refuses to run
 on Hopper with Triton < 3.7.1), and `chunk_delta_rule` (DeltaNet), forward and backward, on the same cases without
-the decay (`fla_matrix`). These are the kernels issue 4's speed goals quote. fla is a benchmark-only dependency; this
+the decay (`fla_matrix`). These are the kernels `bench ops` sets beside ours. fla is a benchmark-only dependency; this
 is how its numerics compare with the bound our kernels are held to.
 """
 

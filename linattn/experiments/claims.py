@@ -1,4 +1,5 @@
-"""Every claim of the three papers that EXPERIMENTS.md lists, and how our committed results answer it.
+"""Every claim of the three papers that we test (docs/design.md §6 lists the papers), and how our committed results
+answer it.
 
 A claim names the experiment whose results decide it and a `judge` that reads those results and returns our value
 and a verdict. Verdicts: `holds`, `partly`, `does not hold`, `not reproducible at our scale` (a claim at a model or

@@ -2,10 +2,10 @@
 
 The paper's two claims: prefill latency "KLA ≈ GDN" (1220 against 1227 ms at 131K tokens, a 0.4B model) and "decode
 2.1× GDN at 32K" (3.54 against 1.65 tokens/s), which came from a benchmark that runs the whole context again for
-every generated token (EXPERIMENTS.md). With a recurrent state a generated token costs one state update whatever the
-context, and KLA's update differs from GDN's only by its step `β = η / (‖k‖² + ε)`. Both measured directly, on one
-layer (the whole mixer: projections, short convolutions, gates, the op, the output norm, gate and projection; the
-same weights' shapes for both), batch 1, under `torch.no_grad()`:
+every generated token (the paper's protocol). With a recurrent state a generated token costs one state update
+whatever the context, and KLA's update differs from GDN's only by its step `β = η / (‖k‖² + ε)`. Both measured
+directly, on one layer (the whole mixer: projections, short convolutions, gates, the op, the output norm, gate and
+projection; the same weights' shapes for both), batch 1, under `torch.no_grad()`:
 - prefill: `layer(x)` on `T` tokens (the chunked op: the Triton kernels on CUDA, the chunked PyTorch path on a CPU);
 - decode, recurrent: `layer.step(x_t, state)` for one token after a prefill of `context` tokens (on CUDA the fused
   recurrent kernel), the state carried;

@@ -10,9 +10,10 @@ trained at T = 512 and tested on windows of the test split at T = 512, 1K, 2K an
 loss in nats a byte, the mean over every position of a window (a longer window adds positions with more context
 before them): lower is better. Recipe: AdamW (0.9, 0.95), wd 0.1, lr 1e-3, 200 warmup steps then cosine, batch 32,
 1,500 steps (about 65 passes over the training text), clip 1, validation every 250 steps; the weights with the
-lowest validation loss are tested (`RunSpec.select_on`): with the last ones, on the H200 (2026-12-01), every model
-had overfit the 373 KB, validation loss rising from step 250 – 500 on (GLA 1.02 at step 500, 1.39 at 1,500, training
-loss 0.24; GDN 1.05 at 250, 1.73 at 1,500, training 0.13), so the table measured overfitting more than context.
+lowest validation loss are tested (`RunSpec.select_on`): by the last step every model has overfit the 373 KB,
+validation loss rising from step 250 – 500 on (the runs' metrics logs: GLA 1.02 at step 500, 1.39 at 1,500, training
+loss 0.24; GDN 1.05 at 250, 1.73 at 1,500, training 0.13), so the last weights would measure overfitting more than
+context.
 `--quick`: d 64 in 2 heads, 2 layers, T = 128 … 1024, 400 steps at lr 3e-3 (minutes on a CPU).
 """
 

@@ -1,4 +1,4 @@
-"""The numbers the papers report, set beside ours in every table (EXPERIMENTS.md)."""
+"""The numbers the papers report (their published reference points), set beside ours in every table."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """How far an experiment's training runs have got, read from its archive and run folders alone: `linattn progress NAME`.
 
-An experiment writes its table only when every run is in; one that takes several calls of limited time (Zoology's
+An experiment writes its table only when every run is in; one that takes several jobs of limited time (Zoology's
 108 runs) shows its state here meanwhile: each run's test metric once it finished, the last logged step while it
 trains (or waits to be resumed), a dash before it began.
 """

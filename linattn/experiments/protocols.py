@@ -1,4 +1,4 @@
-"""Training protocols: the paper's (exactly EXPERIMENTS.md) and a fair one (same budget, lr tuned per mixer)."""
+"""Training protocols: the paper's (its recipe exactly) and a fair one (same budget, lr tuned per mixer)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def fair(max_steps: int, batch_size: int, warmup: int, lrs: tuple[float, ...] = 
 
 
 def kla(max_steps: int = 10_000, batch_size: int = 32, lr: float = 1e-3, warmup: int = 500) -> Protocol:
-    """The KLA paper's synthetic-task recipe (EXPERIMENTS.md): AdamW (0.9, 0.95), wd 0.1, clip 1.0, batch 32,
+    """The KLA paper's synthetic-task recipe, as the paper states it: AdamW (0.9, 0.95), wd 0.1, clip 1.0, batch 32,
     lr 1e-3, at most 10k steps with early stopping. The paper gives no warmup or stopping rule; ours: 500 warmup
     steps then cosine, validation every 500 steps, stop at a perfect validation accuracy or after 4 evaluations
     (2,000 steps) without a new best; the model tested is the last one."""

@@ -322,7 +322,7 @@ def run_all(
     experiment finished there are copied), `jobs` at a time; the progress bar shows each finished run's test
     `metric`. A run that raises does not stop the others: its error is printed, and `RunsFailed` names every failed
     run at the end. Past `start_by` (a `time.time()`) no run begins to train: those that began finish, and
-    `RunsFailed` counts the others (for a call of limited time, which then ends with whole runs)."""
+    `RunsFailed` counts the others (for a job of limited time, which then ends with whole runs)."""
     records: dict[str, dict] = {}
     failures: dict[str, str] = {}
     not_started: list[str] = []

@@ -27,15 +27,15 @@ Timing (`linattn.bench.timing`, shared with the op benchmarks): the forward unde
 backward of a fixed random cotangent into every input (gradients cleared before each call); on CUDA also the peak
 memory of one forward + backward (inputs included, the same for every contender) and, for GDN and the contenders
 compared with it, the GPU's busy time per call (every kernel's self time under `torch.profiler`, summed, over
-`GPU_CALLS` calls): a short call is bound by the host's launches and Python (on the H200, to 8 – 16K tokens at
+`GPU_CALLS` calls): a short call is bound by the host's launches and Python (on a Hopper GPU up to 8 – 16K tokens at
 K = 32), which the wall time counts and the busy time leaves out. CUDA: `triton.testing.do_bench`, median. CPU: one
 warm-up call, then the median of `Timer.blocked_autorange` over at least `min_run_time` seconds, on all of torch's
 threads (a call slower than that is timed once, after a calibration call).
 
 Derived, per head dim and pass (forward; forward + backward), with VLA's time the fastest of its chunked backends
 (`VLA chunk`, `VLA triton`) at each T:
-- against GDN: VLA, KLA and CCQ-GDN time (and peak memory) over GDN's at each T, the ratios issue 5 sets goals on,
-  on CUDA of the wall time and of the GPU's busy time;
+- against GDN: VLA, KLA and CCQ-GDN time (and peak memory) over GDN's at each T, the ratios our speed targets are set
+  on, on CUDA of the wall time and of the GPU's busy time;
 - speed-up (claim 1): token loop / chunked VLA at the largest T both were timed (`loop_max_T` in the full runs, the
   paper's longest T = 4096);
 - crossover (claim 2): the T from which VLA stays faster than softmax attention. With `r(T) = t_VLA / t_softmax` at

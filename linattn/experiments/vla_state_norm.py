@@ -19,7 +19,7 @@ Full run: T = 1000, seeds 0–2, curve to 100K tokens, op level to 100K tokens (
 `--quick`: the same (a), curves to 10K tokens (7 s).
 
 The paper's DeltaNet is `S = diag(σ(W_g x)) S + (v − S k̂) k̂ᵀ` (no β); ours is the standard one (`β = σ(W_β x)`,
-short convolutions; DESIGN §2.2), so its number is not expected to match.
+short convolutions; docs/design.md §2.2), so its number is not expected to match.
 """
 
 from __future__ import annotations

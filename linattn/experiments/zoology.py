@@ -7,7 +7,7 @@ setting, which sets each mixer's state size. Every run trains on Zoology's mix (
 its example counts) and is validated and tested on its test mix (`ZOOLOGY_TEST_MIX`, up to 256 pairs in 1,024
 tokens, the settings drawn uniformly), scored as Zoology scores it: each example's accuracy, averaged
 (`acc_example_mean`). The plot puts accuracy against the state size at T = 1,024 (softmax attention's is its KV
-cache), with the reference points EXPERIMENTS.md gives: DeltaNet ≈ 0.79 at 9e3 floats, GDN ≈ 0.89 at 1.7e4.
+cache), with the published reference points: DeltaNet ≈ 0.79 at 9e3 floats, GDN ≈ 0.89 at 1.7e4.
 
 The recipe is ours (`fair`): Zoology's data and model, AdamW (wd 0.1), batch 128, up to 4,000 steps (warmup 400,
 cosine), stopping at a validation accuracy of 0.995, the learning rate chosen per mixer and width from 3e-4, 1e-3
@@ -31,7 +31,7 @@ WIDTHS, QUICK_WIDTHS = (64, 128, 256, 512), (32, 64)
 HEAD_DIM = 64  # channels a head (one head below 64)
 QUICK_VOCAB = 256
 QUICK_TRAIN_MIX, QUICK_TEST_MIX = ((32, 2), (64, 4), (64, 8)), ((32, 2), (64, 4), (64, 8), (128, 16))
-# EXPERIMENTS.md's reference points: mixer -> {state size in floats: accuracy}
+# the published reference points: mixer -> {state size in floats: accuracy}
 REFERENCE = {"deltanet": {9_000: 0.79}, "gated_deltanet": {17_000: 0.89}}
 COMPARISON = (
     "softmax", "linear", "gla", "mamba2", "deltanet", "gated_deltanet", "kla", "vla", "ccq-gated_deltanet"

@@ -10,7 +10,7 @@ from linattn.ops import ccq_query
 
 
 class CurvatureQuery(nn.Module):
-    """`q'_t = (I − λ_t Σ_t) q_t` with `λ_t = σ(w_λᵀ q_t + b_λ)` per head (DESIGN §2.5).
+    """`q'_t = (I − λ_t Σ_t) q_t` with `λ_t = σ(w_λᵀ q_t + b_λ)` per head (docs/design.md §2.5).
 
     `Σ_t` is the running covariance of the base op's keys, decayed with the base op's scalar decay when it
     has one. `w_λ` starts at 0 and `b_λ` at `lam_bias` (σ(0) = 0.5: a half contraction at init).

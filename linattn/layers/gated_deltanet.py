@@ -20,8 +20,8 @@ class MambaDecay(nn.Module):
     """Mamba-2's per-head log-decay `g = −exp(A_log) · softplus(W_a x + dt_bias)` (`≤ 0`), `[B, T, H]`.
 
     Init as in Mamba-2: `A ~ U(1, 16)` (`A_log = log A`), `dt ~ logU[1e-3, 0.1]` with `dt_bias = softplus⁻¹(dt)`.
-    (DESIGN §2.4 writes `U(0, 16)`, fla's GDN's draw; Mamba-2's own code, `A_init_range = (1, 16)`, is followed here,
-    so no head starts with a decay rate near 0.)
+    (fla's GDN draws `U(0, 16)`; Mamba-2's own code, `A_init_range = (1, 16)`, is followed here, so no head starts
+    with a decay rate near 0: docs/design.md §2.4.)
     `delta(x)` gives `Δ = softplus(W_a x + dt_bias)` alone (Mamba-2 also scales its input by it).
     """
 
@@ -41,7 +41,7 @@ class MambaDecay(nn.Module):
 
 class GatedDeltaNet(Mixer):
     """Gated DeltaNet: `S_t = exp(g_t)(I − β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ`, `o_t = S_tᵀ q_t / √d`;
-    output `RMSNorm(o) ⊙ SiLU(W_g x)` per head, then `W_o` (DESIGN §2.4).
+    output `RMSNorm(o) ⊙ SiLU(W_g x)` per head, then `W_o` (docs/design.md §2.4).
 
     `q = L2norm(SiLU(conv(W_q x)))`, `v = SiLU(conv(W_v x))`, `η = σ(W_β x + b)`, `g` the Mamba-2 gate, and
       - GDN (`kaczmarz=False`): `k = L2norm(SiLU(conv(W_k x)))`, `β = η`;
@@ -51,7 +51,7 @@ class GatedDeltaNet(Mixer):
         key normalisation, whose write `I − β k kᵀ` expands the state once `β ‖k‖² > 2`.
     Options: `short_conv`, `conv_size`, `ccq` (+ `ccq_options`): contract q by the running, decayed
     covariance of the keys before the read; `output_gate=False`: output `RMSNorm(o)` alone, then `W_o` (fla's
-    `use_gate=False`; an ablation: in Zoology's MQAR the gate slows GDN's learning, BENCHMARKS.md, sessions 38 – 40).
+    `use_gate=False`; an ablation: in Zoology's MQAR the gate slows GDN's learning, `zoology-mqar` in docs/results.md).
     State: `{"S": [B, H, d, d], "conv_q", "conv_k", "conv_v"[, "ccq"]}`.
     """
 

@@ -1,4 +1,4 @@
-"""Variational linear attention layer (DESIGN §2.3): the least-squares write gate, ELU+1 features."""
+"""Variational linear attention layer (docs/design.md §2.3): the least-squares write gate, ELU+1 features."""
 
 from __future__ import annotations
 

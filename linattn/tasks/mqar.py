@@ -25,7 +25,7 @@ import torch
 from linattn.tasks.batch import IGNORE, Batch
 from linattn.tasks.checks import check_int, check_positive
 
-# Settings named by the protocols (EXPERIMENTS.md); Zoology's come from HazyResearch/zoology,
+# Settings named by the papers' protocols; Zoology's come from HazyResearch/zoology,
 # zoology/experiments/paper_configs/arxiv24_based_figure2/configs.py (seq_len, n_pairs).
 VLA_N_PAIRS = (4, 8, 12, 16, 24)  # paper MQAR table, T = 3n+1
 VLA_LONG_SEQ_LENS = (49, 64, 128, 256, 512)  # long-context variant, n = 8

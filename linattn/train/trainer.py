@@ -320,7 +320,7 @@ def train(
                         "sharding": sharding,
                         "ranks": ranks,
                         # the log so far travels with the weights: a resumed run restores it whole even where the
-                        # folder lost it (a device call keeps ignored checkpoints but removes untracked logs)
+                        # folder lost it (a run resumed on another machine has only what was copied there)
                         "metrics_log": metrics_path.read_text() if metrics_path.exists() else "",
                     }
                     save_checkpoint(checkpoint_path, checkpoint)

@@ -284,7 +284,7 @@ def test_lm_length_plan():
 
 
 def test_kla_plans():
-    """The KLA paper's recipe (EXPERIMENTS.md): trained once at 256 (S-NIAH 1K), tested up to 8× that."""
+    """The KLA paper's recipe, as the paper states it: trained once at 256 (S-NIAH 1K), tested up to 8× that."""
     for name, lengths in (("kla-mqar", (256, 512, 1024, 2048)), ("kla-sniah", (1024, 2048, 4096, 8192))):
         experiment = EXPERIMENTS[name]
         runs = experiment.plan("paper", False, experiment.mixers)

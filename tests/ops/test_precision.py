@@ -1,5 +1,5 @@
-"""Low precision (DESIGN §4): each backend's error against float64 is at most 2× the naive recurrence's own error
-in the same input dtype (states and accumulation are float32 in both).
+"""Low precision (docs/design.md §4): each backend's error against float64 is at most 2× the naive recurrence's own
+error in the same input dtype (states and accumulation are float32 in both).
 
 The bound has a floor of 1e-6 (about 8 ulp of float32, the accumulation dtype): with float32 inputs both
 backends sit at rounding level, where the ratio of two ~1e-7 errors says nothing.

@@ -110,7 +110,8 @@ def test_resume_mid_log_window_keeps_the_mean_loss(tmp_path):
 
 
 def test_a_resumed_run_restores_a_lost_log_from_its_checkpoint(tmp_path):
-    """The GPU machine keeps a run's (ignored) checkpoint between calls but removes its (untracked) log."""
+    """A run folder that kept its checkpoint but lost its log (copied to another machine without it) resumes with
+    the whole log, restored from the checkpoint."""
     cfg = config(log_every=2, checkpoint_every=4, eval_every=4)
     done = train(toy_model(), cfg, copy_batch, accuracy, tmp_path / "straight", progress=False)
     with pytest.raises(Crash):  # the last checkpoint is step 8

@@ -1,9 +1,8 @@
 """Integer sizes of Triton launches, computed on the host.
 
 Triton's own `triton.cdiv` and `triton.next_power_of_2` are `ConstexprFunction`s (Triton 3.6 and 3.9): called from
-Python each goes through that wrapper, 3.9 µs a call with Triton 3.6 and 2.5 – 3.4 µs with 3.9 against 0.1 µs for
-`cdiv` here (2-core AMD EPYC, 2026-12-01, `benchmarks/h200-2026-12-01/session29/host_time.py`), and a CCQ forward +
-backward sized its launches with 17 such calls.
+Python each goes through that wrapper, some thirty times as long as `cdiv` here, and a CCQ forward + backward sizes
+its launches with 17 such calls (`python -m linattn.bench profile --host` shows where the host's time goes).
 Kernels keep `tl.cdiv`.
 """
 

@@ -3,7 +3,7 @@
 Every `tl.dot` in the kernels multiplies float32 registers (inputs upcast on load, intermediates float32) and
 accumulates in float32. Products that involve an intermediate (the WY inverse, pseudo-values, chunk states,
 decay-scaled rows) ask for `"tf32x3"`: three tf32 passes, about 22 bits, the float32 recurrence's accuracy that
-DESIGN §4 holds every dtype to (Triton's default on NVIDIA, one tf32 pass, errs by ~1e-3 per product). A product
+docs/design.md §4 holds every dtype to (Triton's default on NVIDIA, one tf32 pass, errs by ~1e-3 per product). A product
 of two raw inputs is different: a tf32 operand carries 11 significant bits, so bfloat16 (8) and float16 (11)
 inputs enter it exactly and one pass gives the same float32-accumulated result as three.
 
@@ -11,25 +11,23 @@ One case more: when the forward's only output is a bfloat16 `o` (no final state 
 that form `T` and apply it to the chunk's rows for `Ũ`, `K̃` (stage 2), the state pass's (stage 3) and the output
 stage's with `h` and `U` (stage 4; in stages 2 and 4 for bfloat16 / float16 keys only, the delta rule's
 `apply_precision`) take one tf32 pass. Their error, ~2⁻¹¹ relative, is then under `o`'s own bfloat16 rounding (2⁻⁹), so
-`o` errs as the float32 recurrence rounded to bfloat16 does, which is what DESIGN §4 asks (`verify`'s `no-ht` cases on
-the H200: `o` at 1.0 – 1.2× the naive recurrence's error); the state pass runs 2.2× as fast, stage 2 1.27× (1.98 → 1.56
-ms at 64K, 2026-11-30; 1.22 → 0.81 ms with `T`'s inversion in one pass too, 2026-12-01), stage 4 1.55× (1.60 → 1.04 ms
-at 64K with its two-warp launch, 2026-12-01; with the four-warp one of 2026-11-29 one pass had been 6% slower). A
-float32 final state (or a float16 / float32 `o`, rounded to 11 or 24 bits) keeps three passes.
+`o` errs as the float32 recurrence rounded to bfloat16 does, which is what docs/design.md §4 asks (`python -m
+linattn.bench verify`'s `no-ht` cases: `o` at 1.0 – 1.2× the naive recurrence's error); at 64K the state pass runs
+2.2× as fast, stages 2 and 4 about 1.5× (`python -m linattn.bench stages`, against three passes). A float32 final
+state (or a float16 / float32 `o`, rounded to 11 or 24 bits) keeps three passes.
 
 The backward likewise, when every token input (`q, k, v, w`) and `o`'s gradient `dO` are bfloat16 and no final
 state's gradient comes in (as in training): all its products take one tf32 pass (B0 – B3). Every gradient then
 comes from `dO` alone, which carries bfloat16's rounding (2⁻⁹): the tokens' gradients are rounded to bfloat16,
 and those of `β`, `g` and the initial state, though float32, inherit `dO`'s error (the naive recurrence's own is
-~2e-3 there, `verify`'s bfloat16 cases), so a ~2⁻¹¹ error per product stays under DESIGN §4's bound. A float32
+~2e-3 there, `verify`'s bfloat16 cases), so a ~2⁻¹¹ error per product stays under docs/design.md §4's bound. A float32
 final state's gradient is exact in float32, and the gradients it reaches (at T = 1 nearly all of `dβ`) err at
 float32's level in the naive recurrence: with it the backward keeps three passes, as it does for a float32 or
 float16 token (VLA's float32 `k̂`, `α̂` among them), and below `ONE_PASS_TOKENS` tokens. There the products cost
 little, and the bound, a ratio of two norms, is a coin toss for a gradient of a few entries: one pass's error and
 `dO`'s rounding are independent and of the same order, so either can come out twice the other (`dβ` at T = 1,
-two heads, in the interpreter with the H200's tf32 and bfloat16 rounding emulated: 0.3× to 5× naive's error over six
-seeds; from T = 63 on, 1.1× to 1.4×; scratch sweeps of `verify.check` under `tests/ops/triton/hopper_arithmetic.py`,
-2-core AMD EPYC, 2026-11-30).
+two heads, `verify.check` in the interpreter with Hopper's tf32 and bfloat16 rounding emulated by
+`tests/ops/triton/hopper_arithmetic.py`: 0.3× to 5× naive's error over six seeds; from T = 63 on, 1.1× to 1.4×).
 """
 
 from __future__ import annotations

@@ -95,7 +95,8 @@ def vla_gate(
 
     `A_t` is the inverse penalty of the online regularised least-squares write, updated by Sherman–Morrison
     (`naive`) or by the equivalent chunk-parallel Cholesky form (`chunk`); `k̂ = k / ‖k‖`. With a forgetting factor
-    `ρ < 1`, `A_t = M_t⁻¹` with `M_t = ρ M_{t-1} + u_t u_tᵀ`, `M_0 = λ0 I` (DESIGN §2.3's option; `forgetting.py`).
+    `ρ < 1`, `A_t = M_t⁻¹` with `M_t = ρ M_{t-1} + u_t u_tᵀ`, `M_0 = λ0 I` (docs/design.md §2.3's option;
+    `forgetting.py`).
 
     Args:
         k: keys `[B, T, H, K]` (L2-normalised inside).  u: penalty directions `[B, T, H, K]` (same dtype).

@@ -66,9 +66,9 @@ BWD_SLICES = 8
 SLICE_FROM_BYTES = 64 * 2**20
 
 # chunks per `d × d` factorisation (`R`), the others carried by Woodbury downdates. `python -m linattn.bench stages
-# --op vla-gate --device cpu --lengths 8192` (2-core AMD EPYC, torch 2.13, 2026-11-29; benchmarks/cpu-2026-11-29/),
-# carry 1 → 8: forward 229 → 142 ms and 1498 → 1331 ms at d = 32 and 128; on the H200 (`--lengths 65536`, same day) the
-# forward 7.75 → 7.33 and 31.1 → 24.7 ms. `python -m linattn.bench gate`: α̂ within 1.2e-6 of float64 at T = 1M.
+# --op vla-gate` times the forward with carry 1 and 8: 8 takes 38% and 11% off at d = 32 and 128 on the CPU
+# (`--device cpu --lengths 8192`), 5% and 21% on the GPU at 64K. `python -m linattn.bench gate`: α̂ within 1.2e-6 of
+# float64 at T = 1M.
 CARRY = 8
 
 
@@ -106,10 +106,10 @@ GroupPenalties = Callable[[torch.Tensor, torch.Tensor | float, int], torch.Tenso
 def factor_dtype(x: torch.Tensor) -> torch.dtype:
     """The dtype of the `d × d` factorisations for inputs like `x`: float64 for float32 (and float64) inputs, whose
     users ask float32 accuracy of every gradient, float32 for bfloat16 and float16. The factorisations are where the
-    float32 gate loses most: on the CPU (T = 63, K = 128, float32 inputs; how it was measured: BENCHMARKS.md,
-    "Correctness"), `∂L/∂A_0` through the gate is 8.4e-7 from float64 with float32 factorisations, 4.3e-7 with
-    float64 ones, against the token loop's 2.8e-7; the whole `vla` on the Triton path (interpreter), 1.15e-6 and
-    0.87 – 0.93e-6. They are `d × d` per group of tokens: few."""
+    float32 gate loses most: on the CPU (T = 63, K = 128, float32 inputs; BENCHMARKS.md), `∂L/∂A_0` through the gate
+    is 8.4e-7 from float64 with float32 factorisations, 4.3e-7 with float64 ones, against the token loop's 2.8e-7;
+    the whole `vla` on the Triton path (interpreter), 1.15e-6 and 0.87 – 0.93e-6. They are `d × d` per group of
+    tokens: few."""
     return torch.float64 if x.dtype in (torch.float32, torch.float64) else compute_dtype(x)
 
 

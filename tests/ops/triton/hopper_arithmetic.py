@@ -1,4 +1,4 @@
-"""The H200's arithmetic inside Triton's interpreter, for tests of the kernels' precision choices on CPU.
+"""Hopper's arithmetic inside Triton's interpreter, for tests of the kernels' precision choices on CPU.
 
 The interpreter multiplies `tl.dot` operands exactly in float32 whatever `input_precision` asks, and casts float32
 to bfloat16 by dropping the low bits. The GPU does neither, so under the plain interpreter a one-tf32-pass product
@@ -9,9 +9,9 @@ patches both while it is active:
   and `big·big + big·small + small·big`, each product accumulated in float32;
 - float32 → bfloat16 casts round to nearest even, as `cvt.rn.bf16.f32` does.
 `ieee` products and every other cast are left as the interpreter has them; the tensor cores' accumulation order
-is not modelled. Checked against the H200 on `verify`'s VLA cases without a final state (a one-pass state stage,
+is not modelled. Checked against a Hopper GPU on `verify`'s VLA cases without a final state (a one-pass state stage,
 T = 1000, K = 32 and 128; the GPU draws other random inputs): `o` at 1.23× and 1.20× the naive recurrence's error
-under this model, 1.20× and 1.19× on the H200 (BENCHMARKS.md).
+under this model, 1.20× and 1.19× on the GPU (`python -m linattn.bench verify --ops vla`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _product(a: np.ndarray, b: np.ndarray, precision: str) -> np.ndarray:
 
 @contextlib.contextmanager
 def hopper_arithmetic():
-    """Within the block, the interpreter's tensor-core products and bfloat16 casts behave as the H200's."""
+    """Within the block, the interpreter's tensor-core products and bfloat16 casts behave as Hopper's."""
     builder = interpreter.InterpreterBuilder
     create_dot, cast_impl = builder.create_dot, builder.cast_impl
 

@@ -91,9 +91,9 @@ def test_initial_state_gradient_is_not_symmetrised():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("case", CCQ_CASES, ids=IDS)
 def test_low_precision_within_twice_naive(case, dtype):
-    """DESIGN §4: every output and gradient within 2× the naive recurrence's own error in the same dtype (float32
-    states both); the interpreter truncates float32 → bfloat16 casts, so what the kernels round to bfloat16 (q' and
-    the token gradients) is allowed that factor on CPU."""
+    """docs/design.md §4: every output and gradient within 2× the naive recurrence's own error in the same dtype
+    (float32 states both); the interpreter truncates float32 → bfloat16 casts, so what the kernels round to bfloat16
+    (q' and the token gradients) is allowed that factor on CPU."""
     tokens, state = draw(case, Sizes(B=1, T=130, K=32), requires_grad=True)
     reference = case.run(tokens, state, "naive")
     d_reference = grads(reference, [*tokens.values(), *state], seed=3)
@@ -117,8 +117,8 @@ def test_float64_is_refused():
 
 
 def test_normalised_keys_keep_their_dtype(monkeypatch):
-    """CUDA's autocast runs the norm in float32, so `F.normalize` of bfloat16 keys came out float32 beside a bfloat16
-    q, and the kernels refused the pair (CCQ on GLA, whose keys reach CCQ raw, failed so on the H200; session 28).
+    """CUDA's autocast runs the norm in float32, so `F.normalize` of bfloat16 keys would come out float32 beside a
+    bfloat16 q, and the kernels would refuse the pair (as for CCQ on GLA, whose keys reach CCQ raw, on a GPU).
     CPU's autocast keeps bfloat16: the float32 quotient is emulated here."""
     from linattn.ops.ccq import api
 
@@ -174,8 +174,8 @@ def test_training_call_of_one_token(case):
 
 @pytest.mark.parametrize("case", CCQ_CASES, ids=IDS)
 def test_training_call_in_bfloat16_within_twice_naive(case, monkeypatch):
-    """DESIGN §4 for the kept path with one tf32 pass (a bfloat16 training call, `ONE_PASS_TOKENS` lowered so that
-    130 tokens take it): `q'` and every gradient within 2× the naive recurrence's error in bfloat16."""
+    """docs/design.md §4 for the kept path with one tf32 pass (a bfloat16 training call, `ONE_PASS_TOKENS` lowered so
+    that 130 tokens take it): `q'` and every gradient within 2× the naive recurrence's error in bfloat16."""
     from linattn.ops.utils import precision
 
     monkeypatch.setattr(precision, "ONE_PASS_TOKENS", 1)

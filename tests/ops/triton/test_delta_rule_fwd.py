@@ -223,8 +223,8 @@ def test_without_final_state():
 
 def test_a_bfloat16_o_alone_takes_one_tf32_pass():
     """The state products' precision follows the outputs asked (`precision.py`); the interpreter computes both
-    exactly, so here the bfloat16 forward without a final state is held to the rule of the one with it. The
-    H200 checks the tf32 pass itself (`verify`'s `no-ht` cases)."""
+    exactly, so here the bfloat16 forward without a final state is held to the rule of the one with it. On a GPU,
+    `python -m linattn.bench verify`'s `no-ht` cases check the tf32 pass itself."""
     assert state_precision(torch.bfloat16, output_final_state=False) == "tf32"
     for dtype, final in ((torch.bfloat16, True), (torch.float16, False), (torch.float32, False)):
         assert state_precision(dtype, output_final_state=final) == "tf32x3"

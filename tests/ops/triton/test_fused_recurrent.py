@@ -71,8 +71,8 @@ def test_matches_naive(config, K, V, dtype):
 
     want = naive({n: t.double() for n, t in x.items()})
     assert o.dtype == dtype and ht.dtype == torch.float32
-    # DESIGN §4: within 2× the naive recurrence's own error in the same dtype (o in that dtype, float32 states both);
-    # the interpreter truncates where a GPU rounds o to bfloat16 (`INTERPRETED_BF16_ROUNDING`)
+    # docs/design.md §4: within 2× the naive recurrence's own error in the same dtype (o in that dtype, float32 states
+    # both); the interpreter truncates where a GPU rounds o to bfloat16 (`INTERPRETED_BF16_ROUNDING`)
     own_o, own_h = naive(x)
     rounding = INTERPRETED_BF16_ROUNDING if dtype == torch.bfloat16 else 1.0
     for ours, own, ref, factor in zip((o, ht), (own_o.to(dtype), own_h), want, (rounding, 1.0)):

@@ -164,7 +164,7 @@ AWKWARD = {
     "V96-linear": Config(T=63, H=1, K=24, V=96, gate=None),
     "K256": Config(T=65, H=1, K=256, V=16),
     "K>V": Config(T=130, B=2, H=1, K=32, V=16),
-    # a one-wide key, K + 1 values (CCQ's former (m, Z) sum; faulted on the H200 with 16-wide key blocks)
+    # a one-wide key, K + 1 values (a mass beside a sum, as CCQ's (m, Z); on Hopper 16-wide key blocks fault here)
     "K1-V33": Config(T=13, B=3, K=1, V=33),
     "strong-decay": Config(T=127, gate="strong"),
     "varlen": Config(T=140, lengths=(1, 70, 5, 64)),

@@ -1,4 +1,4 @@
-"""The one-tf32-pass products (`ops/utils/precision.py`) against DESIGN §4's rule, with the H200's
+"""The one-tf32-pass products (`ops/utils/precision.py`) against docs/design.md §4's rule, with Hopper's
 arithmetic emulated in the interpreter (`hopper_arithmetic.py`; on a GPU the hardware's own): the cases of
 `python -m linattn.bench verify` that take those products, run the way `verify` runs them."""
 
@@ -59,7 +59,7 @@ def test_one_pass_within_twice_naive(case):
 
 def test_gla_takes_one_pass_only_in_a_bfloat16_training_call(monkeypatch):
     """GLA's products follow the engine's rule: one pass forward for a bfloat16 `o` alone, backward for bfloat16
-    tokens and no final state's gradient; a final state keeps three (one erred 3.6e-4 on it, emulated H200)."""
+    tokens and no final state's gradient; a final state keeps three (one errs 3.6e-4 on it, Hopper emulated)."""
     import importlib
 
     function = importlib.import_module("linattn.ops.linear_attention.triton.function")
@@ -101,15 +101,15 @@ def test_forward_rows_and_outputs_take_one_pass_only_beside_a_one_pass_state_and
     one = state_precision(BF16, output_final_state=False)
     assert one == "tf32" and state_precision(BF16, output_final_state=True) == "tf32x3"
     assert apply_precision(one, BF16, BF16) == "tf32"
-    # VLA's float32 k̂, α̂: one pass put its bfloat16 o at 4.1 – 4.4× the naive recurrence's error in stage 2, 1.7× in
-    # stage 4 (H200)
+    # VLA's float32 k̂, α̂: one pass puts its bfloat16 o at 4.1 – 4.4× the naive recurrence's error in stage 2, 1.7× in
+    # stage 4 (`python -m linattn.bench verify --ops vla`)
     assert apply_precision(one, torch.float32, torch.float32) == "tf32x3"
     assert apply_precision("tf32x3", BF16, BF16) == "tf32x3"
 
 
 def test_only_sixteen_bit_keys_take_the_narrow_launch():
     assert narrow_launch(BF16, BF16) and narrow_launch(torch.float16)
-    # VLA's float32 α̂ beside bfloat16 queries: two warps made its K = 128 forward + backward 7% slower (H200)
+    # VLA's float32 α̂ beside bfloat16 queries: two warps make its K = 128 forward + backward 7% slower (`narrow_launch`)
     assert not narrow_launch(BF16, torch.float32)
 
 

@@ -56,9 +56,9 @@ def test_state_chaining():
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_low_precision_within_twice_naive(dtype):
-    """DESIGN §4 as `python -m linattn.bench verify` applies it: o, the final `(S, A)` and every gradient (initial
-    states included) within 2× the naive recurrence's error in the same dtype; in the interpreter with the H200's
-    arithmetic emulated (`hopper_arithmetic.py`)."""
+    """docs/design.md §4 as `python -m linattn.bench verify` applies it: o, the final `(S, A)` and every gradient
+    (initial states included) within 2× the naive recurrence's error in the same dtype; in the interpreter with
+    Hopper's arithmetic emulated (`hopper_arithmetic.py`)."""
     from linattn.bench.verify import Case, check
     from tests.ops.triton.test_one_pass_precision import _arithmetic
 
@@ -252,8 +252,8 @@ def test_penalty_grads_take_one_pass_only_for_bfloat16_training_calls():
 
 
 def test_float32_initial_state_gradient_meets_the_verify_rule_at_wide_heads():
-    """The H200 matrix's float32 `K = 128, T = 63 / 65` VLA cases (the initial `A`'s gradient sat at 1.1e-6, over
-    the 1e-6 floor, until the `d × d` factorisations of float32 inputs moved to float64): within 2× the naive
+    """`verify`'s float32 `K = 128, T = 63 / 65` VLA cases, which need the `d × d` factorisations of float32 inputs
+    in float64 (in float32 the initial `A`'s gradient errs about 1.1e-6, over the 1e-6 floor): within 2× the naive
     recurrence's own error, here on the kernels in the interpreter."""
     from linattn.bench import verify
 

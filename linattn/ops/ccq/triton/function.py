@@ -44,10 +44,10 @@ class Options:
 
 
 # the forward's chunk-start states are kept for the backward up to this head dim: `K² + K + 1` floats a chunk of 64
-# tokens and head (at K = 32 as many bytes as a bfloat16 `q`, at K = 64 twice as many); above, recomputed (B1). On
-# the H200 (2026-12-01, session 27's `screen_ccq_keep.py`, 64K tokens, H = 16) keeping them took CCQ's fwd+bwd
-# 11.97 → 11.61 ms for 2.00 → 2.26 GiB at K = 64, but 25.0 → 23.7 ms for 3.63 → 4.64 GiB at K = 128. With them the
-# read's `u, b, z, ρ` (`2 K + 2` floats a token and head: 264 bytes at K = 32)
+# tokens and head (at K = 32 as many bytes as a bfloat16 `q`, at K = 64 twice as many); above, recomputed (B1).
+# Keeping them saves a few percent of CCQ's forward + backward at either size, for an eighth more memory at K = 64
+# but over a quarter more at K = 128 (`python -m linattn.bench profile --contenders CCQ-GDN --K 64,128`, with this
+# constant changed). With them the read's `u, b, z, ρ` (`2 K + 2` floats a token and head: 264 bytes at K = 32)
 KEEP_STATES_MAX_K = 64
 
 
@@ -94,8 +94,8 @@ class CCQTriton(torch.autograd.Function):
             dht = tuple(z if d is None else d.contiguous() for z, d in zip(zeros, (dCt, dmt, dZt)))
         initial_state = None if C0 is None else (C0, m0, Z0)
         # one tf32 pass as the delta rule's backward takes it, but not with an initial state: the initial mass Z_0's
-        # gradient is one number per sequence and head, where DESIGN §4's ratio of norms is a coin toss between two
-        # errors of one order (in the interpreter with the H200's rounding, 2 – 13× at K = 32)
+        # gradient is one number per sequence and head, where docs/design.md §4's ratio of norms is a coin toss
+        # between two errors of one order (in the interpreter with Hopper's rounding emulated, 2 – 13× at K = 32)
         precision = grad_precision((q, k, dy), final_state_grad=dht is not None) if C0 is None else "tf32x3"
         if kept[0] is not None:  # the forward's states and read, at this precision (`keeps_states`: no dht)
             h = tuple(kept[:3])

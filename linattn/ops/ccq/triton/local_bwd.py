@@ -49,8 +49,9 @@ from linattn.ops.utils.layout import ChunkLayout
 from linattn.ops.utils.precision import raw_operands
 
 ROWS = 4  # planes of the row scalars: s, ρ, dr, dz
-# both kernels: H200, bf16, B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30): rows_bwd / local_bwd 2.84 / 6.39 ms
-# at K = 128 with 8 warps, 1.82 / 3.75 with 4, 1.68 / 4.92 with 2; at K = 32 0.98 / 1.37, 0.58 / 0.69, 0.67 / 0.80
+# warps of both kernels: at 64K tokens, bf16, rows_bwd / local_bwd take 2.84 / 6.39 ms at K = 128 with 8 warps,
+# 1.82 / 3.75 with 4, 1.68 / 4.92 with 2; at K = 32 0.98 / 1.37, 0.58 / 0.69, 0.67 / 0.80
+# (`python -m linattn.bench profile --contenders CCQ-GDN --K 32,128`, with this constant changed)
 LAUNCH_WARPS = 4
 
 
@@ -371,10 +372,10 @@ def local_bwd(
         H=H, K=K, BT=layout.BT, BK=BK, BV=BK,
         USE_G=g is not None, IS_VARLEN=layout.cu_seqlens is not None, RAW=raw_operands(q.device, q.dtype),
         PRECISION=precision,
-        # the inner loop's five loads pipelined three deep for one-pass launches: H200, bf16 training call, B = 1,
-        # H = 16, T = 64K (`bench profile`, 2026-11-30), 3.69 → 2.94 ms at K = 128 (unchanged at K = 32, one loop
-        # step); sm_90 offline (Triton 3.6): 94 KB of shared memory, 148 B of spills a thread. `tf32x3` launches
-        # (114 – 131 KB, 0.4 – 0.6 KB of spills) keep one stage, not timed with more
+        # the inner loop's five loads pipelined three deep for one-pass launches: a bf16 training call at 64K takes
+        # 2.94 ms against one stage's 3.69 at K = 128 (the same at K = 32, one loop step; `python -m linattn.bench
+        # profile --contenders CCQ-GDN`), in 94 KB of shared memory and 148 B of spills a thread on Hopper.
+        # `tf32x3` launches (114 – 131 KB, 0.4 – 0.6 KB of spills; `scripts/compile_kernels.py`) keep one stage
         num_warps=LAUNCH_WARPS, num_stages=3 if precision == "tf32" else 1,
     )  # fmt: skip
     return dq, dk, dg

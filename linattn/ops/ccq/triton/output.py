@@ -37,8 +37,8 @@ from linattn.ops.utils.precision import raw_dot, raw_operands
 
 def block_size(K: int) -> int:
     """Key and column blocks of the per-chunk kernels: 32 wide (16 for K ≤ 16, `tl.dot`'s minimum). Compiled for
-    sm_90 at K = 128, bfloat16 (scripts/compile_kernels.py, Triton 3.6): 64-wide blocks take 3.3× the shared memory
-    of the forward and `rows_bwd` and spill 0.55 KB a thread in `local_bwd`; 32-wide ones spill 0.13 KB there, nothing
+    Hopper at K = 128, bfloat16 (`scripts/compile_kernels.py`): 64-wide blocks take 3.3× the shared memory of the
+    forward and `rows_bwd` and spill 0.55 KB a thread in `local_bwd`; 32-wide ones spill 0.13 KB there, nothing
     elsewhere."""
     return min(32, max(16, next_power_of_2(K)))
 
@@ -194,10 +194,10 @@ def output_fwd(
         f32 = {"dtype": torch.float32, "device": q.device}
         kept = (torch.empty(B, T, H, K, **f32), torch.empty(B, T, H, K, **f32), torch.empty(2, B, T, H, **f32))
     # 64 columns a program from K = 64 on, for one-pass products: each program rebuilds the chunk's `A` and `W` over
-    # all of K, so fewer, wider column blocks rebuild them less often (H200, bf16 training call, B = 1, H = 16,
-    # T = 64K, 2 warps, `bench profile`, 2026-11-30: 2.06 → 1.22 ms at K = 128, 0.81 → 0.49 at K = 64; with 4 warps
-    # 2.16 and 0.77). With `tf32x3` they spill 2 – 3 KB a thread (sm_90, Triton 3.6, `scripts/compile_kernels.py`),
-    # so those launches keep 32 columns
+    # all of K, so fewer, wider column blocks rebuild them less often (a bf16 training call at 64K: 1.22 ms against
+    # 32 columns' 2.06 at K = 128, 0.49 against 0.81 at K = 64; `python -m linattn.bench profile --contenders CCQ-GDN
+    # --K 64,128`). With `tf32x3` they spill 2 – 3 KB a thread (`scripts/compile_kernels.py`), so those launches
+    # keep 32 columns
     BV = 64 if K >= 64 and precision == "tf32" else BK
     grid = (cdiv(K, BV), layout.NT, B * H)
     ccq_output_fwd_kernel[grid](
@@ -206,8 +206,8 @@ def output_fwd(
         USE_G=g is not None, CENTERED=centered, IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_operands(q.device, q.dtype),
         PRECISION=precision, KEEP=keep,
-        # H200, bf16, B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30): at K = 128 2.95 ms with 4 warps, 2.07 with
-        # 2, 1.98 with 1; at K = 32 0.41, 0.37, 0.48 (and 9.54 with 8 at K = 128 on 2026-11-29, tf32x3)
+        # bf16 at 64K: at K = 128 2.95 ms with 4 warps, 2.07 with 2, 1.98 with 1; at K = 32 0.41, 0.37, 0.48
+        # (`python -m linattn.bench profile --contenders CCQ-GDN --K 32,128`, with the count changed)
         num_warps=2,
     )  # fmt: skip
     return y, kept

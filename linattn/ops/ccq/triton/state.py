@@ -56,10 +56,11 @@ SUMS_BV = 32  # columns of a chunk's term per program of the sums kernels
 def sums_warps(BK: int, precision: str) -> int:
     """Warps of the sums kernels: two for one-pass products of up to 128 key rows, else four.
 
-    H200, bf16 training calls (one pass), B = 1, H = 16, T = 64K (`bench profile`, 2026-11-30), forward / backward:
-    at K = 128 0.80 / 1.01 ms with 4 warps, 0.74 / 0.85 with 2, 0.96 / 1.10 with 8; at K = 32 0.093 / 0.141,
-    0.074 / 0.117, 0.15 / 0.20. With `tf32x3` two warps spill (sm_90, Triton 3.6, `scripts/compile_kernels.py`):
-    0.56 KB a thread at K = 128 and 29 KB at K = 256, where four hold the `[K, 32]` tile without spilling at K = 128.
+    bf16 training calls (one pass) at 64K, forward / backward: at K = 128 0.80 / 1.01 ms with 4 warps, 0.74 / 0.85
+    with 2, 0.96 / 1.10 with 8; at K = 32 0.093 / 0.141, 0.074 / 0.117, 0.15 / 0.20 (`python -m linattn.bench profile
+    --contenders CCQ-GDN --K 32,128`, with the count changed). With `tf32x3` two warps spill
+    (`scripts/compile_kernels.py`): 0.56 KB a thread at K = 128 and 29 KB at K = 256, where four hold the `[K, 32]`
+    tile without spilling at K = 128.
     """
     return 2 if precision == "tf32" and BK <= 128 else 4
 

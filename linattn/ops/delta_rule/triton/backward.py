@@ -16,7 +16,7 @@ values as `Ũ` (`U = V`), B2 runs with `ERASE` off (`dṼ = dU`, no `K̃ᵀ dU`)
 
 Precision: every product that involves an intermediate takes three tf32 passes, or one when the tokens and `dO`
 are all bfloat16, no final state's gradient comes in and the call has at least 1,000 tokens
-(`precision.grad_precision` says why that keeps DESIGN §4's bound).
+(`precision.grad_precision` says why that keeps docs/design.md §4's bound).
 
 KLA (the forward saved `r = 1 / (‖k‖² + ε)`): B0 and B3 form the step `β = η r` from it, and B3 returns the gradient
 of `η` in place of `dβ` and adds the step's dependence on `k` to `dk` (derivation in `local_bwd.py`).
@@ -35,9 +35,8 @@ In units of `h`'s full size at K = V = 128 (the inputs' gradients, bfloat16, are
 second part's buffers), and step 3's B3, `3a + (2 − a) g` (the first part's `h, U, dh, dṼ`, the second part's
 gradients and the whole sequence's): `a ≈ 0.45` keeps both at or below 2.9, against 4 + g for the whole sequence
 at once. The extra work is B0's keys run twice on the first part, two launches of each parallel stage and the copy
-of the second part's gradients. On the H200 at 64K (bf16, H = 16, K = V = 128) the first version of the cut (at
-2T/3, B0 run whole twice, both parts' gradients copied) took the forward + backward peak from 5.30 to 4.31 GiB
-for 5.6% more time (`BENCHMARKS.md`).
+of the second part's gradients: a few percent more time for a clearly lower peak (`python -m linattn.bench ops`
+reports both at 32K and 64K tokens).
 """
 
 from __future__ import annotations
@@ -57,7 +56,8 @@ from linattn.ops.utils.layout import ChunkLayout, chunk_layout
 
 # a single sequence whose float32 chunk states `h` would take at least this many bytes is cut in two for the
 # backward (module docstring): the cut spares about a third of the backward's buffers at their peak for 1.5 – 4%
-# more time (H200, BENCHMARKS.md), worth it once `h` and `dh` together would take a GiB
+# more time (`python -m linattn.bench ops`, with this threshold raised), worth it once `h` and `dh` together would
+# take a GiB
 SPLIT_BYTES = 2**29
 CUT = 0.45  # where, as a fraction of the tokens (module docstring)
 

@@ -7,13 +7,13 @@
 3. `state.py`   U_c = Ũ_c − K̃_c h_c, h_{c+1} = Γ_C h_c + (W ⊙ Γ_C/Γ)ᵀ U_c          sequential over chunks
 4. `output.py`  O = scale · (diag(Γ) Q h_c + tril(Q Wᵀ ⊙ D) U_c)                   per chunk, in parallel
 
-(the chunkwise form of `chunk.py`, DESIGN §2.2, with chunks of 64 tokens).
+(the chunkwise form of `chunk.py`, docs/design.md §2.2, with chunks of 64 tokens).
 
 KLA (`kaczmarz_eps` a number): the step is `β = η / (‖k‖² + ε)` with `η = beta`; stage 2 sums `‖k‖²` from the key
 rows it loads and stores `r = 1 / (‖k‖² + ε)` (`[B, T, H]` float32) for the backward. No other stage reads β.
 
 Without the erase term (`erase=False`: `S_t = exp(g_t) S_{t-1} + k_t v_tᵀ`, linear attention and scalar-decay GLA,
-DESIGN §2.1) the pseudo-values are the values, `U = V` (`T = I`, `K̃ = 0`): stage 2 is skipped, stage 3 runs with
+docs/design.md §2.1) the pseudo-values are the values, `U = V` (`T = I`, `K̃ = 0`): stage 2 is skipped, stage 3 runs with
 `ERASE` off (reads `V`, stores no `U`), and stage 4 reads `V` as `U`.
 """
 

@@ -381,11 +381,11 @@ def local_bwd(
         raise ValueError("local_bwd: without the erase term there is one key (w None) and no beta")
     B, T, H, K = q.shape
     V = v.shape[-1]
-    # key blocks of at least 32: on the H200 (Triton 3.6) BK = 16 beside BV = 64 faults (K ≤ 16 with V = 33).
-    # One-pass launches (training) take value blocks of 32 and pipeline the loads of the value loops three deep:
-    # H200, bf16 GDN, B = 1, H = 16, K = V = 128, 2026-12-01: 0.649 → 0.617 ms at 8K, 4.90 → 4.69 at 64K (value
-    # blocks of 32 alone 0.637 / 4.87, two stages slower); sm_90: 0.30 KB of spills a thread and 152 KB of shared
-    # memory, against 0.44 KB and 128 KB. `tf32x3` launches keep 64 and one stage (their spills, not timed)
+    # key blocks of at least 32: on Hopper (Triton 3.6) BK = 16 beside BV = 64 faults (K ≤ 16 with V = 33).
+    # One-pass launches (training) take value blocks of 32 and pipeline the loads of the value loops three deep
+    # (two stages are slower): about 5% off the stage at 8K and 64K (bf16 GDN, K = V = 128; `python -m linattn.bench
+    # stages`), for 0.30 KB of spills a thread and 152 KB of shared memory against 0.44 KB and 128 KB
+    # (`scripts/compile_kernels.py`). `tf32x3` launches keep 64 and one stage, for their spills
     one_pass = precision == "tf32"
     BK = min(64, max(32, next_power_of_2(K)))
     BV = min(32 if one_pass else 64, max(16, next_power_of_2(V)))
@@ -399,6 +399,6 @@ def local_bwd(
         W_IS_K=w is None,
         IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_operands(q.device, q.dtype, k.dtype, (k if w is None else w).dtype), PRECISION=precision,
-        num_warps=8, num_stages=3 if one_pass else 1,  # sm_90, K = V = 128: 8 warps, as 4 spill 2 KB a thread
+        num_warps=8, num_stages=3 if one_pass else 1,  # K = V = 128: 8 warps, as 4 spill 2 KB a thread on Hopper
     )  # fmt: skip
     return dq, dk, dv, dw, dbeta, dG

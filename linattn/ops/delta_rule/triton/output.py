@@ -147,9 +147,9 @@ def output_fwd(
     B, T, H, K = q.shape
     V = U.shape[-1]
     # key and value blocks (tl.dot wants every dimension ≥ 16; masks cover the rest) of at most 32 columns and two
-    # warps for 16-bit keys: on the H200 at K = V = 128, 64K tokens, 1.61 ms against 1.95 with 64 and four warps
-    # (BENCHMARKS.md); one-pass launches take value blocks of 64 (fewer programs rebuilding `Q Wᵀ`: 1.05 → 0.79 ms,
-    # the same bits, 2026-12-01); float32 keys: 64 columns, four warps
+    # warps for 16-bit keys (a sixth faster than 64 and four warps at K = V = 128, 64K tokens); one-pass launches take
+    # value blocks of 64 (fewer programs rebuilding `Q Wᵀ`: a quarter faster, the same bits); float32 keys: 64
+    # columns, four warps (`python -m linattn.bench stages` times the stage)
     narrow = narrow_launch(q.dtype, w.dtype)
     block = 32 if narrow else 64
     BK = min(block, max(16, next_power_of_2(K)))

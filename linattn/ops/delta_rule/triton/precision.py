@@ -15,17 +15,18 @@ from linattn.ops.utils.precision import grad_precision, raw_precision
 
 def narrow_launch(*key_dtypes: torch.dtype) -> bool:
     """Whether the parallel kernels (`wy_fwd`, `wy_apply`, `output_fwd`, the state backward's pre-pass) launch two
-    warps on narrower blocks: for 16-bit keys, whose raw products take one tf32 pass. On the H200 (K = V = 128, 64K
-    tokens, 2026-11-30) two warps took GDN's forward + backward from 21.0 to 19.8 ms; float32 keys (three passes)
-    keep four: with two, VLA's (K = 128, float32 `k̂`, `α̂`) went from 69.8 to 74.5 ms."""
+    warps on narrower blocks: for 16-bit keys, whose raw products take one tf32 pass. Two warps save about 6% of
+    GDN's forward + backward at K = V = 128, 64K tokens (`python -m linattn.bench ops --only "ours triton GDN"`);
+    float32 keys (three passes) keep four: with two, VLA's (K = 128, float32 `k̂`, `α̂`) is 7% slower
+    (`python -m linattn.bench profile --contenders "VLA triton"`)."""
     return raw_precision(*key_dtypes) == "tf32"
 
 
 def apply_precision(state: str, *key_dtypes: torch.dtype) -> str:
     """`input_precision` of stage 2's `T`-applications (`Ũ`, `K̃`) and of stage 4's products with `h` and `U` in the
     forward: the state pass's (`state`) for bfloat16 / float16 keys; three passes for float32 ones (VLA's `k̂`, `α̂`:
-    with one in stage 2, its bfloat16 `o` erred 4.1 – 4.4× the naive recurrence's, `verify`'s `no-ht` cases on the
-    H200, 2026-11-30; with one in stage 4, 1.7× against 1.2×, 2026-12-01)."""
+    with one in stage 2, its bfloat16 `o` errs 4.1 – 4.4× the naive recurrence's, with one in stage 4 1.7× against
+    1.2×: `python -m linattn.bench verify --ops vla`, its `no-ht` cases)."""
     return state if raw_precision(*key_dtypes) == "tf32" else "tf32x3"
 
 
@@ -46,8 +47,9 @@ def backward_precision(
     """`grad_precision` for every stage; or, for keys the caller derived in float32 from bfloat16 tokens
     (`derived_keys`: VLA's `k̂`, `α̂`, whose gradients reach bfloat16 leaves) with `tokens` those bfloat16 tokens
     and no initial state, one tf32 pass in B1 and B3 only. B0 and B2 keep three: their one-pass products on the
-    intermediates of correlated float32 keys erred 6.6 – 7.0e-3 against the naive recurrence's 2.3 – 2.9e-3
-    (emulated H200, `verify`'s VLA inputs, T = 1000, K = 32), the other two stages 1.4 – 1.8e-3 (BENCHMARKS.md)."""
+    intermediates of correlated float32 keys err 6.6 – 7.0e-3 against the naive recurrence's 2.3 – 2.9e-3
+    (Hopper's arithmetic emulated, `tests/ops/triton/hopper_arithmetic.py`, on `verify`'s VLA inputs, T = 1000,
+    K = 32), the other two stages 1.4 – 1.8e-3."""
     one = grad_precision(tokens, final_state_grad)
     if not derived_keys:
         return BackwardPrecision(one, one, one, one)

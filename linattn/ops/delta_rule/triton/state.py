@@ -11,7 +11,8 @@ forward: the programs run in parallel over (sequence, head, value block), each o
 state in float32 registers (`BK = next_pow2(K) ≤ 256`, `BV ≤ 32`, `BK · BV ≤ 4096` floats) for its whole walk.
 `tl.dot` asks for `input_precision="tf32x3"` (true float32; see `wy.py`). Float32 write directions without a decay
 (VLA's `α̂`) are read from a copy laid out along the tokens (`transpose.py`), so that `W_cᵀ U_c` gets its operand in
-16-byte pieces (VLA's pass 4.2 → 1.5 ms at 64K, K = 128, on the H200).
+16-byte pieces (VLA's pass at 64K, K = 128, in about a third of the time; `python -m linattn.bench profile
+--contenders "VLA triton"`).
 
 Without the erase term (`ERASE` off: linear attention and scalar-decay GLA, `T = I`, `K̃ = 0`) the pseudo-values
 are the values themselves, `U_c = V_c`: the kernel reads `V` where it would read `Ũ`, skips `K̃ h`, and stores no
@@ -179,14 +180,15 @@ def state_fwd(
     # the whole key dim in one tile (the state's rows cannot be split across loop steps), the value dim in blocks
     # that keep the [BK, BV] state tile at ≤ 4096 floats; every dim ≥ 16 for tl.dot
     BK = max(16, next_power_of_2(K))
-    # value blocks of 16: twice the programs of 32 (128 at B = 1, H = 16, K = V = 128: one per SM of the H200)
+    # value blocks of 16: twice the programs of 32 (128 at B = 1, H = 16, K = V = 128: about one per SM of a Hopper GPU)
     BV = 16
     h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=w.device)
     U = torch.empty_like(u_tilde) if erase else None
     ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=w.device) if output_final_state else None
-    # float32 write directions without a decay (VLA's α̂) went from the load straight into the product that contracts
-    # over tokens: as the state backward's K̃, they would be copied in 4 bytes at a time; laid out along the tokens
-    # first (`transpose.py`). Scaled by a decay, or converted from 16 bits, they pass through registers anyway.
+    # float32 write directions without a decay (VLA's α̂) would go from the load straight into the product that
+    # contracts over tokens and, as the state backward's K̃ would, be copied in 4 bytes at a time: so they are laid
+    # out along the tokens first (`transpose.py`). Scaled by a decay, or converted from 16 bits, they pass through
+    # registers anyway.
     transposed = w.dtype == torch.float32 and G is None
     grid = (cdiv(V, BV), layout.N * H)
     state_fwd_kernel[grid](
@@ -194,8 +196,9 @@ def state_fwd(
         layout.cu_seqlens, layout.chunk_offsets, T, H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
         ERASE=erase, USE_G=G is not None, USE_H0=initial_state is not None, STORE_HT=ht is not None,
         IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision, W_T=transposed,
-        # sm_90, K = V = 128: three stages prefetch the next chunks' K̃, Ũ, w while this one multiplies (the pass
-        # 2.52 → 2.15 ms at 64K against two, H200 2026-11-30); at K = 256 two would take 209 KB of shared memory
+        # K = V = 128: three stages prefetch the next chunks' K̃, Ũ, w while this one multiplies (the pass at 64K
+        # 2.15 ms against two stages' 2.52, `python -m linattn.bench stages`); at K = 256 two would take 209 KB of
+        # shared memory
         num_warps=4, num_stages=3 if BK <= 128 else 1,
     )  # fmt: skip
     return h, U, ht

@@ -13,12 +13,13 @@ Backward, from `dh_{C_last+1}` = the final state's gradient (or 0) down to `dh_0
 Three kernels: everything that does not depend on `dh` first, parallel over chunks (the local part of `dU`,
 `E_c`, parked in `dh`'s row of the chunk, and with a decay `W̃` in float32); then the sequential walk, left with
 two products per chunk step (`W̃ dh` and `K̃ᵀ dU`), both with an operand read straight from memory, which Triton's
-pipeliner prefetches (scaling `W` by the decay inside the walk kept it in registers: 2× the instructions a step,
-spills); then `dṼ = Tᵀ dU`, parallel again. The walk reads `K̃ᵀ` chunk by chunk from a copy contiguous along the
+pipeliner prefetches (scaling `W` by the decay inside the walk would keep it in registers: 2× the instructions a
+step, spills); then `dṼ = Tᵀ dU`, parallel again. The walk reads `K̃ᵀ` chunk by chunk from a copy contiguous along the
 tokens (`transpose.py`'s layout, written by B0, `recompute.py`): read from `K̃` itself, the tf32 product's operand
-came in 4 bytes at a time, and the state backward took 6.4 ms at 64K on the H200 against 4.8 (2026-11-30). Its
-other reads (`E_c`, the local part of `dU_c`, the decay) are plain loads, which the pipeliner leaves in their step;
-one-pass launches issue them a step ahead (`reads_ahead`: the walk at 64K 4.56 → 3.58 ms).
+would come in 4 bytes at a time, which makes the state backward about a third slower at 64K (`python -m
+linattn.bench stages`). Its other reads (`E_c`, the local part of `dU_c`, the decay) are plain loads, which the
+pipeliner leaves in their step; one-pass launches issue them a step ahead (`reads_ahead`: about a fifth off the walk
+at 64K).
 
 `dṼ = Tᵀ dU` is all the chunk-local backward needs of `dU`: `Ũ = T β V` and `K̃ = T β Γ K` enter only through
 `U = Ũ − K̃ h`, so `dŨ = dU`, `dK̃ = −dU hᵀ`, and both reach the inputs through `Tᵀ` (see `local_bwd.py`).
@@ -247,10 +248,11 @@ def state_bwd_kernel(
         b_dh += tl.load(dht + i_nh.to(tl.int64) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
 
     # `AHEAD`: the chunk's local term `E_c`, the local part of `dU_c` and the decay are read one step ahead
-    # (`_walk_loads`). Read in the step that uses them, the two tiles went to memory and back on the step's critical
-    # path (plain loads: the pipeliner prefetches only the products' operands): half of the walk's stalls on the
-    # H200 by Nsight Compute, and the walk at 64K 4.56 → 3.58 ms with them ahead (2026-11-30, BENCHMARKS.md).
-    # Only for one-pass launches: the tf32x3 ones have no registers to spare (sm_90: 384 → 524 B of spills a thread).
+    # (`_walk_loads`). Read in the step that uses them, the two tiles go to memory and back on the step's critical
+    # path (plain loads: the pipeliner prefetches only the products' operands): half of the walk's stalls under
+    # Nsight Compute; with them ahead the walk at 64K takes 3.58 ms against 4.56 (`python -m linattn.bench stages`).
+    # Only for one-pass launches: the tf32x3 ones have no registers to spare (ahead, their spills grow from 384 to
+    # 524 B a thread; `scripts/compile_kernels.py`).
     if AHEAD:
         b_E, b_du_loc, b_g_last = _walk_loads(
             dh, du, G, bos, T, boh, NT - 1, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G
@@ -369,11 +371,12 @@ def state_bwd(
         q, w, G, do, du, dh, w_tilde, layout.cu_seqlens, layout.chunk_indices, scale, T,
         H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV, USE_G=G is not None, IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_operands(q.device, q.dtype, w.dtype), PRECISION=precision,
-        num_warps=2 if narrow_launch(q.dtype, w.dtype) else 4, num_stages=3,  # H200, K = V = 128, 64K: 6.4 vs 6.7 ms
+        num_warps=2 if narrow_launch(q.dtype, w.dtype) else 4, num_stages=3,  # `narrow_launch` says why
     )  # fmt: skip
 
     # as in state_fwd: the whole key dim in one tile; value blocks of 16: 128 programs at B = 1, H = 16, K = V = 128
-    # (one per SM of the H200); two pipeline stages up to K = 128 (at 256 they would take more than its 227 KB)
+    # (about one per SM of a Hopper GPU); two pipeline stages up to K = 128 (at 256 they would take more than
+    # Hopper's 227 KB of shared memory a block)
     BK_state = max(16, next_power_of_2(K))
     dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
     erase = k_tilde_t is not None

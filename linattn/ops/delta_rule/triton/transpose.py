@@ -7,8 +7,9 @@ token by token (`[B, T, H, K]`) and fed from the load straight into the product,
 in element by element, 4 bytes at a time, transposing on the way (64 copies per thread and step at K = 128). This
 parallel kernel writes each chunk's rows transposed once, contiguous along the tokens, so that the pass reads them
 in 16-byte pieces straight into the layout its product wants (the state pass's `W`; the backward's `K̃ᵀ` is written
-in this layout by `recompute.py`, which computes `K̃`). On the H200 (bf16 model, H = 16, K = V = 128, 64K
-tokens, 2026-11-30): the state backward 6.4 → 4.8 ms (GDN), VLA's forward state pass (float32 `α̂`) 4.2 → 1.5 ms.
+in this layout by `recompute.py`, which computes `K̃`). At 64K tokens (bf16, H = 16, K = V = 128) it takes a quarter
+off GDN's state backward (`python -m linattn.bench stages`) and two thirds off VLA's forward state pass, whose `α̂`
+is float32 (`python -m linattn.bench profile --contenders "VLA triton"`).
 Rows that are scaled or converted between the load and the product (a decay, 16-bit inputs) go through registers
 anyway and are not copied. Rows past a sequence's end are zeros.
 """

@@ -20,18 +20,18 @@ blocks of `A` and `T`. Each diagonal block of `T` inverts its block of `I + A` b
 (1 → 2 → 4 → 8 → 16: `T_2b = T_b − T_b M T_b`, `M` the entries whose row and column share their `2b` block but not
 their `b` block), and the blocks below follow by blockwise forward substitution,
 `T_ij = −T_ii Σ_{j ≤ l < i} A_il T_lj`: 16 products of `[16, 16]` blocks instead of twelve `[64, 64]` ones, and small
-live tiles (compiled for sm_90 at `K = V = 128`, in a build without the launcher's pointer alignment: 0.3 KB of
-spills a thread and 22 KB of shared memory, against 3.4 KB and 80 KB for the full-tile doubling it replaces).
+live tiles (compiled for Hopper at `K = V = 128` by `scripts/compile_kernels.py`, without the launcher's pointer
+alignment: 0.3 KB of spills a thread and 22 KB of shared memory, against 3.4 KB and 80 KB for a full-tile doubling).
 
 Numerics: everything is float32 after the loads. The inversion's products are `ieee` (exact float32 multiply-adds;
 16³ each), the application's `tf32x3` (three tf32 passes, about 22 bits), and `K Wᵀ` `tf32x3` for float32
 inputs but one tf32 pass for bfloat16 / float16 ones, which that pass holds exactly (`precision.py`). Triton's
 default on NVIDIA GPUs, one tf32 pass (10-bit mantissa, relative error ~1e-3 per product), would make the chunked
-result far less accurate than the float32 recurrence it must match (DESIGN §4), but for one case: where the
+result far less accurate than the float32 recurrence it must match (docs/design.md §4), but for one case: where the
 application takes one pass (`PRECISION`: a bfloat16 `o` the forward's only output, `precision.apply_precision`),
 the inversion does too (`INVERSE`). `T` then errs by ~2⁻¹¹ relative, as the application's rounding of `T` to tf32
-does anyway; on the H200 the stage went 1.22 → 0.81 ms at 64K (K = V = 128, 2026-12-01), and `verify`'s bfloat16
-cases kept their errors, those whose backward takes three passes (T = 65) too. The decay exponent is masked to
+does anyway; that takes a third off the stage at 64K (K = V = 128, `python -m linattn.bench stages`), and `verify`'s
+bfloat16 cases keep their errors, those whose backward takes three passes (T = 65) too. The decay exponent is masked to
 `s < t` and real rows before `exp`, so the positive differences above the diagonal, and those of padding rows,
 never overflow.
 """
@@ -371,8 +371,8 @@ def wy_fwd(
     B, T, H, K = k.shape
     V = v.shape[-1]
     # key blocks of at most 32 columns (tl.dot wants every dimension ≥ 16; masks cover the rest); 16-bit keys: value
-    # blocks of 64 and two warps, on the H200 at K = V = 128, 64K tokens, 1.22 ms against 1.56 with 32 and four
-    # (sixteen settings screened, BENCHMARKS.md); float32 keys: value blocks of 32, four warps
+    # blocks of 64 and two warps, a fifth faster than 32 and four at K = V = 128, 64K tokens (`python -m linattn.bench
+    # stages`); float32 keys: value blocks of 32, four warps
     narrow = narrow_launch(k.dtype, w.dtype)
     BK = min(32, max(16, next_power_of_2(K)))
     BV = min(64 if narrow else 32, max(16, next_power_of_2(V)))

@@ -34,9 +34,8 @@ def block(dim: int, most: int = 64) -> int:
 def wide_tile_launch(precision: str) -> dict[str, int]:
     """`num_warps`, `num_stages` of the output and `dq, dk` kernels, by the products' `precision`.
 
-    One-pass (`tf32`, a bfloat16 training call's): 2 warps and 2 stages. H200, bf16, K = V = 128, T = 64K (session 34,
-    `benchmarks/h200-2026-12-02/session33/screen_gla_launch.py`), ms per forward + backward: `dq, dk` 9.95 against
-    19.05 with 8 warps and 3 stages, the output kernel's two calls 2.08 against 4.40. Three-pass (`tf32x3`): 8 warps
-    and 3 stages, which hold the tiles without spilling on sm_90 (offline, Triton 3.6), where with 2 warps the output
-    kernel spills 21 KB a thread; 2 warps were not timed there."""
+    One-pass (`tf32`, a bfloat16 training call's): 2 warps and 2 stages, which take about half the time of 8 warps
+    and 3 stages in both kernels at K = V = 128, T = 64K (`python -m linattn.bench profile --contenders "ours triton
+    GLA (per-channel decay)"`). Three-pass (`tf32x3`): 8 warps and 3 stages, which hold the tiles without spilling on
+    Hopper, where with 2 warps the output kernel spills 21 KB a thread (`scripts/compile_kernels.py`)."""
     return {"num_warps": 2, "num_stages": 2} if precision == "tf32" else {"num_warps": 8, "num_stages": 3}

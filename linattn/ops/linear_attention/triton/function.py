@@ -7,12 +7,12 @@ Saved for the backward beside the inputs: `G` (`K` floats a token and head) and 
 
 Every product takes three tf32 passes (float32's accuracy), or one where the engine's rule allows it
 (`utils/precision.py`): in the forward when a bfloat16 `o` is its only output, in the backward when the
-tokens and `dO` are bfloat16 and no final state's gradient comes in (training). With the H200's arithmetic emulated
+tokens and `dO` are bfloat16 and no final state's gradient comes in (training). With Hopper's arithmetic emulated
 (`tests/ops/triton/hopper_arithmetic.py`, `verify`'s bfloat16 GLA case without states, T = 1000, K = 128) one pass
-took `o` to 1.11× the naive recurrence's error and `dg` to 1.10× (three: 1.00×); with a final state asked, one pass
-in the forward erred 3.6e-4 on the state against naive's 1.1e-7, so it keeps three. On the H200 (2026-12-01, session
-29, BENCHMARKS.md): `verify --ops gla` 38 of 38 with the rule; forward + backward at 64K, bf16, H = 16, K = V = 128,
-32.9 ms against 41.4 with three passes everywhere.
+takes `o` to 1.11× the naive recurrence's error and `dg` to 1.10× (three: 1.00×); with a final state asked, one pass
+in the forward errs 3.6e-4 on the state against naive's 1.1e-7, so it keeps three. On the GPU every case of
+`python -m linattn.bench verify --ops gla` passes with the rule, and one pass saves about a fifth of a training
+call's forward + backward at 64K (`python -m linattn.bench ops --only GLA`, against three passes everywhere).
 """
 
 from __future__ import annotations

@@ -113,9 +113,9 @@ def gla_state(
     end-state gradient `dh: [B, NT, H, K, V]` and the initial state's gradient (or None). float32 throughout."""
     B, T, H, K = x.shape
     V = y.shape[-1]
-    # H200, bf16, K = V = 128, T = 64K (session 34, session33/screen_gla_launch.py): [32, 32] tiles walk in 4.25 ms
-    # against [64, 32]'s 5.66 (the three walks of a training call's forward + backward); three-pass launches hold them
-    # without spilling too (sm_90, offline, Triton 3.6)
+    # [32, 32] tiles: a training call's three walks take about three quarters of [64, 32]'s time at K = V = 128
+    # (`python -m linattn.bench profile --contenders "ours triton GLA (per-channel decay)"`), and three-pass launches
+    # hold them without spilling too (`scripts/compile_kernels.py`)
     BK = block(K, 32)
     BV = block(V, 32)
     h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=x.device)

@@ -1,10 +1,8 @@
 """Inverses by Cholesky in Triton: `L⁻¹` of a tile (the gate kernel's `16 × 16` step) and a batch of SPD inverses.
 
-`inverse_cholesky` forms `L⁻¹` by symmetric elimination, one unrolled loop of `C` steps (a Cholesky then a
-substitution took two loops of `C` steps, each step a few reductions across the program's warps). On the H200
-(bf16 `u`, B = 1, H = 16, 2026-11-30, night; scratch `gate_warps.py`, `BENCHMARKS.md`) one gate call at 64K fell
-0.93 → 0.52 ms at d = 32 (one warp), 2.96 → 2.39 at d = 64 (four warps, against the product form of `L⁻¹` used
-there before) and 10.0 → 7.4 at d = 128 (eight warps).
+`inverse_cholesky` forms `L⁻¹` by symmetric elimination, one unrolled loop of `C` steps, where a Cholesky then a
+substitution would take two loops of `C` steps, each step a few reductions across the program's warps: the gate's
+call is markedly faster for it at every head dim (`python -m linattn.bench stages --op vla-gate` times the gate).
 
 `spd_inverse_kernel` is `chunk.spd_inverse` for the gate's `d × d` group starts `A_c = M_c⁻¹` (float32, the
 factorisation dtype of bfloat16 and float16 models; d ≤ 128) in one launch, one program a matrix, in `BB × BB`
@@ -12,24 +10,13 @@ blocks: a blocked Cholesky `M = L Lᵀ` by block columns (each diagonal block's 
 other blocks by products with it), then `X = L⁻¹` by block substitution, then `A = Xᵀ X`. The blocks pass between
 the steps through a scratch copy in global memory (a program's own, read after a barrier); the products are float32
 FMA (`ieee`). `spd_inverse` (cuSOLVER's batched Cholesky, a triangular solve against an identity, a product) is
-four launches whose batched calls pass arrays of matrix pointers from the host. On the H200 (random penalty-like
-matrices `0.1 I + Σ u uᵀ`; scratch `benchmarks/h200-2026-12-01/session21/screen_inv.py`, 2026-12-01), ms a call
-(`do_bench`) and the host's ms a call:
-
-| d | matrices (tokens at H = 16) | `spd_inverse` | this kernel: 16-blocks, 1 warp | 32-blocks, 2 warps |
-|---:|---:|---:|---:|---:|
-| 32 | 144 (4K) | 0.082 (host 0.117) | 0.017 | 0.017 |
-| 32 | 2,064 (64K) | 0.158 (host 0.204) | 0.034 | 0.066 |
-| 128 | 144 (4K) | 0.314 (host 0.278) | 0.195 | 0.132 |
-| 128 | 2,064 (64K) | 2.38 (host 0.222) | 0.703 | 0.787 |
-
-(the kernel's host time 0.02 – 0.04 ms; the one-warp kernel on whole 32-wide tiles it replaces took 0.024 and
-0.043 ms at d = 32). Hence 16-blocks on one warp up to d = 64 (d = 64 not timed: it compiles without spills there),
-32-blocks on two warps above, which win at 4K and lose 12% at 64K, where the inverses are a smaller share of the
-call; with one warp a 32-block spills at d = 128 (sm_90, `scripts/compile_kernels.py`). `vla`'s forward at T = 4K,
-K = 128 fell 1.53 → 1.36 ms with it (the kernel on 16-blocks, two warps), at 64K 19.9 → 18.7 ms; with the launch
-above, 1.28 ms at 4K (`vla-speed`), the inverses 0.129 ms of it (`bench profile`). Errors against float64: 2.7e-7
-here, 2.6e-7 by cuSOLVER. Float64 factorisations (`chunk.factor_dtype`) keep `spd_inverse`.
+four launches whose batched calls pass arrays of matrix pointers from the host: on penalty-like matrices
+`0.1 I + Σ u uᵀ` this kernel takes a fraction of their GPU time and of their host time, as accurately against
+float64. 16-blocks on one warp up to d = 64 (they compile without spills there), 32-blocks on two warps above, which
+are faster for short sequences and a little slower at 64K, where the inverses are a smaller share of the call; with
+one warp a 32-block spills at d = 128 (`scripts/compile_kernels.py`). The inverses are about a tenth of `vla`'s
+forward at 4K tokens, K = 128 (`python -m linattn.bench profile --contenders "VLA triton"`). Float64 factorisations
+(`chunk.factor_dtype`) keep `spd_inverse`.
 """
 
 from __future__ import annotations
@@ -51,9 +38,8 @@ def inverse_cholesky(b_G, C: tl.constexpr):
     each row `i > j`, of `G'` and of a copy of `I`. The copy ends as `L₁⁻¹` (`G = L₁ D L₁ᵀ`, `L₁` unit lower, `D` the
     pivots `G'[j, j]`), and `L⁻¹ = D^{-1/2} L₁⁻¹`. Row `j` of `G'` is read as its column `j` (the rows and columns
     still to come stay symmetric; what the other entries of row `j` put into the columns before `j` is never read).
-    One unrolled loop of `C` steps, where a Cholesky and a substitution took two loops of `C` steps each: in the gate
-    kernel at d = 128 (eight warps, each step reductions across them) the gate's call at 64K took 7.4 ms against 10.0
-    (`BENCHMARKS.md`, 2026-11-30, night)."""
+    One unrolled loop of `C` steps, where a Cholesky and a substitution would take two loops of `C` steps each, and
+    in the gate kernel each step is a few reductions across its warps (eight at d = 128)."""
     o_c = tl.arange(0, C)
     b_Li = tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)  # [C, C]
     b_p = tl.zeros([C], dtype=tl.float32)  # [C] the pivots

@@ -18,12 +18,12 @@ a quarter of the threads, and eight programs share an SM. The other products are
 tf32 passes, about 22 bits; see `linattn/ops/utils/precision.py`).
 The same kernel maps `k̂` in the forward and `∂L/∂α` in the backward (`a_t = A_t g_t`), so only the groups' first
 `A` and every chunk's `L⁻¹` (16 floats a token and head, which depend on `U` and `A` alone) are kept between the
-passes: the backward's call reads `L⁻¹` in place of its elimination (on the H200 at 64K, d = 128, H = 16: 7.39 →
-4.09 ms, while keeping it costs the forward 7.70 → 8.03 ms; 2026-12-01, BENCHMARKS.md, session 23). In the forward
-its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms kept) inside the kernel up to d = 64 (three PyTorch launches
-fewer; on the H200 it cost the kernel nothing at d = 32, and `vla`'s forward at d = 64, 64K fell 8.72 → 8.28 ms
-with it), above by one pass over the rows after it (`unit_rows_in_place`; inside the kernel it cost 2.6 ms more at
-d = 128, `T = 64K`; all 2026-11-30).
+passes: the backward's call reads `L⁻¹` in place of its elimination (at 64K, d = 128, it then takes about half the
+time, for 4% more in the forward's call; `python -m linattn.bench stages --op vla-gate --K 128` times both). In the
+forward its rows are normalised (`α̂_t = α_t / ‖α_t‖`, the norms kept) inside the kernel up to d = 64 (three PyTorch
+launches fewer, at no cost to the kernel at d = 32 and 5% off `vla`'s forward at d = 64, 64K), above by one pass over
+the rows after it (`unit_rows_in_place`), which at d = 128 costs less than the normalisation inside the kernel
+(`python -m linattn.bench profile --contenders "VLA triton" --K 32,64,128`, with `UNIT_MAX_HEAD_DIM` changed).
 
 The backward's other products, `∂L/∂u` and `∂L/∂M_0`, are `penalty_grads.py`'s kernels (in slices of the
 sequence above d = 64, to bound their per-chunk sums). Head dims up to `MAX_HEAD_DIM` (a `128 × 128` float32 `A`
@@ -177,8 +177,8 @@ def triton_apply(
     if A_starts.stride() != (H * SG * D * D, SG * D * D, D * D, D, 1):
         A_starts, SG = A_starts.contiguous(), A_starts.shape[2]
     BD = max(16, next_power_of_2(D))
-    # Warps a program. The gate alone, one call, bf16 `u`, H = 16, H200, 2026-11-30, night (scratch `gate_warps.py`,
-    # BENCHMARKS.md), ms at T = 4K / 64K:
+    # Warps a program. The gate alone, one call, H = 16, ms at T = 4K / 64K (`python -m linattn.bench stages --op
+    # vla-gate --K 32 --lengths 4096,65536`, and K = 64, 128, with the counts changed):
     # - d = 32: one warp 0.23 / 0.52, two 0.20 / 0.92, four 0.20 / 1.86
     # - d = 64: two warps 0.38 / 2.39, four 0.27 / 2.39, eight 0.28 / 4.43
     # - d = 128: eight warps 0.48 / 7.43, sixteen 2.08 / 32.6 (four would hold `A` in 128 registers a thread)

@@ -8,10 +8,10 @@ new tensor and adds `λ0` to its diagonal: five launches and a float32 copy of `
 so the kernel multiplies them exactly on the tensor cores (one tf32 pass) into float32 sums.
 
 Only bfloat16: the tensor cores' float32 sums of a group's products are not the CUDA cores' round-to-nearest ones.
-On the H200 (`verify --ops vla`, 2026-12-01, BENCHMARKS.md) the final `A` of the `T = 1000, K = 32` cases erred
-9.6e-7 with the kernel against 7.2e-7 with PyTorch's path for bfloat16 `u` (the naive recurrence's own 5.8e-7; the
-bound 1.2e-6), but 1.73e-6 against 1.9e-7 for float16 `u` (bound 1e-6: failed), whose 11-bit products lose more
-in those sums than bfloat16's 8-bit ones. float16 and float32 `u` keep PyTorch's path (`gate.py`).
+Under `python -m linattn.bench verify --ops vla` the final `A` of the `T = 1000, K = 32` cases errs 9.6e-7 with the
+kernel against 7.2e-7 with PyTorch's path for bfloat16 `u` (the naive recurrence's own 5.8e-7; the bound 1.2e-6),
+but for float16 `u` the kernel would err 1.73e-6 against 1.9e-7 (bound 1e-6: a failure), as its 11-bit products
+lose more in those sums than bfloat16's 8-bit ones. float16 and float32 `u` keep PyTorch's path (`gate.py`).
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ Precision. The products' operands are float32 (`a`, `α`, the sums): three tf32 
 caller says the gradients come from bfloat16 tokens alone (`gate.py`: a bfloat16 `u`, no initial `A`, at least
 `ONE_PASS_TOKENS` tokens; `utils/precision.py`'s rule for the engine's backward) and no final state's
 gradient comes in. `∂L/∂u` is then rounded to bfloat16, and one pass's ~2⁻¹¹ per product stays under that:
-`verify --ops vla` on the H200 (2026-11-30, night) put `du` at 1.39 – 1.45× the naive recurrence's error where three
-passes gave 1.16 – 1.22× (the `no-h0 no-ht` bfloat16 cases; the bound is 2×), and the three launches took
-12.6 → 6.5 ms at d = 128, 2.19 → 1.42 at d = 64, 0.97 → 0.60 at d = 32 (64K tokens, H = 16).
+`python -m linattn.bench verify --ops vla` puts `du` at 1.39 – 1.45× the naive recurrence's error where three passes
+give 1.16 – 1.22× (the `no-h0 no-ht` bfloat16 cases; the bound is 2×), and one pass takes a third to a half off the
+three launches at 64K tokens (`python -m linattn.bench profile --contenders "VLA triton" --K 32,64,128`).
 
 The per-chunk sums are float32 `d × d` matrices, `4 d² / 64` bytes a token and head: as much as `a` itself at
 d = 64, but 1 KiB at d = 128 (1 GiB at 64K tokens and 16 heads). So the chunks are taken in `⌈d / 64⌉` slices, from
@@ -27,9 +27,9 @@ the last: each slice's sums are formed, scanned in reverse from the sums of the 
 head), and used for its `∂L/∂u`; only one slice's sums are alive, never more bytes than `a`'s.
 
 Launch. A program takes whole rows of columns (`BV = d` up to 128) and `∂L/∂u`'s key loop is not pipelined: with
-32 columns a program and three stages, the key loop's buffers held 136 KB of shared memory, one program an SM. On the
-H200 (2026-12-01, `benchmarks/h200-2026-12-01/session27/`: `screen_penalty.py`, 64K tokens, H = 16, one-pass products)
-the three launches took 6.06 → 4.65 ms at d = 128, 1.22 → 1.10 at d = 64, 0.50 → 0.50 at d = 32, same bits.
+32 columns a program and three stages, the key loop's buffers would take 136 KB of shared memory, one program an SM.
+Whole rows take a quarter off the three launches at d = 128 and a tenth at d = 64 (the same time at d = 32; 64K
+tokens, one-pass products, the same bits; `python -m linattn.bench profile --contenders "VLA triton" --K 32,64,128`).
 """
 
 from __future__ import annotations
