@@ -68,7 +68,7 @@ def _parser() -> _Parser:
     )
     run.add_argument("--out", default="results", help="results root (default results/)")
     run.add_argument("--force", action="store_true", help="run again even if results exist (discards them)")
-    prog = sub.add_parser("progress", help="how far an experiment's runs have got, from their folders")
+    prog = sub.add_parser("progress", help="how far an experiment's runs have got (its archive and run folders)")
     prog.add_argument("name", help="experiment name (see `linattn list`)")
     prog.add_argument("--protocol", help="as for `run` (default: the experiment's first)")
     prog.add_argument("--quick", action="store_true", help="the quick version's runs")

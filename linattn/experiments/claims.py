@@ -368,7 +368,7 @@ KLA_CLAIMS = (
     Claim("KLA", "without key normalisation MQAR collapses", "ablation", "0.03%", "kla-ablation/paper",
           _raw_keys_collapse),
     Claim("KLA", "KLA's perplexity beats GDN's at 0.4B / 1B tokens", "language modelling", "8.09 vs 8.50", None),
-    Claim("KLA", "the same at our scale: a 4-layer byte-level LM (the analogue EXPERIMENTS.md asks for)",
+    Claim("KLA", "the same at our scale: a 4-layer byte-level LM (the analogue of the paper's language model)",
           "language modelling", "8.09 vs 8.50 (0.4B)", "kla-lm/paper", _kla_lower_loss),
     Claim("KLA", "prefill latency KLA ≈ GDN", "efficiency, 131K", "1220 vs 1227 ms", "kla-speed/default-cuda",
           _kla_prefill),

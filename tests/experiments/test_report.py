@@ -71,7 +71,7 @@ def test_kla_rules(tmp_path):
     ours, verdict = _claim("CCQ lowers perplexity from 4K to 20K context").evaluate(tmp_path)
     # 1.445 against 1.45 is lower by less than the margin (0.01 nats), so it does not count
     assert verdict == "partly" and ours.endswith("nats a byte at T = 4,096 (3 of 4 lower by ≥ 0.01)")
-    analogue = "the same at our scale: a 4-layer byte-level LM (the analogue EXPERIMENTS.md asks for)"
+    analogue = "the same at our scale: a 4-layer byte-level LM (the analogue of the paper's language model)"
     for kla_loss, expected in ((1.38, "holds"), (1.395, "partly"), (1.42, "does not hold")):
         table = {"kla": {"512": kla_loss, "4096": 1.0}, "gated_deltanet": {"512": 1.4, "4096": 2.0}}
         _write(tmp_path / expected, "kla-lm/paper", {"table": table})

@@ -1,0 +1,28 @@
+"""Results are written atomically, with the mode a plain `open` gives a new file, and never silently over an
+existing one when the caller says so."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from linattn.io import write_atomic
+
+
+def test_written_files_are_readable_by_others(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = write_atomic(tmp_path / "a" / "result.json", "{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644 and path.read_text() == "{}"
+    assert [p.name for p in path.parent.iterdir()] == ["result.json"]  # no temporary file left behind
+
+
+def test_overwrite_is_refused_when_asked(tmp_path):
+    path = write_atomic(tmp_path / "table.md", b"first")
+    with pytest.raises(FileExistsError, match="refusing to overwrite"):
+        write_atomic(path, b"second", overwrite=False)
+    assert path.read_bytes() == b"first"
