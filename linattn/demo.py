@@ -103,7 +103,9 @@ def beside_fair(quick: dict, root: Path) -> str:
     why = (
         "Why gated_deltanet, kla and ccq-gated_deltanet can score low here: their output gate SiLU(W_g x) slows "
         "training on a small budget (few steps, one lr); without the gate, or with the lr tuned and more steps "
-        "(the fair protocol), they solve every n (docs/results.md)."
+        "(the fair protocol), they solve every n. Softmax and linear attention stay near chance (1/n) under both: "
+        "linear attention for want of capacity, softmax because this 2-layer model with learned positions does "
+        "not form the induction circuit (with a short convolution in front it solves every n). docs/results.md."
     )
     if not fair_path.exists():
         return why + f"\n(no committed fair-protocol result at {fair_path} to show beside it)"

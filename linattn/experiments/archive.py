@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,31 +50,52 @@ def read_archive(path: Path) -> dict[str, FinishedRun]:
 
 
 def read_folder(run_dir: Path) -> FinishedRun | None:
-    """The finished run in the working folder `run_dir` (its `result.json` and metrics log), or None."""
+    """The finished run in the working folder `run_dir` (its `result.json` and metrics log), or None; an unreadable
+    one is an error that names the file."""
     result = run_dir / RESULT_NAME
     if not result.exists():
         return None
-    log = run_dir / METRICS_NAME
-    metrics = tuple(json.loads(line) for line in log.read_text().splitlines() if line.strip()) if log.exists() else ()
     where = f"{run_dir.parent.parent.parent.name}/{run_dir.parent.parent.name}/{RUNS_NAME}/{run_dir.name}"
-    return FinishedRun(json.loads(result.read_text()), metrics, where)
+    try:
+        record = json.loads(result.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{result}: not a readable result ({type(e).__name__}: {e})") from e
+    log = run_dir / METRICS_NAME
+    try:
+        lines = log.read_text().splitlines() if log.exists() else []
+        metrics = tuple(json.loads(line) for line in lines if line.strip())
+    except (OSError, ValueError):
+        metrics = ()  # the log is a record of the training, not its result: a damaged one is left out
+    return FinishedRun(record, metrics, where)
 
 
-def finished_in(out: Path) -> dict[str, FinishedRun]:
+def finished_in(out: Path, *, skip_unreadable: bool = False) -> dict[str, FinishedRun]:
     """Every finished run of the experiment folder `out`, by id: its archive's, and its working folders' (which win:
-    a folder is newer than an archive packed from it)."""
-    runs = read_archive(out / ARCHIVE_NAME)
+    a folder is newer than an archive packed from it). An unreadable archive or result is an error naming its file,
+    or with `skip_unreadable` a warning, the rest read on."""
+
+    def guarded(read, path: Path, default):
+        try:
+            return read(path)
+        except ValueError as e:
+            if not skip_unreadable:
+                raise
+            warnings.warn(f"skipped: {e}", stacklevel=4)
+            return default
+
+    runs = guarded(read_archive, out / ARCHIVE_NAME, {})
     for run_dir in sorted((out / RUNS_NAME).glob("*/")):
-        if (run := read_folder(run_dir)) is not None:
+        if (run := guarded(read_folder, run_dir, None)) is not None:
             runs[run_dir.name] = run
     return runs
 
 
 def finished_under(root: Path) -> Iterator[FinishedRun]:
-    """Every finished run of every experiment under the results root `root` (`<experiment>/<variant>/`)."""
+    """Every finished run of every experiment under the results root `root` (`<experiment>/<variant>/`); one that
+    cannot be read is skipped with a warning naming its file, so that it blocks no other experiment."""
     folders = {p.parent for pattern in (ARCHIVE_NAME, RUNS_NAME) for p in Path(root).glob(f"*/*/{pattern}")}
     for out in sorted(folders):
-        yield from finished_in(out).values()
+        yield from finished_in(out, skip_unreadable=True).values()
 
 
 def pack(out: Path) -> Path | None:

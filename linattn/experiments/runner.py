@@ -31,7 +31,14 @@ from pathlib import Path
 import torch
 
 from linattn.bench.environment import describe
-from linattn.experiments.archive import ARCHIVE_NAME, RESULT_NAME, FinishedRun, finished_under, read_archive
+from linattn.experiments.archive import (
+    ARCHIVE_NAME,
+    RESULT_NAME,
+    FinishedRun,
+    finished_under,
+    read_archive,
+    read_folder,
+)
 from linattn.extras import tqdm
 from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
@@ -200,9 +207,8 @@ def run_one(
     test sets (drawn from the same seed as the trained task's). With `reuse_root`, a finished run of the same
     training found there (`find_same_run`) is copied instead of trained. Past `start_by` (a `time.time()`), a run
     that would train (or resume) raises `NotStarted` instead; finished and copied ones are still read back."""
-    result_path = run_dir / RESULT_NAME
-    if result_path.exists():
-        return _read_back(json.loads(result_path.read_text()), spec, result_path)
+    if (finished := read_folder(run_dir)) is not None:
+        return _read_back(finished.record, spec, run_dir / RESULT_NAME)
     archive = run_dir.parent.parent / ARCHIVE_NAME  # `<experiment>/<variant>/runs/<id>`: the variant's archive
     if (archived := read_archive(archive).get(spec.id)) is not None:
         return _read_back(archived.record, spec, archive)
@@ -267,7 +273,7 @@ def run_one(
         "model": asdict(spec.model),
         "train": asdict(training),
     }
-    write_atomic(result_path, json.dumps(record, indent=2))
+    write_atomic(run_dir / RESULT_NAME, json.dumps(record, indent=2))
     return record
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import pickle
+import zipfile
 from pathlib import Path
 
 import torch
@@ -36,8 +38,15 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict) -> Path:
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:
-    """Read a checkpoint onto the CPU (tensors only, no arbitrary pickles); `load_state_dict` moves what it needs."""
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """Read a checkpoint onto the CPU (tensors only, no arbitrary pickles); `load_state_dict` moves what it needs.
+    A damaged file is a `ValueError` that names it."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
+        raise ValueError(
+            f"{path}: not a readable checkpoint ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+            "remove it to train the run from its start"
+        ) from e
 
 
 def check_config(saved: dict, config: TrainConfig, path: str | os.PathLike) -> None:

@@ -16,6 +16,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -31,6 +32,7 @@ from linattn.train import distributed
 from linattn.train.checkpoint import CHECKPOINT_NAME, check_config, load_checkpoint, save_checkpoint
 from linattn.train.config import TrainConfig
 from linattn.train.distributed import DistInfo
+from linattn.train.lock import folder_lock
 from linattn.train.schedule import warmup_cosine
 
 METRICS_NAME = "metrics.jsonl"
@@ -167,6 +169,7 @@ def train(
     progress: bool = True,
     loss_fn: LossFn | None = None,
     sharding: str = "ddp",
+    checkpoint_seconds: float | None = 300.0,
 ) -> TrainResult:
     """Train `model` for `config.steps` AdamW updates on `train_batch(step, generator)`, resuming from
     `out_dir/checkpoint.pt` when it exists.
@@ -182,6 +185,9 @@ def train(
     - `sharding`: under torchrun, `"ddp"` (a whole model a rank) or `"fsdp"` (parameters, gradients and optimizer
       state sharded over the ranks; the model stays sharded after training, so every rank calls it together;
       `linattn.train.distributed`). A checkpoint resumes under the sharding that wrote it.
+    - `checkpoint_seconds`: a checkpoint also whenever this much training time has passed since the last one
+      (besides every `config.checkpoint_every` steps and at the end), so that an interrupted run loses at most
+      that much; None: by steps only. Where a checkpoint falls does not change the result (resume is exact).
 
     A non-finite loss or gradient stops the run without applying that update (`stop_reason` "diverged: …"), so
     `model` keeps its last finite weights: a diverging configuration (the KLA paper's ablation) is a result, not a
@@ -192,8 +198,36 @@ def train(
     targets) weighs the same: batches whose rows carry different numbers of targets (a task mixture) train as one
     process with the global batch only up to that weighting.
 
+    While it trains, `out_dir` is locked (`linattn.train.lock`): a second process training into it gets an error
+    naming the first.
+
     Example: `train(model, TrainConfig(steps=500, warmup_steps=50), task_batch, evaluate, Path("runs/x"))`.
     """
+    writes = out_dir is not None and distributed.env_info().is_main  # only rank 0 writes files
+    with folder_lock(out_dir) if writes else nullcontext():
+        return _train(
+            model, config, train_batch, evaluate, out_dir,
+            device=device, progress=progress, loss_fn=loss_fn, sharding=sharding,
+            checkpoint_seconds=checkpoint_seconds,
+        )  # fmt: skip
+
+
+def _train(
+    model: nn.Module,
+    config: TrainConfig,
+    train_batch: TrainBatch,
+    evaluate: Evaluate | None,
+    out_dir: str | Path | None,
+    *,
+    device: str | torch.device,
+    progress: bool,
+    loss_fn: LossFn | None,
+    sharding: str,
+    checkpoint_seconds: float | None,
+) -> TrainResult:
+    """`train`, its output folder locked."""
+    if checkpoint_seconds is not None and not checkpoint_seconds > 0:
+        raise ValueError(f"checkpoint_seconds: expected a positive number of seconds or None, got {checkpoint_seconds}")
     if config.early_stop_metric is not None and evaluate is None:
         raise ValueError(f"config.early_stop_metric={config.early_stop_metric!r} needs an evaluate function, got None")
     if sharding not in distributed.SHARDINGS:
@@ -245,6 +279,7 @@ def train(
     amp = autocast_dtype(config.amp, device)
     autocast = partial(torch.autocast, device.type, dtype=amp, enabled=amp is not None)
     started, wall_before = time.perf_counter(), run.wall_time_s
+    last_saved = started
     window.start = started
     postfix: dict[str, str] = {}
     model.train()
@@ -305,7 +340,9 @@ def train(
                 run.step == config.steps
                 or run.stop_reason is not None
                 or (config.checkpoint_every and run.step % config.checkpoint_every == 0)
+                or _time_to_save(checkpoint_seconds, last_saved, info)
             ):
+                last_saved = time.perf_counter()
                 paused_at = time.perf_counter()
                 ranks = distributed.gather_objects(_rank_state(data_rng, window, device), info)
                 model_state, optimizer_state = distributed.whole_state_dicts(model, optimizer, info, sharding)
@@ -327,6 +364,14 @@ def train(
                 distributed.barrier(info)  # no rank may go on to read an older checkpoint than this one
                 window.paused += time.perf_counter() - paused_at
     return run.result(metrics_path)
+
+
+def _time_to_save(seconds: float | None, last_saved: float, info: DistInfo) -> bool:
+    """Whether `seconds` have passed since the last checkpoint, by rank 0's clock (every rank must agree: saving
+    is collective under DDP and FSDP)."""
+    if seconds is None:
+        return False
+    return distributed.broadcast_from_main(time.perf_counter() - last_saved >= seconds, info)
 
 
 def _rank_state(data_rng: torch.Generator, window: _Window, device: torch.device) -> dict:

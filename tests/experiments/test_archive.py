@@ -57,3 +57,21 @@ def test_an_unreadable_archive_names_itself(tmp_path):
     with pytest.raises(ValueError, match=f"{path}: not a readable archive of runs"):
         read_archive(path)
     assert pack(tmp_path / "nothing-here") is None
+
+
+def test_an_unreadable_result_blocks_only_its_own_run(tmp_path, one_thread):
+    """A damaged result.json or archive of another experiment is skipped with a warning that names it; a run's own
+    damaged result is refused with its path, not retrained over."""
+    (tmp_path / "broken" / "paper" / "runs" / "x").mkdir(parents=True)
+    (tmp_path / "broken" / "paper" / "runs" / "x" / "result.json").write_text('{"id": "x", "test": ')
+    (tmp_path / "gone" / "paper").mkdir(parents=True)
+    (tmp_path / "gone" / "paper" / ARCHIVE_NAME).write_bytes(b"not gzip")
+    spec = tiny_plan("paper", True, ("vla",))[0]
+    with pytest.warns(UserWarning, match="result.json: not a readable result") as caught:
+        record = run_one(spec, tmp_path / "tiny" / "paper" / "runs" / spec.id, progress=False, reuse_root=tmp_path)
+    assert any(ARCHIVE_NAME in str(w.message) for w in caught) and "reused_from" not in record
+
+    own = tmp_path / "tiny" / "paper" / "runs" / spec.id / "result.json"
+    own.write_text("{")
+    with pytest.raises(ValueError, match=f"{own}: not a readable result"):
+        run_one(spec, own.parent, progress=False)

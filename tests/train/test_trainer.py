@@ -300,3 +300,51 @@ def test_supervised_cross_entropy_is_token_cross_entropy(mixture):
     # both take the cross-entropy in float32 (over B·T rows or N), so they agree to its rounding
     assert abs(losses[0] - losses[1]) <= 1e-6 * losses[0]
     assert (grads[0] - grads[1]).norm() <= 1e-6 * grads[0].norm()
+
+
+def test_one_writer_a_run_folder(tmp_path):
+    """A second training into a folder that another one is writing is refused with the holder's name; once the first
+    ends (however it ends) the folder is free again."""
+    import subprocess
+    import sys
+
+    from linattn.train.lock import RunFolderLocked, folder_lock
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from linattn.train.lock import folder_lock\n"
+         f"with folder_lock({str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunFolderLocked, match=f"is being written by pid {holder.pid} on "):
+            train(toy_model(), config(), copy_batch, None, tmp_path, progress=False)
+        assert not (tmp_path / "metrics.jsonl").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    train(toy_model(), config(steps=2), copy_batch, None, tmp_path, progress=False)  # killed: the lock went with it
+    with folder_lock(tmp_path), pytest.raises(RunFolderLocked):
+        train(toy_model(), config(steps=2), copy_batch, None, tmp_path, progress=False)
+
+
+def test_checkpoints_by_time_too_and_resume_exactly(tmp_path):
+    """With no step-based checkpoints a run still saves every `checkpoint_seconds` of its time (here: every step),
+    and resuming from such a checkpoint gives what an uninterrupted run gives."""
+    cfg = config(checkpoint_every=0)
+    straight = train(toy_model(), cfg, copy_batch, None, tmp_path / "straight", progress=False)
+    with pytest.raises(Crash):
+        train(toy_model(), cfg, crash_at(7), None, tmp_path / "resumed", progress=False, checkpoint_seconds=1e-9)
+    from linattn.train.checkpoint import load_checkpoint
+
+    assert load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")["run"]["step"] == 7
+    again = train(toy_model(seed=1), cfg, copy_batch, None, tmp_path / "resumed", progress=False)
+    assert drop_timing(read_log(again.metrics_path)) == drop_timing(read_log(straight.metrics_path))
+    with pytest.raises(ValueError, match="checkpoint_seconds: expected a positive number"):
+        train(toy_model(), cfg, copy_batch, None, tmp_path / "x", progress=False, checkpoint_seconds=0)
+
+
+def test_a_damaged_checkpoint_names_itself(tmp_path):
+    (tmp_path / "checkpoint.pt").write_bytes(b"\x80\x02 not a checkpoint")
+    with pytest.raises(ValueError, match=r"checkpoint.pt: not a readable checkpoint .*remove it to train the run"):
+        train(toy_model(), config(), copy_batch, None, tmp_path, progress=False)
