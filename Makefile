@@ -1,5 +1,8 @@
 # Two commands on a fresh machine with nothing but Python: `make demo` and `make test`.
 PYTHON ?= python3
+# the torch to install first (CI's: a CPU build; elsewhere e.g. TORCH="torch --index-url
+# https://download.pytorch.org/whl/cpu"); everything installed after it must not replace it
+TORCH ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 
@@ -8,8 +11,7 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# the CPU build of torch first (it lies on the machine's disk); everything else must not replace it
-	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
@@ -26,7 +28,7 @@ lint: $(BIN)/.installed
 
 # the README's install routes, each in a fresh venv (pip install -e . ; pip install "linattn[hf] @ git+…")
 install-check:
-	PYTHON=$(PYTHON) bash scripts/check_install.sh
+	PYTHON=$(PYTHON) TORCH="$(TORCH)" bash scripts/check_install.sh
 
 bench-cpu: $(BIN)/.installed
 	$(BIN)/python -m linattn.bench cpu

@@ -72,7 +72,7 @@ def _parser() -> _Parser:
     prog.add_argument("name", help="experiment name (see `linattn list`)")
     prog.add_argument("--protocol", help="as for `run` (default: the experiment's first)")
     prog.add_argument("--quick", action="store_true", help="the quick version's runs")
-    prog.add_argument("--seeds", type=int, default=1, help="as for `run` (default 1)")
+    prog.add_argument("--seeds", type=int, help="as for `run` (default: as many as the finished runs show)")
     prog.add_argument("--results", default="results", help="results root (default results/)")
     rep = sub.add_parser("report", help="the claims report (REPORT.md), from results/")
     rep.add_argument("--results", default="results", help="results root (default results/)")
@@ -117,7 +117,7 @@ def _main(argv: list[str] | None) -> int:
         protocol = _protocol(args.protocol, experiment)
         if protocol is None:
             return _fail(f"--protocol: expected one of {list(experiment.protocols)}, got {args.protocol!r}")
-        if args.seeds < 1:
+        if args.seeds is not None and args.seeds < 1:
             return _fail(f"--seeds: expected >= 1, got {args.seeds}")
         print(progress(experiment, protocol, args.quick, Path(args.results), args.seeds), end="")
         return 0

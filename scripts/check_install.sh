@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# The README's two install routes, each into a fresh venv with the CPU build of torch, then a smoke test:
+# The README's two install routes, each into a fresh venv with torch ($TORCH) installed first, then a smoke test:
 #   pip install -e .                          (core only: torch, triton) — ops forward + backward, a layer, the CLI
 #   pip install "linattn[hf] @ git+file://…"  (this checkout's HEAD, with the hf extra) — an HF model round trip
 # Run from the repository root: `make install-check` (CI runs it after the test suite).
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
+TORCH=${TORCH:-torch==2.13.0}  # as the Makefile: a CPU build, installed first
 root=$(pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-fresh() {  # name: a venv with the CPU build of torch (it lies on the machine's disk; installed first, never replaced)
+fresh() {  # name: a venv with torch ($TORCH) installed first, so that the package's install never replaces it
   "$PYTHON" -m venv "$work/$1"
   "$work/$1/bin/pip" install -q --upgrade pip
-  "$work/$1/bin/pip" install -q torch==2.13.0
+  # shellcheck disable=SC2086  # $TORCH may hold pip options (--index-url …)
+  "$work/$1/bin/pip" install -q $TORCH
 }
 
 fresh editable

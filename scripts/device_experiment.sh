@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Run named experiments on the lent GPU machine, one after another, and bring their results back under $OUT.
+# Run named experiments on a GPU machine in a job of limited time, one after another, and gather what the job must
+# hand back under $OUT (default ./experiment_out): the results, and the checkpoints of unfinished runs, within a
+# copy-back limit of 8 files and 64 MiB (the limit of the GPU jobs these experiments ran in).
 #   bash scripts/device_experiment.sh SECONDS JOBS "NAME [options]" ["NAME [options]" ...]
 # JOBS: training runs at a time per experiment (dealt over the GPUs); 0 for diagnostics, which take no --jobs.
-# The machine is bare and offline: the package runs from the source tree (its dependencies are in the image).
+# The package runs from the source tree (PYTHONPATH); its dependencies must be installed on the machine.
 # Finished runs already under results/ (their result.json) are kept, and a run another experiment finished is copied,
 # not trained again (`runner.find_same_run`): hence one experiment after another, and because on one GPU nine runs at
 # once each go at well under half of three's speed, so that with three experiments at once none may finish in a call
@@ -19,6 +21,8 @@
 set -u
 seconds=$1 jobs=$2
 shift 2
+OUT=${OUT:-experiment_out}
+mkdir -p "$OUT"
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'

@@ -31,5 +31,6 @@ def describe(device: torch.device | str = "cpu") -> dict[str, str]:
         info["gpu"] = torch.cuda.get_device_name(device)
         info["cuda"] = str(torch.version.cuda)
     else:
-        info["cpu"] = f"{cpu_name()} ({torch.get_num_threads()} threads)"
+        threads = torch.get_num_threads()
+        info["cpu"] = f"{cpu_name()} ({threads} thread{'s' if threads != 1 else ''})"
     return info

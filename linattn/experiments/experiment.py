@@ -289,7 +289,8 @@ def table_markdown(results: dict) -> str:
             lines += ["", f"Reference points (accuracy at a state size): {'; '.join(references)}."]
     shared = [f"`{r['id']}` ({r['reused_from']})" for r in results.get("runs", []) if "reused_from" in r]
     if shared:
-        lines += ["", "Runs another experiment trained (the same training, copied): " + ", ".join(shared) + "."]
+        copied = "Runs another experiment trained (the same training, copied; each named as in its runs.jsonl.gz): "
+        lines += ["", copied + ", ".join(shared) + "."]
     if results["protocol"].startswith("fair"):
         lines += ["", f"Learning rate chosen on validation {'loss' if metric == 'loss' else 'accuracy'}:", ""]
         lines += [

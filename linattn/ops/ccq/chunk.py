@@ -26,8 +26,8 @@ def chunk_ccq_query(
     """Same contract as `naive_ccq_query`."""
     dt = compute_dtype(q)
     q, k, lam = (x.to(dt) for x in (q, k, lam))
-    # one cast shared by both passes: their log-decay gradients, large and of opposite signs, add in `dt` before
-    # a low-precision `g` rounds the sum (rounded apart, each to bfloat16, they would leave dg 2.7× the naive error)
+    # one cast shared by both passes: their log-decay gradients, large and of opposite signs, add in `dt` before a
+    # low-precision `g` rounds the sum (rounded apart, each to bfloat16, they leave dg above twice the naive error)
     g = None if g is None else g.to(dt)
 
     def gla(q, k, v, S0):

@@ -95,7 +95,7 @@ class CCQTriton(torch.autograd.Function):
         initial_state = None if C0 is None else (C0, m0, Z0)
         # one tf32 pass as the delta rule's backward takes it, but not with an initial state: the initial mass Z_0's
         # gradient is one number per sequence and head, where docs/design.md §4's ratio of norms is a coin toss
-        # between two errors of one order (in the interpreter with Hopper's rounding emulated, 2 – 13× at K = 32)
+        # between two errors of one order (in the interpreter with Hopper's rounding emulated it fails the 2× rule)
         precision = grad_precision((q, k, dy), final_state_grad=dht is not None) if C0 is None else "tf32x3"
         if kept[0] is not None:  # the forward's states and read, at this precision (`keeps_states`: no dht)
             h = tuple(kept[:3])
