@@ -10,7 +10,7 @@ from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, promote
 from linattn.layers.ccq import CurvatureQuery
 from linattn.ops import linear_attention, vla
 from linattn.ops.linear_attention.api import NORMALIZER_EPS
-from linattn.ops.vla.api import check_rho
+from linattn.ops.vla.api import check_lam0, check_rho
 
 
 class VariationalLinearAttention(Mixer):
@@ -41,9 +41,7 @@ class VariationalLinearAttention(Mixer):
         super().__init__(d_model, n_heads, backend=backend)
         if normalizer not in ("sum", "none"):
             raise ValueError(f"normalizer: expected 'sum' or 'none', got {normalizer!r}")
-        if not lam0 > 0:
-            raise ValueError(f"lam0: expected a number > 0, got {lam0!r}")
-        self.lam0, self.rho, self.normalizer = float(lam0), check_rho(rho), normalizer
+        self.lam0, self.rho, self.normalizer = check_lam0(lam0), check_rho(rho), normalizer
         d = self.head_dim
         self.q_proj = nn.Linear(d_model, d_model, bias=False)
         self.k_proj = nn.Linear(d_model, d_model, bias=False)

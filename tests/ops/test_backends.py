@@ -189,3 +189,28 @@ def test_vla_normalises_its_keys_once(monkeypatch):
     monkeypatch.setattr(chunk, "unit_rows", counting)
     vla(torch.randn(1, 40, 2, 8), k, torch.randn(1, 40, 2, 8), torch.randn(1, 40, 2, 8) / 8, backend="chunk")
     assert seen.count(True) == 1, seen
+
+
+@pytest.mark.parametrize("backend", ["chunk", "triton"])
+def test_vla_initial_penalty_gradient_is_the_same_matrix_on_every_backend(backend):
+    """A user's `A_0` as a leaf: every backend returns the same symmetric gradient (naive reads A_0 through its
+    symmetric part), so an optimiser step keeps `A_0` symmetric whichever backend trained it."""
+    from linattn.ops import vla_gate
+
+    gen = torch.Generator().manual_seed(1)
+    B, T, H, d = 1, 40, 2, 8
+    k = torch.randn(B, T, H, d, generator=gen, dtype=torch.float64)
+    u = torch.randn(B, T, H, d, generator=gen, dtype=torch.float64) / d
+    X = torch.randn(B, H, d, d, generator=gen, dtype=torch.float64)
+    A0 = X @ X.mT / d + torch.eye(d, dtype=torch.float64)
+    dtype = torch.float64 if backend == "chunk" else torch.float32
+
+    def grad(name):
+        a0 = A0.to(dtype).requires_grad_()
+        alpha, A = vla_gate(k.to(dtype), u.to(dtype), initial_state=a0, output_final_state=True, backend=name)
+        (alpha.sum() + (A * A).sum()).backward()
+        return a0.grad.double()
+
+    want, got = grad("naive"), grad(backend)
+    assert rel_err(want, want.mT) <= TOL, "naive's dA0 is symmetric"
+    assert rel_err(got, want) <= (TOL if backend == "chunk" else 1e-5), f"{backend}'s dA0 differs from naive's"

@@ -7,6 +7,7 @@ import re
 import pytest
 import torch
 
+from linattn.layers import build_layer
 from linattn.ops import (
     ccq_query,
     delta_rule,
@@ -106,11 +107,13 @@ def test_gates_and_states():
 def test_vla_arguments():
     q, k, v = qkv()
     u = torch.randn(B, T, H, K)
-    for lam0 in (0, -1.0, float("nan"), "0.1", True):
-        with raises(ValueError, "lam0"):
+    for lam0 in (0, -1.0, float("nan"), float("inf"), "0.1", True):  # an infinite λ0 would zero the gate
+        with raises(ValueError, "lam0: expected a finite number > 0"):
             vla_gate(k, u, lam0=lam0)
-        with raises(ValueError, "lam0"):
+        with raises(ValueError, "lam0: expected a finite number > 0"):
             vla(q, k, v, u, lam0=lam0)
+        with raises(ValueError, "lam0: expected a finite number > 0"):
+            build_layer("vla", d_model=H * K, n_heads=H, lam0=lam0)
     for rho in (0, 1.5, float("nan"), "0.9", True):
         with raises(ValueError, "rho"):
             vla_gate(k, u, rho=rho)
@@ -182,9 +185,13 @@ def test_arguments_on_another_device_than_q():
 
 def test_scale():
     q, k, v = qkv()
-    for op in (delta_rule, linear_attention):
+    u = torch.randn(B, T, H, K)
+    ops = (delta_rule, linear_attention, softmax_attention, lambda q, k, v, **kw: vla(q, k, v, u, **kw))
+    for op in ops:
         with raises(TypeError, "scale: expected a float or None, got str"):
             op(q, k, v, scale="x")
+        with raises(TypeError, "scale: expected a float or None, got bool"):
+            op(q, k, v, scale=True)
         with raises(ValueError, "scale: expected a finite number"):
             op(q, k, v, scale=float("nan"))
     o, _ = delta_rule(q, k, v, scale=1)  # an integer is a number
@@ -226,3 +233,14 @@ def test_vla_gate_initial_state_must_be_positive_definite(backend):
     not_symmetric[..., 0, 1] = 0.5  # positive definite, but a Cholesky would read one triangle, naive both
     with pytest.raises(ValueError, match="^initial_state: expected symmetric positive definite, got"):
         vla_gate(k, k, initial_state=not_symmetric, backend=backend)
+
+
+def test_ccq_initial_mass_is_not_negative():
+    """A negative initial mass Z can cancel a token's and make the read NaN; 0 is the empty state and runs."""
+    q, k, _ = qkv()
+    lam = torch.rand(B, T, H)
+    C, m = torch.zeros(B, H, K, K), torch.zeros(B, H, K)
+    with raises(ValueError, re.escape("initial_state[2]: the mass Z must be >= 0 (0: no key seen yet), got min -1")):
+        ccq_query(q, k, lam, initial_state=(C, m, -torch.ones(B, H)))
+    out, _ = ccq_query(q, k, lam, initial_state=(C, m, torch.zeros(B, H)))
+    assert torch.isfinite(out).all()

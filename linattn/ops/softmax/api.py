@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from linattn.ops.checks import check_qkv
+from linattn.ops.checks import check_qkv, check_scale
 from linattn.ops.varlen import per_length, per_sequence
 
 
@@ -36,6 +36,7 @@ def softmax_attention(
         >>> o, _ = softmax_attention(q, k, v)
     """
     check_qkv(q, k, v, cu_seqlens)
+    scale = check_scale(scale, q.shape[-1])
 
     def one_sequence(q, k, v, _state):
         o = F.scaled_dot_product_attention(

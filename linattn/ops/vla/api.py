@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import torch
@@ -11,6 +12,7 @@ from linattn.ops.checks import (
     check_cu_seqlens,
     check_qk,
     check_qkv,
+    check_scale,
     check_shape,
     check_spd,
     check_state,
@@ -45,9 +47,10 @@ def fused_recurrent_vla_gate(k, u, initial_state, *, lam0, rho, cu_seqlens):
     return gate(k, u, initial_state, lam0=lam0, rho=rho, cu_seqlens=cu_seqlens)
 
 
-def _check_lam0(lam0: object) -> float:
-    if not isinstance(lam0, (int, float)) or isinstance(lam0, bool) or not lam0 > 0:
-        raise ValueError(f"lam0: expected a number > 0, got {lam0!r}")
+def check_lam0(lam0: object) -> float:
+    """The ridge `0 < λ0 < ∞` (the op's and the layer's check): `A_0 = I / λ0`, so an infinite one zeroes the gate."""
+    if not isinstance(lam0, (int, float)) or isinstance(lam0, bool) or not 0 < lam0 < math.inf:
+        raise ValueError(f"lam0: expected a finite number > 0, got {lam0!r}")
     return float(lam0)
 
 
@@ -116,7 +119,7 @@ def vla_gate(
         >>> alpha_hat, A = vla_gate(k, u, lam0=0.1, output_final_state=True)   # A: [1, 2, 32, 32]
     """
     B, T, H, K = check_qk(k, u, q_name="k", k_name="u")
-    lam0, rho = _check_lam0(lam0), check_rho(rho)
+    lam0, rho = check_lam0(lam0), check_rho(rho)
     N = check_cu_seqlens(cu_seqlens, B, T)
     if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device, "k") is not None:
         check_spd("initial_state", initial_state)
@@ -174,7 +177,7 @@ def vla(
     """
     dims = check_qkv(q, k, v, cu_seqlens)
     check_qk(k, u, q_name="k", k_name="u")
-    lam0, rho = _check_lam0(lam0), check_rho(rho)
+    lam0, rho = check_lam0(lam0), check_rho(rho)
     if initial_state is not None:
         if not isinstance(initial_state, tuple) or len(initial_state) != 2:
             raise TypeError("initial_state: expected a pair (S [N, H, K, V], A [N, H, K, K]) or None")
@@ -182,7 +185,7 @@ def vla(
         check_shape("initial_state[1]", initial_state[1], (dims.N, dims.H, dims.K, dims.K), "[N, H, K, K]", dims.device)
         check_spd("initial_state[1]", initial_state[1])
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
-    scale = dims.K**-0.5 if scale is None else scale
+    scale = check_scale(scale, dims.K)
     if name == "fused_recurrent":
         return _vla_fused_recurrent(q, k, v, u, lam0, rho, scale, initial_state, output_final_state, cu_seqlens)
     gate = backend_gate(name, lam0, rho, unit_keys=True)

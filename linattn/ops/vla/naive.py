@@ -25,7 +25,8 @@ def naive_vla_gate(
 
     Args:
         k: keys `[B, T, H, K]` (normalised here: `k̂ = k / ‖k‖`).  u: penalty directions `[B, T, H, K]`.
-        initial_state: `A_0: [B, H, K, K]` or None (`I / λ0`).
+        initial_state: `A_0: [B, H, K, K]`, symmetric positive definite (its gradient is symmetric), or None
+            (`I / λ0`).
         rho: forgetting factor `0 < ρ ≤ 1`.
         unit_keys: `k` is already normalised (as `vla` passes it).
     Returns:
@@ -38,7 +39,10 @@ def naive_vla_gate(
     if initial_state is None:
         A = torch.eye(K, dtype=dt, device=k.device).expand(B, H, K, K) / lam0
     else:
+        # A_0 is symmetric: read through its symmetric part, so that its gradient is the symmetric one every
+        # backend returns (an optimiser step keeps it symmetric); the value is unchanged
         A = initial_state.to(dt)
+        A = 0.5 * (A + A.transpose(-1, -2))
     alphas = []
     for t in range(T):
         z = torch.einsum("bhij,bhj->bhi", A, u[:, t])  # [B, H, K]
