@@ -25,6 +25,7 @@ import torch
 from linattn.bench.environment import describe
 from linattn.experiments.archive import pack
 from linattn.experiments.runner import RunSpec, run_all
+from linattn.extras import pyplot
 from linattn.io import save_figure, write_atomic
 from linattn.models import DecoderLM
 from linattn.tasks.mqar import seq_len_of
@@ -306,10 +307,7 @@ def table_markdown(results: dict) -> str:
 def plot(results: dict, path: Path) -> None:
     """The score against the swept setting: ours solid, the paper's dashed; past the colour cycle's ten mixers the
     colours come round again with another marker."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]

@@ -30,6 +30,7 @@ import torch
 
 from linattn.bench.timing import median_ms
 from linattn.experiments.diagnostic import Diagnostic
+from linattn.extras import pyplot
 from linattn.io import save_figure
 from linattn.layers import build_layer
 
@@ -157,10 +158,7 @@ def table(results: dict) -> str:
 
 def plot(results: dict, path: Path) -> None:
     """Prefill time against T (log-log), and one decoded token's time both ways (log scale), per mixer."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name in MIXERS:

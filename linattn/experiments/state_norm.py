@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from linattn.extras import pyplot
 from linattn.io import save_figure
 from linattn.ops import delta_rule, linear_attention, vla
 
@@ -119,10 +120,7 @@ def table(result: StateNormResult, shown: tuple[int, ...] = (10, 100, 1_000, 10_
 
 def plot(result: StateNormResult, path) -> None:
     """Log-log plot of `‖S_t‖_F` against `t`, one panel per stream, with `√t` and `t` guides."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, len(STREAMS), figsize=(15, 4.4), sharey=True)
     t = torch.tensor(result.t, dtype=torch.float64)

@@ -36,6 +36,7 @@ import torch
 
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.experiments.mixers import model_with
+from linattn.extras import pyplot
 from linattn.io import save_figure
 from linattn.models import DecoderLM, ModelConfig
 
@@ -158,10 +159,7 @@ def table(results: dict) -> str:
 
 def plot(results: dict, path: Path) -> None:
     """Log-log `g(T)` against `T`: the mean over seeds with its min–max band, and a `∝ 1/T` guide."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.5, 4.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from linattn.experiments import paper
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.experiments.jacobian import cosine, rank_one_update_norm, window_product_norms
+from linattn.extras import pyplot
 from linattn.io import save_figure
 from linattn.layers.base import elu_plus_one, split_heads
 from linattn.layers.vla import VariationalLinearAttention
@@ -379,10 +380,7 @@ def table(results: dict) -> str:
 def plot(results: dict, path: Path) -> None:
     """Histograms of `‖J_t‖₂` and `cos(α̂_t, k̂_t)` per layer; product norms from the first token (log-log), for α̂
     and the unnormalised α."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.6))
     edges = results["hist_edges"]

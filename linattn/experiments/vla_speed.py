@@ -76,6 +76,7 @@ from linattn.bench.contenders import (
 from linattn.bench.timing import forward_backward, kernel_times, median_ms
 from linattn.experiments import paper
 from linattn.experiments.diagnostic import Diagnostic
+from linattn.extras import pyplot
 from linattn.io import save_figure
 
 PASSES = {"fwd": "forward", "fwdbwd": "forward + backward"}
@@ -290,10 +291,7 @@ def plot(results: dict, path: Path) -> None:
     """Log-log time against T: one panel per pass (rows) and head dim (columns), one line per contender, the
     measured crossover (its T in the panel's title) and the paper's 43K as vertical lines; one legend below the
     panels, where it hides no line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     c, rows = results["config"], results["rows"]
     heads = c["head_dims"]

@@ -33,6 +33,7 @@ import torch
 from linattn.experiments import paper, state_norm
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.experiments.mixers import model_with
+from linattn.extras import pyplot
 from linattn.io import save_figure
 from linattn.models import DecoderLM, ModelConfig
 
@@ -200,10 +201,7 @@ def table(results: dict) -> str:
 def plot(results: dict, path: Path) -> None:
     """Log-log `‖S_t‖_F` against `t`: the models (mean, min–max band over seeds, the paper's T = 1000 values as
     stars), then one panel per op-level stream."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     op = _op_result(results)
     fig, axes = plt.subplots(1, 1 + len(state_norm.STREAMS), figsize=(19, 4.6))

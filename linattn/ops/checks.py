@@ -155,6 +155,13 @@ def check_log_decay(name: str, g: torch.Tensor) -> None:
         raise ValueError(f"{name}: a log-decay must be <= 0 everywhere, got max {g.max().item():.3g}")
 
 
+def check_nonnegative(name: str, x: torch.Tensor, what: str, zero_means: str) -> None:
+    """`x >= 0` everywhere, checked on CPU tensors only (as `check_log_decay`). For a running mass that divides
+    sums: a negative one can cancel a token's mass and turn the quotient into NaN."""
+    if x.device.type == "cpu" and not bool((x >= 0).all()):
+        raise ValueError(f"{name}: {what} must be >= 0 ({zero_means}), got min {x.min().item():.3g}")
+
+
 def check_spd(name: str, A: torch.Tensor) -> None:
     """`A: [..., K, K]` must be symmetric positive definite (every backend reads it as such: a Cholesky reads one
     triangle). Checked on CPU tensors only, as `check_log_decay`; symmetric to 1e-4 of its largest entry, so that a

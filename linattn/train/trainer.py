@@ -340,7 +340,8 @@ def _train(
                 run.step == config.steps
                 or run.stop_reason is not None
                 or (config.checkpoint_every and run.step % config.checkpoint_every == 0)
-                or _time_to_save(checkpoint_seconds, last_saved, info)
+                # the clock is read (one broadcast under DDP) at log steps only, off the hot path
+                or (run.step % config.log_every == 0 and _time_to_save(checkpoint_seconds, last_saved, info))
             ):
                 last_saved = time.perf_counter()
                 paused_at = time.perf_counter()

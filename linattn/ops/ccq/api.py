@@ -7,7 +7,15 @@ import torch.nn.functional as F
 
 from linattn.ops.ccq.chunk import chunk_ccq_query
 from linattn.ops.ccq.naive import naive_ccq_query
-from linattn.ops.checks import Dims, check_backend, check_cu_seqlens, check_gate, check_qk, check_shape
+from linattn.ops.checks import (
+    Dims,
+    check_backend,
+    check_cu_seqlens,
+    check_gate,
+    check_nonnegative,
+    check_qk,
+    check_shape,
+)
 from linattn.ops.varlen import per_sequence
 
 PER_SEQUENCE = {"naive": naive_ccq_query, "chunk": chunk_ccq_query}
@@ -65,13 +73,7 @@ def ccq_query(
         check_shape("initial_state[0]", initial_state[0], (N, H, K, K), "[N, H, K, K]", dims.device)
         check_shape("initial_state[1]", initial_state[1], (N, H, K), "[N, H, K]", dims.device)
         check_shape("initial_state[2]", initial_state[2], (N, H), "[N, H]", dims.device)
-        Z0 = initial_state[2]
-        # the running mass divides the sums: a negative Z_0 can cancel a token's mass and read the covariance as NaN
-        # (0 is the empty state; checked on CPU tensors only, as `checks.check_log_decay`)
-        if Z0.device.type == "cpu" and not bool((Z0 >= 0).all()):
-            raise ValueError(
-                f"initial_state[2]: the mass Z must be >= 0 (0: no key seen yet), got min {Z0.min().item():.3g}"
-            )
+        check_nonnegative("initial_state[2]", initial_state[2], "the mass Z", "0: no key seen yet")
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     if normalize_keys:  # in k's dtype: under autocast the norm, and so the quotient, would be float32
         k = F.normalize(k, dim=-1).to(k.dtype)
