@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from linattn.ops.checks import BACKENDS
+
 State = dict[str, Any]
 
 DECODE = "decode"  # the layer-level backend of `step`; each op call turns it into its decode path (`op_backend`)
@@ -38,6 +40,8 @@ class Mixer(nn.Module):
             raise ValueError(f"d_model: expected a positive int, got {d_model!r}")
         if not isinstance(n_heads, int) or n_heads <= 0 or d_model % n_heads:
             raise ValueError(f"n_heads: expected a positive divisor of d_model = {d_model}, got {n_heads!r}")
+        if backend not in BACKENDS:  # now, not at the first forward
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.backend = backend
 
@@ -53,7 +57,39 @@ class Mixer(nn.Module):
         `backend` overrides the layer's op backend for this call (decoding uses the token-by-token one)."""
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x: expected shape [B, T, d_model={self.d_model}], got {list(x.shape)}")
+        if x.shape[1] == 0:
+            raise ValueError(f"x: expected at least one time step (T >= 1), got shape {list(x.shape)}")
+        if state is not None:
+            self.check_state(state, x.shape[0] if cu_seqlens is None else len(cu_seqlens) - 1)
         return self.mix(x, state, cu_seqlens, backend or self.backend)
+
+    def check_state(self, state: State, batch_size: int) -> None:
+        """`state` must be this layer's: the names `init_state` gives (those in `optional_state` may be missing),
+        each shaped as there for `batch_size` sequences (dims in `growing_state` may differ: a KV cache's length)."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state: expected a dict (this layer's state), got {type(state).__name__}")
+        spec = self._state_spec
+        missing = spec.keys() - state.keys() - self.optional_state
+        unknown = state.keys() - spec.keys()
+        if missing or unknown:
+            raise ValueError(
+                f"state: expected {type(self).__name__}'s entries {sorted(spec)}, got {sorted(state)} "
+                "(the state of another layer?)"
+            )
+        for name, value in state.items():
+            for i, (got, want) in enumerate(zip(_shapes(value), spec[name])):
+                where = f"state[{name!r}]" + (f"[{i}]" if isinstance(value, tuple) else "")
+                expected = ["any" if (name, d) in self.growing_state else n for d, n in enumerate(want)]
+                expected[0] = batch_size
+                if len(got) != len(expected) or any(e not in ("any", g) for g, e in zip(got, expected)):
+                    raise ValueError(f"{where}: expected shape {expected} (batch {batch_size}), got {list(got)}")
+
+    optional_state: frozenset[str] = frozenset()  # entries a valid state may lack
+    growing_state: frozenset[tuple[str, int]] = frozenset()  # (entry, dim) pairs whose size the context sets
+
+    @functools.cached_property
+    def _state_spec(self) -> dict[str, list[tuple[int, ...]]]:
+        return {name: _shapes(value) for name, value in self.init_state(1).items()}
 
     def step(self, x_t: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         """Decode one token: `x_t: [B, d_model]` -> `(y_t: [B, d_model], state)`."""
@@ -88,6 +124,11 @@ class Mixer(nn.Module):
     def state_size(self, seq_len: int | None = None) -> int:
         """Floats of recurrent state per sequence (for softmax attention: its KV cache at `seq_len`)."""
         return sum(_numel(v) for v in self.init_state(1).values())
+
+
+def _shapes(x) -> list[tuple[int, ...]]:
+    """The shapes of a state entry: a tensor, or a tuple of them."""
+    return [tuple(t.shape) for t in x] if isinstance(x, tuple) else [tuple(x.shape)]
 
 
 def _numel(x) -> int:

@@ -22,6 +22,9 @@ class SoftmaxAttention(Mixer):
     no cache is returned (lengths differ).
     """
 
+    optional_state = frozenset({"k", "v"})  # a packed prefill keeps no KV cache (`mix` says so)
+    growing_state = frozenset({("k", 1), ("v", 1)})  # the cache's length
+
     def __init__(
         self,
         d_model: int,

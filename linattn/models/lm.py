@@ -113,6 +113,13 @@ class DecoderLM(nn.Module):
                 f"input_ids: expected an int64 tensor [B, T], got {input_ids.dtype} {list(input_ids.shape)}"
             )
         B, T = input_ids.shape
+        # out-of-vocabulary ids: on CPU a clear error; on CUDA reading the answer would make the host wait each call
+        V = self.config.vocab_size
+        if input_ids.device.type == "cpu" and input_ids.numel() and not 0 <= input_ids.min() <= input_ids.max() < V:
+            raise ValueError(
+                f"input_ids: expected token ids in [0, vocab_size = {V}), "
+                f"got min {input_ids.min().item()} max {input_ids.max().item()}"
+            )
         if logits_at is not None and (logits_at.dtype != torch.bool or logits_at.shape != input_ids.shape):
             raise ValueError(
                 f"logits_at: expected a bool tensor of input_ids' shape {[B, T]}, "

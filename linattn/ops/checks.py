@@ -84,6 +84,8 @@ def check_qk(q: object, k: object, *, q_name: str = "q", k_name: str = "k") -> t
         raise ValueError(f"{q_name}: expected a 4-D tensor [B, T, H, K], got shape {_shape(q)}")
     if q.shape[1] == 0:
         raise ValueError(f"{q_name}: expected at least one time step (T >= 1), got shape {_shape(q)}")
+    if q.shape[2] == 0 or q.shape[3] == 0:
+        raise ValueError(f"{q_name}: expected at least one head and one feature (H, K >= 1), got shape {_shape(q)}")
     check_shape(k_name, k, tuple(q.shape), f"[B, T, H, K] (as {q_name})")
     if k.dtype != q.dtype:
         raise TypeError(f"{k_name}: expected dtype {q.dtype} (as {q_name}), got {k.dtype}")
@@ -98,6 +100,8 @@ def check_qkv(q: object, k: object, v: object, cu_seqlens: object = None) -> Dim
     v = check_float("v", v)
     if v.dim() != 4 or tuple(v.shape[:3]) != (B, T, H):
         raise ValueError(f"v: expected shape [B, T, H, V] = [{B}, {T}, {H}, V], got {_shape(v)}")
+    if v.shape[-1] == 0:
+        raise ValueError(f"v: expected at least one feature (V >= 1), got shape {_shape(v)}")
     if v.dtype != q.dtype:
         raise TypeError(f"v: expected dtype {q.dtype} (as q), got {v.dtype}")
     if v.device != q.device:

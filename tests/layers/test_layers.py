@@ -133,6 +133,26 @@ def test_build_layer_errors():
         layer.step(torch.randn(2, 1, 32), layer.init_state(2))
 
 
+@pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
+def test_bad_states_and_inputs_get_clear_errors(name, options):
+    """A state of the wrong batch, another layer's state, no tokens, or an unknown backend: a ValueError that names
+    what is wrong, at construction for the backend."""
+    layer = make(name, options)
+    _, state = layer(x_of(2, 5))
+    with pytest.raises(ValueError, match=r"^state\['\w+'\](\[\d\])?: expected shape \[3, .*\(batch 3\)"):
+        layer(x_of(3, 5), state)
+    with pytest.raises(ValueError, match=r"^state\['\w+'\](\[\d\])?: expected shape \[3, "):
+        layer.step(x_of(3, 1)[:, 0], state)
+    other = "vla" if name != "vla" else "gla"  # entries that differ from every other layer's
+    _, foreign = make(other, {})(x_of(2, 5))
+    with pytest.raises(ValueError, match=r"^state: expected \w+'s entries .* \(the state of another layer\?\)"):
+        layer(x_of(2, 5), foreign)
+    with pytest.raises(ValueError, match=r"^x: expected at least one time step \(T >= 1\)"):
+        layer(x_of(2, 0))
+    with pytest.raises(ValueError, match="^backend: expected one of .* got 'bogus'"):
+        build_layer(name, D, H, backend="bogus", **options)
+
+
 def test_raw_keys_reach_the_delta_rule_unnormalised(monkeypatch):
     """GDN normalises its keys and KLA divides by ‖k‖² in the op; `raw_keys` (the KLA paper's ablation) does
     neither: the op gets the keys as the convolution made them, with `β = η`."""

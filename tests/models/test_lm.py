@@ -87,3 +87,6 @@ def test_config_and_input_errors():
         model(torch.zeros(1, 9, dtype=torch.long))
     with pytest.raises(ValueError, match="^input_ids: expected an int64"):
         model(torch.zeros(1, 4))
+    for bad in (model.config.vocab_size, -1):  # out of the vocabulary: not the embedding's IndexError
+        with pytest.raises(ValueError, match=r"^input_ids: expected token ids in \[0, vocab_size = \d+\), got min"):
+            model(torch.tensor([[1, bad, 2]]))

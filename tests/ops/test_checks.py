@@ -50,6 +50,10 @@ def test_qkv_shapes_and_types(op):
         op(q, k, "v")
     with raises(ValueError, "q"):
         op(q[:, :0], k[:, :0], v[:, :0])  # empty sequence
+    with raises(ValueError, "q: expected at least one head and one feature"):
+        op(q[..., :0], k[..., :0], v)  # K = 0: nothing to compare (the default scale K^-½ would divide by zero)
+    with raises(ValueError, "v: expected at least one feature"):
+        op(q, k, v[..., :0])
 
 
 def test_cu_seqlens():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from linattn.ops.ccq.chunk import chunk_ccq_query
 from linattn.ops.ccq.naive import naive_ccq_query
@@ -16,6 +15,7 @@ from linattn.ops.checks import (
     check_qk,
     check_shape,
 )
+from linattn.ops.unit_rows import unit_rows
 from linattn.ops.varlen import per_sequence
 
 PER_SEQUENCE = {"naive": naive_ccq_query, "chunk": chunk_ccq_query}
@@ -75,8 +75,8 @@ def ccq_query(
         check_shape("initial_state[2]", initial_state[2], (N, H), "[N, H]", dims.device)
         check_nonnegative("initial_state[2]", initial_state[2], "the mass Z", "0: no key seen yet")
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
-    if normalize_keys:  # in k's dtype: under autocast the norm, and so the quotient, would be float32
-        k = F.normalize(k, dim=-1).to(k.dtype)
+    if normalize_keys:  # back in k's dtype: the quotient is float32 for half-precision keys
+        k = unit_rows(k).to(k.dtype)
     if name == "triton":
         # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
         from linattn.ops.ccq.triton.function import ccq_query_triton

@@ -9,6 +9,7 @@ from linattn.ops.checks import check_float, check_shape
 
 def kaczmarz_beta(k: torch.Tensor, eta: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """`β_t = η_t / (‖k_t‖² + ε)`: with `η = 1, ε = 0` the write projects the state exactly onto `Sᵀk_t = v_t`.
+    Where `‖k_t‖² + ε = 0` (a zero key with `ε = 0`) `β_t = 0`: there is nothing to project onto.
 
     Then `I − β_t k_t k_tᵀ = I − η_t k̂_t k̂_tᵀ` is a contraction for any key norm when `η_t ∈ (0, 1]`.
     To train KLA, prefer `delta_rule(q, k, v, beta=eta, kaczmarz_eps=eps)`: the same step, computed inside the
@@ -37,7 +38,15 @@ def kaczmarz_step(k: torch.Tensor, eta: torch.Tensor | None, eps: float) -> torc
     """`η / (‖k‖² + ε)` on validated inputs (`eta` None means 1), in float64 for float64 keys, else float32."""
     dt = torch.float64 if k.dtype == torch.float64 else torch.float32
     denominator = k.to(dt).pow(2).sum(-1) + eps  # [B, T, H]
-    return 1.0 / denominator if eta is None else eta.to(dt) / denominator
+    if k.device.type == "cpu" and bool(torch.isinf(denominator).any()):  # as `checks.check_log_decay`: CPU only
+        raise ValueError(
+            f"k: the Kaczmarz step needs ‖k‖² finite in {str(dt).removeprefix('torch.')}, got a key of norm "
+            f"{torch.linalg.vector_norm(k.double(), dim=-1).max().item():.3g} (scale the keys down)"
+        )
+    # a zero key with ε = 0 has nothing to project onto: β = 0, no write (as the key itself writes nothing)
+    positive = denominator > 0
+    r = torch.where(positive, 1.0 / torch.where(positive, denominator, 1.0), 0.0)
+    return r if eta is None else eta.to(dt) * r
 
 
 def check_kaczmarz_eps(name: str, eps: object) -> None:

@@ -24,6 +24,16 @@ def _tile(R, D: tl.constexpr, BD: tl.constexpr, BR: tl.constexpr):
 
 
 @triton.jit
+def _row_norms(b_x):
+    """`[BR, BD] -> [BR]` norms as `m ‖x / m‖`, `m = max |x|` (1 for a zero row): `Σ x²` overflows float32 from
+    `‖x‖ ≈ 1.8e19`, the scaled sum never does for a finite row."""
+    b_m = tl.max(tl.abs(b_x), 1)
+    b_m = tl.where(b_m > 0, b_m, 1.0)
+    b_xs = b_x / b_m[:, None]
+    return b_m * tl.sqrt(tl.sum(b_xs * b_xs, 1))
+
+
+@triton.jit
 def unit_rows_fwd_kernel(x, y, n, R, D: tl.constexpr, BD: tl.constexpr, BR: tl.constexpr, EPS_: tl.constexpr):
     """`y = x / max(‖x‖, ε)`, `x: [R, D]` any float dtype, `y: [R, D]` float32 (may be `x`); the norms `‖x‖` into
     `n: [R]` float32 unless it is None."""
@@ -31,7 +41,7 @@ def unit_rows_fwd_kernel(x, y, n, R, D: tl.constexpr, BD: tl.constexpr, BR: tl.c
     # [BR, BD]
     b_x = tl.load(x + o, mask=m, other=0).to(tl.float32)
     # [BR]
-    b_n = tl.sqrt(tl.sum(b_x * b_x, 1))
+    b_n = _row_norms(b_x)
     tl.store(y + o, b_x / tl.maximum(b_n, EPS_)[:, None], mask=m)
     if n is not None:
         o_r = tl.program_id(0) * BR + tl.arange(0, BR)
@@ -46,7 +56,7 @@ def unit_rows_bwd_kernel(x, g, dx, R, D: tl.constexpr, BD: tl.constexpr, BR: tl.
     b_x = tl.load(x + o, mask=m, other=0).to(tl.float32)
     b_g = tl.load(g + o, mask=m, other=0).to(tl.float32)
     # [BR]
-    b_n = tl.sqrt(tl.sum(b_x * b_x, 1))
+    b_n = _row_norms(b_x)
     b_nc = tl.maximum(b_n, EPS_)
     b_y = b_x / b_nc[:, None]
     b_yg = tl.sum(b_y * b_g, 1)

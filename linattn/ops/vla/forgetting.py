@@ -78,4 +78,19 @@ def forgetting_gate(
             ) from e
         alphas.append(alpha)
         A = A_tilde * rho**-n
+        check_wind_up(A, rho, lam0, t0 + n)
     return torch.cat(alphas, dim=1), A
+
+
+def check_wind_up(A: torch.Tensor, rho: float, lam0: float, t: int) -> None:
+    """A ValueError naming `rho` once `A` has left its dtype's range by token `t`: along directions `u` has not
+    visited, `A` grows as `ρ^{−t} / λ0`, past float32's `3.4e38` from `t ≈ ln(3.4e38 λ0) / −ln ρ` (8,600 tokens at
+    `ρ = 0.99, λ0 = 0.1`). The state cannot be represented then; the outputs would be NaN."""
+    if bool(torch.isfinite(A).all()):
+        return
+    horizon = math.log(torch.finfo(A.dtype).max * lam0) / -math.log(rho)
+    raise ValueError(
+        f"rho: the inverse penalty A overflows {str(A.dtype).removeprefix('torch.')} by token {t}: with rho = {rho}, "
+        f"directions that u does not visit wind up as rho^-t / lam0, out of range from t ≈ {horizon:.0f}; keep u "
+        "visiting every direction (persistent excitation), or use a rho closer to 1 (or float64)"
+    )

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from linattn.ops.checks import compute_dtype
+from linattn.ops.vla.forgetting import check_wind_up
 
 
 def naive_vla_gate(
@@ -49,4 +50,6 @@ def naive_vla_gate(
         denom = rho + (u[:, t] * z).sum(-1)  # [B, H]
         A = (A - z[..., :, None] * z[..., None, :] / denom[..., None, None]) / rho
         alphas.append(F.normalize(torch.einsum("bhij,bhj->bhi", A, k_hat[:, t]), dim=-1))
+    if rho < 1:
+        check_wind_up(A, rho, lam0, T)
     return torch.stack(alphas, dim=1), A

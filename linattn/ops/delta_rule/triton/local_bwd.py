@@ -54,6 +54,7 @@ import triton
 import triton.language as tl
 
 from linattn.ops.chunking import causal, decay_matrix
+from linattn.ops.delta_rule.kaczmarz import kaczmarz_step
 from linattn.ops.utils.grid import next_power_of_2
 from linattn.ops.utils.index import chunk_coords
 from linattn.ops.utils.layout import ChunkLayout
@@ -109,7 +110,7 @@ def local_bwd_ref(
             leaves = {n: t[b, c].transpose(0, 1).detach().requires_grad_() for n, t in x.items()}  # [H, L, ·]
             step = leaves.get("beta", torch.ones(H, c.stop - c.start, dtype=torch.float64, device=q.device))
             if kaczmarz_eps is not None:
-                step = step / (leaves["k"].pow(2).sum(-1) + kaczmarz_eps)
+                step = step * kaczmarz_step(leaves["k"], None, kaczmarz_eps)
             O, h_end = _chunk(
                 leaves["q"], leaves["k"], leaves["v"], leaves.get("w", leaves["k"]),
                 step[..., None], leaves.get("G"), h[b, first + i].double(), scale, erase,

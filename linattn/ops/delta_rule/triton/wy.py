@@ -88,6 +88,12 @@ def wy_ref(
 
 
 @triton.jit
+def _reciprocal_or_zero(x, m):
+    """`1 / x` where `m` and `x > 0`, else 0 (padding rows, and a zero key's `‖k‖² + eps = 0`: no write)."""
+    return tl.where(m & (x > 0), 1.0 / tl.where(x > 0, x, 1.0), 0.0)
+
+
+@triton.jit
 def scaled_block(b_a, b_beta_i, b_g_i, b_g_j, m, USE_G: tl.constexpr):
     """One `[16, 16]` block of `A = diag(β) (K Wᵀ ⊙ D)` from its `K Wᵀ` block: `m` keeps the entries `s < t` of real
     rows (masked before `exp`: a padding row has `G = 0`, and its `exp(0 − G_s)` could overflow)."""
@@ -274,11 +280,11 @@ def wy_fwd_kernel(
         a32 += raw_dot(k3, w2, RAW)
         a33 += raw_dot(k3, w3, RAW)
     if KACZMARZ:
-        # [16] r = 1 / (‖k‖² + eps) on real rows (0 on padding, where ‖k‖² + eps may be 0), and β = η r
-        r0 = tl.where(m0, 1.0 / (n0 + eps), 0.0)
-        r1 = tl.where(m1, 1.0 / (n1 + eps), 0.0)
-        r2 = tl.where(m2, 1.0 / (n2 + eps), 0.0)
-        r3 = tl.where(m3, 1.0 / (n3 + eps), 0.0)
+        # [16] r = 1 / (‖k‖² + eps), 0 on padding and where ‖k‖² + eps = 0 (a zero key with eps = 0), and β = η r
+        r0 = _reciprocal_or_zero(n0 + eps, m0)
+        r1 = _reciprocal_or_zero(n1 + eps, m1)
+        r2 = _reciprocal_or_zero(n2 + eps, m2)
+        r3 = _reciprocal_or_zero(n3 + eps, m3)
         p_r = inv_sq_norm + t0 * H + i_h + o_r * H
         tl.store(p_r, r0, mask=m0)
         tl.store(p_r + 16 * H, r1, mask=m1)
