@@ -65,23 +65,33 @@ class Mixer(nn.Module):
 
     def check_state(self, state: State, batch_size: int) -> None:
         """`state` must be this layer's: the names `init_state` gives (those in `optional_state` may be missing),
-        each shaped as there for `batch_size` sequences (dims in `growing_state` may differ: a KV cache's length)."""
+        each shaped as there for `batch_size` sequences (dims in `growing_state` may differ: a KV cache's length).
+        A matching state costs a few dict lookups: this runs at every decoded token of every layer."""
         if not isinstance(state, dict):
             raise TypeError(f"state: expected a dict (this layer's state), got {type(state).__name__}")
-        spec = self._state_spec
-        missing = spec.keys() - state.keys() - self.optional_state
-        unknown = state.keys() - spec.keys()
+        shapes = self._shapes_by_batch.get(batch_size)
+        if shapes is None:
+            shapes = self._shapes_by_batch[batch_size] = {
+                name: [(batch_size, *s[1:]) for s in spec] for name, spec in self._state_spec.items()
+            }
+        if state.keys() == shapes.keys():
+            for name, value in state.items():
+                if ([t.shape for t in value] if isinstance(value, tuple) else [value.shape]) != shapes[name]:
+                    break
+            else:
+                return
+        missing = shapes.keys() - state.keys() - self.optional_state
+        unknown = state.keys() - shapes.keys()
         if missing or unknown:
             raise ValueError(
-                f"state: expected {type(self).__name__}'s entries {sorted(spec)}, got {sorted(state)} "
+                f"state: expected {type(self).__name__}'s entries {sorted(shapes)}, got {sorted(state)} "
                 "(the state of another layer?)"
             )
         for name, value in state.items():
-            for i, (got, want) in enumerate(zip(_shapes(value), spec[name])):
-                where = f"state[{name!r}]" + (f"[{i}]" if isinstance(value, tuple) else "")
+            for i, (got, want) in enumerate(zip(_shapes(value), shapes[name])):
                 expected = ["any" if (name, d) in self.growing_state else n for d, n in enumerate(want)]
-                expected[0] = batch_size
                 if len(got) != len(expected) or any(e not in ("any", g) for g, e in zip(got, expected)):
+                    where = f"state[{name!r}]" + (f"[{i}]" if isinstance(value, tuple) else "")
                     raise ValueError(f"{where}: expected shape {expected} (batch {batch_size}), got {list(got)}")
 
     optional_state: frozenset[str] = frozenset()  # entries a valid state may lack
@@ -90,6 +100,10 @@ class Mixer(nn.Module):
     @functools.cached_property
     def _state_spec(self) -> dict[str, list[tuple[int, ...]]]:
         return {name: _shapes(value) for name, value in self.init_state(1).items()}
+
+    @functools.cached_property
+    def _shapes_by_batch(self) -> dict[int, dict[str, list[tuple[int, ...]]]]:
+        return {}
 
     def step(self, x_t: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         """Decode one token: `x_t: [B, d_model]` -> `(y_t: [B, d_model], state)`."""
