@@ -33,7 +33,8 @@ class FlaLayer(nn.Module):
     `forward(hidden_states, attention_mask=None, past_key_values=None, use_cache=False, **kwargs)` with
     `hidden_states: [B, T, hidden_size]` returns `(o: [B, T, hidden_size], None, past_key_values)`:
       - `attention_mask: [B, T]`, 1 for a token, 0 for padding: the rows are unpadded into packed sequences, so
-        padding neither writes to nor reads from a state.
+        padding neither writes to nor reads from a state. A longer mask (HF's while generating: the past tokens'
+        and the new ones') is read at its last `T` columns, as fla's layers read it.
       - `past_key_values`: any object with `get_layer_state(layer_idx)` (None before this layer's first call) and
         `set_layer_state(layer_idx, state)`, e.g. the HF model's cache: the layer continues from its state there and
         stores the new one (the layer then needs its `layer_idx`).
@@ -79,7 +80,14 @@ class FlaLayer(nn.Module):
                 )
             state = past_key_values.get_layer_state(self.layer_idx)
         decode = self.mode == "fused_recurrent" or (use_cache and x.shape[1] == 1)
-        mask = {} if attention_mask is None else {"attention_mask": attention_mask}
+        mask = {}
+        if attention_mask is not None:
+            long = (
+                isinstance(attention_mask, torch.Tensor)
+                and attention_mask.dim() == 2
+                and attention_mask.shape[1] > x.shape[1]
+            )
+            mask["attention_mask"] = attention_mask[:, -x.shape[1] :] if long else attention_mask
         o, state = self.mixer(x, state, kwargs.get("cu_seqlens"), backend=DECODE if decode else None, **mask)
         if past_key_values is not None:
             past_key_values.set_layer_state(self.layer_idx, state)
