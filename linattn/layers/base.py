@@ -13,6 +13,7 @@ backend, so a full forward equals a prefill followed by steps.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import torch
@@ -34,15 +35,23 @@ class Mixer(nn.Module):
     # "fused_recurrent" or "naive" forces one (e.g. to test the kernel in Triton's interpreter)
     decode_backend: str | None = None
 
-    def __init__(self, d_model: int, n_heads: int, *, backend: str = "auto"):
+    def __init__(self, d_model: int, n_heads: int, *, head_dim: int | None = None, backend: str = "auto"):
+        """`head_dim`: the (key) dim of a head; None (the default) means `d_model // n_heads`, and then `n_heads`
+        must divide `d_model`."""
         super().__init__()
         if not isinstance(d_model, int) or d_model <= 0:
             raise ValueError(f"d_model: expected a positive int, got {d_model!r}")
-        if not isinstance(n_heads, int) or n_heads <= 0 or d_model % n_heads:
-            raise ValueError(f"n_heads: expected a positive divisor of d_model = {d_model}, got {n_heads!r}")
+        if head_dim is None:
+            if not isinstance(n_heads, int) or n_heads <= 0 or d_model % n_heads:
+                raise ValueError(f"n_heads: expected a positive divisor of d_model = {d_model}, got {n_heads!r}")
+            head_dim = d_model // n_heads
+        elif not isinstance(n_heads, int) or isinstance(n_heads, bool) or n_heads <= 0:
+            raise ValueError(f"n_heads: expected a positive int, got {n_heads!r}")
+        elif not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim <= 0:
+            raise ValueError(f"head_dim: expected a positive int, got {head_dim!r}")
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, head_dim
         if backend not in BACKENDS:  # now, not at the first forward
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
-        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
         self.backend = backend
 
     def forward(
@@ -159,6 +168,37 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """`[B, T, H, d] -> [B, T, H * d]`."""
     return x.flatten(-2)
+
+
+def value_heads(n_heads: int, num_v_heads: int | None) -> int:
+    """The number of value heads: `n_heads` (None), or a multiple of it (GVA, grouped value attention: each query /
+    key head serves `num_v_heads // n_heads` value heads, fla's convention)."""
+    if num_v_heads is None:
+        return n_heads
+    if not isinstance(num_v_heads, int) or isinstance(num_v_heads, bool) or num_v_heads <= 0 or num_v_heads % n_heads:
+        raise ValueError(
+            f"num_v_heads: expected None or a positive multiple of the {n_heads} query / key heads, got {num_v_heads!r}"
+        )
+    return num_v_heads
+
+
+def value_head_dim(head_dim: int, expand_v: float) -> int:
+    """A value head's dim `head_dim · expand_v`, which must be an integer (to a relative 1e-6, so that a ratio such as
+    `40 / 24` gives back 40)."""
+    if isinstance(expand_v, bool) or not isinstance(expand_v, (int, float)) or not 0 < expand_v < math.inf:
+        raise ValueError(f"expand_v: expected a finite number > 0, got {expand_v!r}")
+    dim = head_dim * expand_v
+    if not math.isclose(dim, round(dim), rel_tol=1e-6):
+        raise ValueError(f"expand_v: head_dim · expand_v must be an integer, got {head_dim} · {expand_v} = {dim:g}")
+    return round(dim)
+
+
+def repeat_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
+    """`[B, T, H, d] -> [B, T, H * groups, d]`, head `i` repeated for heads `i * groups … (i + 1) * groups − 1`: the
+    query / key head of each value head under GVA (value head `j` reads head `j // groups`, as fla's kernels)."""
+    if groups == 1:
+        return x
+    return x.unsqueeze(3).expand(*x.shape[:3], groups, x.shape[-1]).flatten(2, 3)
 
 
 def promote(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -6,7 +6,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, RMSNorm, State, merge_heads, promote, split_heads
+from linattn.layers.base import (
+    Mixer,
+    RMSNorm,
+    State,
+    gate_output,
+    merge_heads,
+    promote,
+    repeat_heads,
+    split_heads,
+    value_head_dim,
+    value_heads,
+)
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import delta_rule
 
@@ -15,32 +26,51 @@ class DeltaNet(Mixer):
     """`S_t = (I − β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ`, `o_t = S_tᵀ q_t / √d`, with
     `q, k = L2norm(SiLU(conv(W x)))`, `v = SiLU(conv(W_v x))`, `β = σ(W_β x)`; per-head RMSNorm, then `W_o`.
 
-    Options: `short_conv` (default True), `conv_size` (4).
-    State: `{"S": [B, H, d, d], "conv_q", "conv_k", "conv_v"}`.
+    Options: `short_conv` (default True), `conv_size` (4), `conv_bias` (False), `output_gate` (False: with it the
+    output is `RMSNorm(o) ⊙ SiLU(W_g x)`, fla's `use_gate=True`), `norm_eps` (the RMSNorm's, None: the dtype's
+    machine epsilon); head sizes `head_dim`, `expand_v`, `num_v_heads` as in `GatedDeltaNet` (GVA: `β` per value head).
+    State: `{"S": [B, HV, K, V], "conv_q", "conv_k", "conv_v"}`.
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, *, short_conv: bool = True, conv_size: int = 4, backend: str = "auto"
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        short_conv: bool = True,
+        conv_size: int = 4,
+        conv_bias: bool = False,
+        output_gate: bool = False,
+        norm_eps: float | None = None,
+        head_dim: int | None = None,
+        expand_v: float = 1.0,
+        num_v_heads: int | None = None,
+        backend: str = "auto",
     ):
-        super().__init__(d_model, n_heads, backend=backend)
-        self.qkv = ConvProjections(d_model, dict.fromkeys("qkv", d_model), short_conv=short_conv, conv_size=conv_size)
-        self.b_proj = nn.Linear(d_model, n_heads, bias=True)
-        self.o_norm = RMSNorm(self.head_dim)
-        self.out = nn.Linear(d_model, d_model, bias=False)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
+        H, K = n_heads, self.head_dim
+        self.num_v_heads = HV = value_heads(n_heads, num_v_heads)
+        self.head_v_dim = V = value_head_dim(K, expand_v)
+        dims = {"q": H * K, "k": H * K, "v": HV * V}
+        self.qkv = ConvProjections(d_model, dims, short_conv=short_conv, conv_size=conv_size, conv_bias=conv_bias)
+        self.b_proj = nn.Linear(d_model, HV, bias=True)
+        self.g_proj = nn.Linear(d_model, HV * V, bias=False) if output_gate else None
+        self.o_norm = RMSNorm(V, eps=norm_eps)
+        self.out = nn.Linear(HV * V, d_model, bias=False)
 
     def init_state(self, batch_size: int) -> State:
-        d = self.head_dim
         return {
-            "S": self.zeros(batch_size, self.n_heads, d, d),
+            "S": self.zeros(batch_size, self.num_v_heads, self.head_dim, self.head_v_dim),
             **self.qkv.init_state(batch_size, device=self.out.weight.device),
         }
 
     def mix(self, x, state, cu_seqlens, backend):
         state = state or {}
         h, new = self.qkv(x, state, cu_seqlens)
-        q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]
-        q, k, v = promote(F.normalize(q, dim=-1), F.normalize(k, dim=-1), v)
-        beta = torch.sigmoid(self.b_proj(x))  # [B, T, H]
+        q, k = (F.normalize(split_heads(h[n], self.n_heads), dim=-1) for n in "qk")  # [B, T, H, K]
+        groups = self.num_v_heads // self.n_heads
+        q, k, v = promote(repeat_heads(q, groups), repeat_heads(k, groups), split_heads(h["v"], self.num_v_heads))
+        beta = torch.sigmoid(self.b_proj(x))  # [B, T, HV]
         o, new["S"] = delta_rule(
             q,
             k,
@@ -51,4 +81,4 @@ class DeltaNet(Mixer):
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
         )
-        return self.out(merge_heads(self.o_norm(o))), new
+        return self.out(merge_heads(gate_output(self.o_norm(o), self.g_proj, x, self.num_v_heads))), new

@@ -8,7 +8,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, RMSNorm, State, gate_output, merge_heads, promote, split_heads
+from linattn.layers.base import (
+    Mixer,
+    RMSNorm,
+    State,
+    gate_output,
+    merge_heads,
+    promote,
+    repeat_heads,
+    split_heads,
+    value_head_dim,
+    value_heads,
+)
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import delta_rule
@@ -49,10 +60,14 @@ class GatedDeltaNet(Mixer):
         (`delta_rule(..., beta=η, kaczmarz_eps=1e-6)`);
       - GDN with raw keys (`raw_keys=True`): `k = SiLU(conv(W_k x))`, `β = η`: the KLA paper's ablation without
         key normalisation, whose write `I − β k kᵀ` expands the state once `β ‖k‖² > 2`.
-    Options: `short_conv`, `conv_size`, `ccq` (+ `ccq_options`): contract q by the running, decayed
-    covariance of the keys before the read; `output_gate=False`: output `RMSNorm(o)` alone, then `W_o` (fla's
-    `use_gate=False`; an ablation: in Zoology's MQAR the gate slows GDN's learning, `zoology-mqar` in docs/results.md).
-    State: `{"S": [B, H, d, d], "conv_q", "conv_k", "conv_v"[, "ccq"]}`.
+    Options: `short_conv`, `conv_size`, `conv_bias` (False), `ccq` (+ `ccq_options`): contract q by the running,
+    decayed covariance of the keys before the read; `output_gate=False`: output `RMSNorm(o)` alone, then `W_o` (fla's
+    `use_gate=False`; an ablation: in Zoology's MQAR the gate slows GDN's learning, `zoology-mqar` in docs/results.md);
+    `norm_eps` (the RMSNorm's, None: the dtype's machine epsilon). Head sizes: `head_dim` (`K`, default
+    `d_model // n_heads`), `expand_v` (value dim `V = K · expand_v`, default 1), `num_v_heads` (`HV`, default
+    `n_heads`; a multiple of it is GVA: `β`, `g`, the gate and the state are per value head, each query / key head
+    serves `HV / H` of them).
+    State: `{"S": [B, HV, K, V], "conv_q", "conv_k", "conv_v"[, "ccq"]}`.
     """
 
     def __init__(
@@ -64,27 +79,37 @@ class GatedDeltaNet(Mixer):
         raw_keys: bool = False,
         short_conv: bool = True,
         conv_size: int = 4,
+        conv_bias: bool = False,
         ccq: bool = False,
         ccq_options: dict | None = None,
         output_gate: bool = True,
+        norm_eps: float | None = None,
+        head_dim: int | None = None,
+        expand_v: float = 1.0,
+        num_v_heads: int | None = None,
         backend: str = "auto",
     ):
-        super().__init__(d_model, n_heads, backend=backend)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
         if kaczmarz and raw_keys:
             raise ValueError("raw_keys: KLA's keys are raw already (its step divides by ‖k‖²); set it for GDN only")
         self.kaczmarz = kaczmarz
         self.raw_keys = raw_keys
-        self.qkv = ConvProjections(d_model, dict.fromkeys("qkv", d_model), short_conv=short_conv, conv_size=conv_size)
-        self.b_proj = nn.Linear(d_model, n_heads, bias=True)
-        self.decay = MambaDecay(d_model, n_heads)
-        self.g_proj = nn.Linear(d_model, d_model, bias=False) if output_gate else None
-        self.o_norm = RMSNorm(self.head_dim)
-        self.out = nn.Linear(d_model, d_model, bias=False)
-        self.ccq = CurvatureQuery(n_heads, self.head_dim, **(ccq_options or {})) if ccq else None
+        H, K = n_heads, self.head_dim
+        self.num_v_heads = HV = value_heads(n_heads, num_v_heads)
+        self.head_v_dim = V = value_head_dim(K, expand_v)
+        dims = {"q": H * K, "k": H * K, "v": HV * V}
+        self.qkv = ConvProjections(d_model, dims, short_conv=short_conv, conv_size=conv_size, conv_bias=conv_bias)
+        self.b_proj = nn.Linear(d_model, HV, bias=True)
+        self.decay = MambaDecay(d_model, HV)
+        self.g_proj = nn.Linear(d_model, HV * V, bias=False) if output_gate else None
+        self.o_norm = RMSNorm(V, eps=norm_eps)
+        self.out = nn.Linear(HV * V, d_model, bias=False)
+        self.ccq = CurvatureQuery(HV, K, **(ccq_options or {})) if ccq else None
 
     def init_state(self, batch_size: int) -> State:
-        d, device = self.head_dim, self.out.weight.device
-        state = {"S": self.zeros(batch_size, self.n_heads, d, d), **self.qkv.init_state(batch_size, device=device)}
+        device = self.out.weight.device
+        S = self.zeros(batch_size, self.num_v_heads, self.head_dim, self.head_v_dim)
+        state = {"S": S, **self.qkv.init_state(batch_size, device=device)}
         if self.ccq is not None:
             state["ccq"] = self.ccq.init_state(batch_size, device=device)
         return state
@@ -92,13 +117,15 @@ class GatedDeltaNet(Mixer):
     def mix(self, x, state, cu_seqlens, backend):
         state = state or {}
         h, new = self.qkv(x, state, cu_seqlens)
-        q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]
+        q, k = (split_heads(h[n], self.n_heads) for n in "qk")  # [B, T, H, K]
+        v = split_heads(h["v"], self.num_v_heads)  # [B, T, HV, V]
         q = F.normalize(q, dim=-1)
-        eta = torch.sigmoid(self.b_proj(x))  # [B, T, H]
+        eta = torch.sigmoid(self.b_proj(x))  # [B, T, HV]
         if not (self.kaczmarz or self.raw_keys):
             k = F.normalize(k, dim=-1)
-        q, k, v = promote(q, k, v)
-        g = self.decay(x)  # [B, T, H]
+        groups = self.num_v_heads // self.n_heads
+        q, k, v = promote(repeat_heads(q, groups), repeat_heads(k, groups), v)  # q, k: [B, T, HV, K]
+        g = self.decay(x)  # [B, T, HV]
         if self.ccq is not None:
             q, new["ccq"] = self.ccq(q, k, g, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False))
         o, new["S"] = delta_rule(
@@ -113,4 +140,4 @@ class GatedDeltaNet(Mixer):
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
         )
-        return self.out(merge_heads(gate_output(self.o_norm(o), self.g_proj, x, self.n_heads))), new
+        return self.out(merge_heads(gate_output(self.o_norm(o), self.g_proj, x, self.num_v_heads))), new

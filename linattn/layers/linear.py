@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from torch import nn
 
-from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, promote, split_heads
+from linattn.layers.base import (
+    Mixer,
+    State,
+    elu_plus_one,
+    merge_heads,
+    promote,
+    repeat_heads,
+    split_heads,
+    value_head_dim,
+    value_heads,
+)
 from linattn.layers.ccq import CurvatureQuery
 from linattn.ops import linear_attention
 
@@ -14,8 +24,9 @@ class LinearAttention(Mixer):
     heads merged → LayerNorm → `W_o`.
 
     Options: `normalize` (the sum normaliser, default True), `ccq` (contract φ(q) by the running covariance of
-    φ(k) before the read), `ccq_options` (kwargs of `CurvatureQuery`).
-    State: `{"S": [B, H, d, d], "z": [B, H, d]` (with `normalize`)`, "ccq": (C, m, Z)` (with `ccq`)`}`.
+    φ(k) before the read), `ccq_options` (kwargs of `CurvatureQuery`), `norm_eps` (the LayerNorm's, 1e-5); head sizes
+    `head_dim`, `expand_v`, `num_v_heads` as in `GatedDeltaNet`.
+    State: `{"S": [B, HV, K, V], "z": [B, HV, K]` (with `normalize`)`, "ccq": (C, m, Z)` (with `ccq`)`}`.
     """
 
     def __init__(
@@ -26,31 +37,39 @@ class LinearAttention(Mixer):
         normalize: bool = True,
         ccq: bool = False,
         ccq_options: dict | None = None,
+        norm_eps: float = 1e-5,
+        head_dim: int | None = None,
+        expand_v: float = 1.0,
+        num_v_heads: int | None = None,
         backend: str = "auto",
     ):
-        super().__init__(d_model, n_heads, backend=backend)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
         self.normalize = normalize
-        self.q_proj = nn.Linear(d_model, d_model, bias=False)
-        self.k_proj = nn.Linear(d_model, d_model, bias=False)
-        self.v_proj = nn.Linear(d_model, d_model, bias=False)
-        self.norm = nn.LayerNorm(d_model)
-        self.out = nn.Linear(d_model, d_model, bias=False)
-        self.ccq = CurvatureQuery(n_heads, self.head_dim, **(ccq_options or {})) if ccq else None
+        H, K = n_heads, self.head_dim
+        self.num_v_heads = HV = value_heads(n_heads, num_v_heads)
+        self.head_v_dim = V = value_head_dim(K, expand_v)
+        self.q_proj = nn.Linear(d_model, H * K, bias=False)
+        self.k_proj = nn.Linear(d_model, H * K, bias=False)
+        self.v_proj = nn.Linear(d_model, HV * V, bias=False)
+        self.norm = nn.LayerNorm(HV * V, eps=norm_eps)
+        self.out = nn.Linear(HV * V, d_model, bias=False)
+        self.ccq = CurvatureQuery(HV, K, **(ccq_options or {})) if ccq else None
 
     def init_state(self, batch_size: int) -> State:
-        H, d = self.n_heads, self.head_dim
-        state = {"S": self.zeros(batch_size, H, d, d)}
+        HV, K = self.num_v_heads, self.head_dim
+        state = {"S": self.zeros(batch_size, HV, K, self.head_v_dim)}
         if self.normalize:
-            state["z"] = self.zeros(batch_size, H, d)
+            state["z"] = self.zeros(batch_size, HV, K)
         if self.ccq is not None:
             state["ccq"] = self.ccq.init_state(batch_size, device=self.out.weight.device)
         return state
 
     def mix(self, x, state, cu_seqlens, backend):
         state = state or {}
-        q = elu_plus_one(split_heads(self.q_proj(x), self.n_heads))  # [B, T, H, d]
-        k = elu_plus_one(split_heads(self.k_proj(x), self.n_heads))
-        v = split_heads(self.v_proj(x), self.n_heads)
+        groups = self.num_v_heads // self.n_heads
+        q = repeat_heads(elu_plus_one(split_heads(self.q_proj(x), self.n_heads)), groups)  # [B, T, HV, K]
+        k = repeat_heads(elu_plus_one(split_heads(self.k_proj(x), self.n_heads)), groups)
+        v = split_heads(self.v_proj(x), self.num_v_heads)
         q, k, v = promote(q, k, v)
         new: State = {}
         if self.ccq is not None:

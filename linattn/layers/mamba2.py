@@ -1,4 +1,4 @@
-"""Scalar-decay linear attention in Mamba-2's form (SSD with one state group)."""
+"""Scalar-decay linear attention in Mamba-2's form (SSD)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, RMSNorm, State, merge_heads, promote, split_heads
+from linattn.layers.base import Mixer, RMSNorm, State, merge_heads, promote, repeat_heads, split_heads
 from linattn.layers.gated_deltanet import MambaDecay
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import gated_linear_attention
@@ -14,24 +14,42 @@ from linattn.ops import gated_linear_attention
 
 class Mamba2(Mixer):
     """`h_t = exp(Δ_t A) h_{t-1} + (Δ_t B_t) x_tᵀ`, `y_t = h_tᵀ C_t + D ⊙ x_t` per head, then
-    `RMSNorm(y ⊙ SiLU(z))` → `W_o` (Mamba-2 / SSD; `A < 0` per head, `B, C` shared by all heads).
+    `RMSNorm(y ⊙ SiLU(z))` → `W_o` (Mamba-2 / SSD; `A < 0` per head, `B, C` shared by the heads of a group).
 
     It is `gated_linear_attention` with `q = C`, `k = Δ B`, `v = x` and the scalar log-decay `g = Δ A`.
-    `x, B, C` go through a causal short conv + SiLU. Options: `d_state` (default: the head dim), `conv_size`.
-    State: `{"S": [B, H, d_state, d], "conv_x", "conv_B", "conv_C"}`.
+    `x, B, C` go through a causal short conv + SiLU. Options: `d_state` (`N`, default: the head dim), `conv_size`,
+    `conv_bias` (False), `norm_eps` (the RMSNorm's, None: the dtype's machine epsilon), `head_dim` (`P`, the dim of a
+    head of `x`; default `d_model // n_heads`: the inner width `H · P` is then `d_model`), `n_groups` (`G`, default 1:
+    one `B, C` for all heads; `G` groups of `H / G` heads each, as Mamba-2's `ngroups`).
+    State: `{"S": [B, H, N, P], "conv_x", "conv_B", "conv_C"}`.
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, *, d_state: int | None = None, conv_size: int = 4, backend: str = "auto"
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        d_state: int | None = None,
+        conv_size: int = 4,
+        conv_bias: bool = False,
+        norm_eps: float | None = None,
+        head_dim: int | None = None,
+        n_groups: int = 1,
+        backend: str = "auto",
     ):
-        super().__init__(d_model, n_heads, backend=backend)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
+        if not isinstance(n_groups, int) or isinstance(n_groups, bool) or n_groups <= 0 or n_heads % n_groups:
+            raise ValueError(f"n_groups: expected a positive divisor of the {n_heads} heads, got {n_groups!r}")
         self.d_state = d_state or self.head_dim
-        self.xbc = ConvProjections(d_model, {"x": d_model, "B": self.d_state, "C": self.d_state}, conv_size=conv_size)
-        self.z_proj = nn.Linear(d_model, d_model, bias=False)
+        self.n_groups = n_groups
+        inner, GN = n_heads * self.head_dim, n_groups * self.d_state
+        dims = {"x": inner, "B": GN, "C": GN}
+        self.xbc = ConvProjections(d_model, dims, conv_size=conv_size, conv_bias=conv_bias)
+        self.z_proj = nn.Linear(d_model, inner, bias=False)
         self.decay = MambaDecay(d_model, n_heads)
         self.D = nn.Parameter(torch.ones(n_heads))
-        self.norm = RMSNorm(d_model)
-        self.out = nn.Linear(d_model, d_model, bias=False)
+        self.norm = RMSNorm(inner, eps=norm_eps)
+        self.out = nn.Linear(inner, d_model, bias=False)
 
     def init_state(self, batch_size: int) -> State:
         return {
@@ -42,12 +60,13 @@ class Mamba2(Mixer):
     def mix(self, x, state, cu_seqlens, backend):
         state = state or {}
         h, new = self.xbc(x, state, cu_seqlens)
-        B_, T, H = x.shape[0], x.shape[1], self.n_heads
-        xs = split_heads(h["x"], H)  # [B, T, H, d]
+        groups = self.n_heads // self.n_groups
+        xs = split_heads(h["x"], self.n_heads)  # [B, T, H, P]
         delta = self.decay.delta(x)  # [B, T, H]
         g = -self.decay.A_log.exp() * delta
-        q = h["C"][:, :, None].expand(B_, T, H, self.d_state)  # [B, T, H, N]
-        k = (h["B"][:, :, None] * delta[..., None]).to(h["B"].dtype)  # Δ B in float32, then B's dtype: [B, T, H, N]
+        q = repeat_heads(split_heads(h["C"], self.n_groups), groups)  # [B, T, H, N]
+        B = repeat_heads(split_heads(h["B"], self.n_groups), groups)
+        k = (B * delta[..., None]).to(B.dtype)  # Δ B in float32, then B's dtype: [B, T, H, N]
         q, k, xs = promote(q, k, xs)
         y, new["S"] = gated_linear_attention(
             q,

@@ -80,12 +80,23 @@ class ShortConv(nn.Module):
 
 class ConvProjections(nn.Module):
     """Named input projections `x -> SiLU(ShortConv(W_n x))` (or `SiLU(W_n x)` without the conv), as in
-    DeltaNet, Gated DeltaNet, KLA and Mamba-2. The state holds one conv cache per projection, `"conv_<name>"`."""
+    DeltaNet, Gated DeltaNet, KLA and Mamba-2. The state holds one conv cache per projection, `"conv_<name>"`.
+    `conv_bias` gives each convolution a bias (default False)."""
 
-    def __init__(self, d_model: int, dims: dict[str, int], *, short_conv: bool = True, conv_size: int = 4):
+    def __init__(
+        self,
+        d_model: int,
+        dims: dict[str, int],
+        *,
+        short_conv: bool = True,
+        conv_size: int = 4,
+        conv_bias: bool = False,
+    ):
         super().__init__()
         self.proj = nn.ModuleDict({n: nn.Linear(d_model, dim, bias=False) for n, dim in dims.items()})
-        self.convs = nn.ModuleDict({n: ShortConv(dim, conv_size) for n, dim in dims.items()}) if short_conv else None
+        self.convs = None
+        if short_conv:
+            self.convs = nn.ModuleDict({n: ShortConv(dim, conv_size, bias=conv_bias) for n, dim in dims.items()})
 
     def init_state(self, batch_size: int, *, device=None) -> dict[str, torch.Tensor]:
         if self.convs is None:

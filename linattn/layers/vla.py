@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, promote, split_heads
+from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, promote, split_heads, value_head_dim
 from linattn.layers.ccq import CurvatureQuery
 from linattn.ops import linear_attention, vla
 from linattn.ops.linear_attention.api import NORMALIZER_EPS
@@ -22,8 +22,9 @@ class VariationalLinearAttention(Mixer):
     `S_tᵀ q_t / √d` (`normalizer="none"`); heads merged → LayerNorm → `W_o`.
 
     Options: `lam0` (0.1), `rho` (1: no forgetting, the paper's), `normalizer`, `ccq` (+ `ccq_options`: contract q
-    by the covariance of `k̂`).
-    State: `{"S": [B, H, d, d], "A": [B, H, d, d][, "z": [B, H, d]][, "ccq"]}`.
+    by the covariance of `k̂`), `norm_eps` (the LayerNorm's, 1e-5); head sizes `head_dim` (`K`, default
+    `d_model // n_heads`) and `expand_v` (`V = K · expand_v`, default 1).
+    State: `{"S": [B, H, K, V], "A": [B, H, K, K][, "z": [B, H, K]][, "ccq"]}`.
     """
 
     def __init__(
@@ -36,25 +37,29 @@ class VariationalLinearAttention(Mixer):
         normalizer: str = "sum",
         ccq: bool = False,
         ccq_options: dict | None = None,
+        norm_eps: float = 1e-5,
+        head_dim: int | None = None,
+        expand_v: float = 1.0,
         backend: str = "auto",
     ):
-        super().__init__(d_model, n_heads, backend=backend)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
         if normalizer not in ("sum", "none"):
             raise ValueError(f"normalizer: expected 'sum' or 'none', got {normalizer!r}")
         self.lam0, self.rho, self.normalizer = check_lam0(lam0), check_rho(rho), normalizer
-        d = self.head_dim
-        self.q_proj = nn.Linear(d_model, d_model, bias=False)
-        self.k_proj = nn.Linear(d_model, d_model, bias=False)
-        self.v_proj = nn.Linear(d_model, d_model, bias=False)
+        H, d = n_heads, self.head_dim
+        self.head_v_dim = V = value_head_dim(d, expand_v)
+        self.q_proj = nn.Linear(d_model, H * d, bias=False)
+        self.k_proj = nn.Linear(d_model, H * d, bias=False)
+        self.v_proj = nn.Linear(d_model, H * V, bias=False)
         self.W_u = nn.Parameter(torch.stack([nn.init.orthogonal_(torch.empty(d, d)) for _ in range(n_heads)]))
-        self.norm = nn.LayerNorm(d_model)
-        self.out = nn.Linear(d_model, d_model, bias=False)
+        self.norm = nn.LayerNorm(H * V, eps=norm_eps)
+        self.out = nn.Linear(H * V, d_model, bias=False)
         self.ccq = CurvatureQuery(n_heads, d, **(ccq_options or {})) if ccq else None
 
     def init_state(self, batch_size: int) -> State:
         H, d = self.n_heads, self.head_dim
         A = (torch.eye(d, device=self.W_u.device) / self.lam0).expand(batch_size, H, d, d).clone()
-        state = {"S": self.zeros(batch_size, H, d, d), "A": A}
+        state = {"S": self.zeros(batch_size, H, d, self.head_v_dim), "A": A}
         if self.normalizer == "sum":
             state["z"] = self.zeros(batch_size, H, d)
         if self.ccq is not None:

@@ -216,3 +216,25 @@ def check_backend(
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
     """States and accumulation run in float64 for float64 inputs, float32 otherwise."""
     return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def check_head_first(dims: Dims, *args: tuple[str, object, str], q_name: str = "q") -> None:
+    """Refuse fla's old head-first layout `[B, H, T, K]` where the shapes reveal it. An op reads `T` and `H` from `q`'s
+    dims 1 and 2, so head-first `q, k, v` pass their own checks with `T` and `H` swapped; another argument made for
+    the real sizes then has exactly the swapped shape. `args`: `(name, x, layout)` with `layout` the letters of `Dims`
+    that name `x`'s leading dims, e.g. `("beta", beta, "BTH")`, `("initial_state", S, "NHKV")`; None passes, and a
+    tuple state is read by its first part. `q_name`: the argument whose dims 1 and 2 gave `T` and `H`."""
+    for name, x, layout in args:
+        if isinstance(x, tuple):
+            name, x = f"{name}[0]", x[0] if x else None
+        if not isinstance(x, torch.Tensor) or x.dim() < len(layout):
+            continue
+        expected = tuple(getattr(dims, c) for c in layout)
+        swapped = tuple(getattr(dims, {"T": "H", "H": "T"}.get(c, c)) for c in layout)
+        if tuple(x.shape[: len(layout)]) == swapped != expected:
+            fits = ", ".join(layout) + (", …" if x.dim() > len(layout) else "")
+            raise ValueError(
+                f"{q_name}: looks head-first ([B, H, T, K]): {name} of shape {_shape(x)} fits [{fits}] "
+                f"with {q_name}'s dims 1 and 2 swapped; linattn ops take [B, T, H, K]: use {q_name}.transpose(1, 2) "
+                "(and the other token inputs alike)"
+            )

@@ -11,6 +11,7 @@ from linattn.ops.checks import (
     check_backend,
     check_cu_seqlens,
     check_gate,
+    check_head_first,
     check_nonnegative,
     check_qk,
     check_shape,
@@ -64,6 +65,7 @@ def ccq_query(
     B, T, H, K = check_qk(q, k)
     N = check_cu_seqlens(cu_seqlens, B, T)
     dims = Dims(B=B, T=T, H=H, K=K, V=K, N=N, device=q.device)
+    check_head_first(dims, ("lam", lam, "BTH"), ("g", g, "BTH"), ("initial_state", initial_state, "NHKK"))
     check_gate("lam", lam, dims)
     if g is not None:
         check_gate("g", g, dims, log_decay=True)

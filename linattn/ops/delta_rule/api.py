@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import torch
 
-from linattn.ops.checks import check_backend, check_gate, check_qk, check_qkv, check_scale, check_state
+from linattn.ops.checks import (
+    check_backend,
+    check_gate,
+    check_head_first,
+    check_qk,
+    check_qkv,
+    check_scale,
+    check_state,
+)
 from linattn.ops.delta_rule.chunk import chunk_delta_rule
 from linattn.ops.delta_rule.kaczmarz import check_kaczmarz_eps, kaczmarz_step
 from linattn.ops.delta_rule.naive import naive_delta_rule
@@ -68,6 +76,7 @@ def delta_rule(
         >>> o, S = delta_rule(q, 3 * torch.randn(1, 256, 4, 64), v, beta=beta, g=g, kaczmarz_eps=1e-6)
     """
     dims = check_qkv(q, k, v, cu_seqlens)
+    check_head_first(dims, ("beta", beta, "BTH"), ("g", g, "BTH"), ("initial_state", initial_state, "NHKV"))
     if w is not None:
         check_qk(q, w, k_name="w")
     if beta is not None:

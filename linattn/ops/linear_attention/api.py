@@ -6,6 +6,7 @@ import torch
 
 from linattn.ops.checks import (
     check_backend,
+    check_head_first,
     check_log_decay,
     check_qkv,
     check_scale,
@@ -64,6 +65,7 @@ def gated_linear_attention(
         >>> o, S = gated_linear_attention(q, k, v, g, output_final_state=True)   # S: [2, 4, 32, 16]
     """
     dims = check_qkv(q, k, v, cu_seqlens)
+    check_head_first(dims, ("g", g, "BTH"), ("initial_state", initial_state, "NHKV"))
     if not isinstance(g, torch.Tensor) or g.dim() != 4:
         check_shape("g", g, (dims.B, dims.T, dims.H), "[B, T, H] or [B, T, H, K]", dims.device)
     else:
@@ -99,6 +101,7 @@ def linear_attention(
         >>> o, (S, z) = linear_attention(q, k, torch.randn(1, 64, 2, 16), normalize=True, output_final_state=True)
     """
     dims = check_qkv(q, k, v, cu_seqlens)
+    check_head_first(dims, ("initial_state", initial_state, "NHKV"))
     if not normalize:
         return _run(q, k, v, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims)
     if initial_state is not None:

@@ -8,8 +8,10 @@ from functools import partial
 import torch
 
 from linattn.ops.checks import (
+    Dims,
     check_backend,
     check_cu_seqlens,
+    check_head_first,
     check_qk,
     check_qkv,
     check_scale,
@@ -121,6 +123,7 @@ def vla_gate(
     B, T, H, K = check_qk(k, u, q_name="k", k_name="u")
     lam0, rho = check_lam0(lam0), check_rho(rho)
     N = check_cu_seqlens(cu_seqlens, B, T)
+    check_head_first(Dims(B=B, T=T, H=H, K=K, V=K, N=N), ("initial_state", initial_state, "NHKK"), q_name="k")
     if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device, "k") is not None:
         check_spd("initial_state", initial_state)
     name = check_backend(backend, k.device, BACKENDS, k.dtype)
@@ -176,6 +179,7 @@ def vla(
         >>> o, (S, A) = vla(q, k, torch.randn(1, 128, 4, 32), u, output_final_state=True)
     """
     dims = check_qkv(q, k, v, cu_seqlens)
+    check_head_first(dims, ("initial_state", initial_state, "NHKV"))
     check_qk(k, u, q_name="k", k_name="u")
     lam0, rho = check_lam0(lam0), check_rho(rho)
     if initial_state is not None:
