@@ -148,6 +148,6 @@ def readme_block(root: Path = Path("results"), link: str = "results") -> str:
     report, papers_page = posixpath.join(top, "REPORT.md"), posixpath.join(top, "docs", "papers.md")
     return (
         "\n".join(lines)
-        + f"\n\nEvery claim, our number under each protocol, the rule and the run behind it: [REPORT.md]({report})."
-        + f" The claims themselves, in our words: [{papers_page}]({papers_page}).\n"
+        + f"\n\nEvery claim, our number under each protocol, the rule and the run behind it: [REPORT.md]({report}).\n"
+        + f"The claims themselves, in our words: [{papers_page}]({papers_page}).\n"
     )
