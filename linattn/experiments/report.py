@@ -13,8 +13,8 @@ import posixpath
 from pathlib import Path
 
 from linattn.experiments.archive import ARCHIVE_NAME
-from linattn.experiments.claims import (
-    CLAIMS,
+from linattn.experiments.claims import CLAIMS
+from linattn.experiments.verdicts import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from linattn.cli import main
-from linattn.experiments import claims, report
+from linattn.experiments import claims, paper, report, verdicts
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,11 +36,11 @@ def _trained(seeds: dict[str, dict[int, list[float]]], metric: str = "acc", **ex
     return {"table": table, "runs": runs, "chosen_lr": chosen, "metric": metric, "seeds": n, **extra}
 
 
-def _claim(text: str) -> claims.Claim:
+def _claim(text: str) -> verdicts.Claim:
     return next(c for c in claims.CLAIMS if c.claim == text)
 
 
-CAPACITY_PAPER = {m: dict(row) for m, row in claims.paper.VLA_MQAR_CAPACITY.items()}
+CAPACITY_PAPER = {m: dict(row) for m, row in paper.VLA_MQAR_CAPACITY.items()}
 
 
 def _capacity(vla: list[float], deltanet: list[float], seeds: int = 3) -> dict:
@@ -57,19 +57,19 @@ def test_the_median_over_seeds_decides(tmp_path):
     _write(tmp_path, "vla-mqar-capacity/paper", _capacity(vla=[1.0, 0.0, 1.0], deltanet=[0.05, 0.06, 0.04]))
     v = _claim("VLA recalls every pair on MQAR up to n = 24").evaluate(tmp_path)
     # ...but the seeds disagree by more than 0.1, so three are not enough
-    assert v.verdict == claims.INCONCLUSIVE and "disagree by 1.00" in v.why and "--seeds 5" in v.why
+    assert v.verdict == verdicts.INCONCLUSIVE and "disagree by 1.00" in v.why and "--seeds 5" in v.why
     five = _capacity(vla=[1.0, 0.0, 0.995, 1.0, 0.995], deltanet=[0.05] * 5, seeds=5)
     _write(tmp_path / "five", "vla-mqar-capacity/paper", five)
     v = _claim("VLA recalls every pair on MQAR up to n = 24").evaluate(tmp_path / "five")
-    assert v == claims.Verdict("0.995 – 0.995 (n = 4 … 24)", claims.HOLDS)
-    assert _claim("DeltaNet collapses as n grows").evaluate(tmp_path / "five").verdict == claims.HOLDS
+    assert v == verdicts.Verdict("0.995 – 0.995 (n = 4 … 24)", verdicts.HOLDS)
+    assert _claim("DeltaNet collapses as n grows").evaluate(tmp_path / "five").verdict == verdicts.HOLDS
     assert _claim("softmax attention fails MQAR (the paper's budget)").evaluate(tmp_path / "five").verdict == "holds"
 
 
 def test_a_judge_given_one_seed_returns_inconclusive(tmp_path):
     _write(tmp_path, "vla-mqar-capacity/paper", _capacity(vla=[1.0], deltanet=[0.997], seeds=1))
     v = _claim("DeltaNet collapses as n grows").evaluate(tmp_path)
-    assert v.verdict == claims.INCONCLUSIVE
+    assert v.verdict == verdicts.INCONCLUSIVE
     assert v.why == ("one seed: on it the rule reads does not hold; needs `linattn run vla-mqar-capacity --protocol "
                      "paper --seeds 3 --device cuda`")  # fmt: skip
     assert v.ours == "0.997 at n = 4 … 0.997 at n = 24"
@@ -83,7 +83,7 @@ def test_a_failed_positive_control_returns_inconclusive(tmp_path):
             run["test"]["acc"] = 0.9
     _write(tmp_path, "vla-mqar-capacity/paper", results)
     v = _claim("VLA recalls every pair on MQAR up to n = 24").evaluate(tmp_path)
-    assert v.verdict == claims.INCONCLUSIVE and v.why.startswith("positive control failed: softmax and linear")
+    assert v.verdict == verdicts.INCONCLUSIVE and v.why.startswith("positive control failed: softmax and linear")
     # overload: a curve that rises again is a failed training, not a capacity curve
     ns = (4, 8, 12, 16, 20, 24, 32)
     vla = dict(zip(ns, ([1.0] * 3, [0.15] * 3, [0.12] * 3, [0.85] * 3, [0.67] * 3, [0.07] * 3, [0.19] * 3)))
@@ -93,15 +93,15 @@ def test_a_failed_positive_control_returns_inconclusive(tmp_path):
     )
     claim = _claim("exact recall while n < d_h, graceful degradation beyond, better than linear attention (d_h = 16)")
     v = claim.evaluate(tmp_path)
-    assert v.verdict == claims.INCONCLUSIVE and "rises by 0.73 at n = 16" in v.why
+    assert v.verdict == verdicts.INCONCLUSIVE and "rises by 0.73 at n = 16" in v.why
     # CCQ's lift over a base that never learnt the task
     Ts = (1024, 2048, 4096, 8192)
     sniah = {m: {T: [0.0] * 3 for T in Ts} for m in ("gla", "ccq-gla")}
     sniah |= {"gla-conv": {T: [0.3] * 3 for T in Ts}, "ccq-gla-conv": {T: [0.8] * 3 for T in Ts}}
     _write(tmp_path, "ccq-sniah/paper", _trained(sniah))
     rows = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").rows(tmp_path)
-    assert rows[0][1].verdict == claims.INCONCLUSIVE and "did not learn the task" in rows[0][1].why
-    assert rows[2][1].verdict == claims.INCONCLUSIVE  # gla-conv at 0.3 at its training length: not learnt either
+    assert rows[0][1].verdict == verdicts.INCONCLUSIVE and "did not learn the task" in rows[0][1].why
+    assert rows[2][1].verdict == verdicts.INCONCLUSIVE  # gla-conv at 0.3 at its training length: not learnt either
 
 
 def test_does_not_hold_needs_the_control(tmp_path):
@@ -111,10 +111,10 @@ def test_does_not_hold_needs_the_control(tmp_path):
     folder = "vla-mqar-overload/paper"
     _write(tmp_path, folder, _trained({"vla": vla, "linear": linear}, paper={"vla": {"32": 0.62}}))
     v = _claim("the same at d_h = 32").evaluate(tmp_path)
-    assert v.verdict == claims.PARTLY  # exact below d_h, behind linear beyond
+    assert v.verdict == verdicts.PARTLY  # exact below d_h, behind linear beyond
     vla = {n: [0.4] * 3 for n in ns}
     _write(tmp_path / "worse", folder, _trained({"vla": vla, "linear": linear}, paper={"vla": {"32": 0.62}}))
-    assert _claim("the same at d_h = 32").evaluate(tmp_path / "worse").verdict == claims.FAILS
+    assert _claim("the same at d_h = 32").evaluate(tmp_path / "worse").verdict == verdicts.FAILS
 
 
 def test_state_norm_rules_read_the_authors_init(tmp_path):
@@ -130,15 +130,15 @@ def test_state_norm_rules_read_the_authors_init(tmp_path):
     _write(tmp_path, "vla-state-norm/default", results)
     claim = _claim("VLA's state norm stays below 15")
     assert claim.decide(tmp_path)[0].protocol.startswith("untrained, the authors' init")
-    assert claim.evaluate(tmp_path) == claims.Verdict("14.4 [14 – 14.6]", claims.HOLDS)
-    assert [v.verdict for _, v in claim.rows(tmp_path)] == [claims.HOLDS, claims.FAILS]
+    assert claim.evaluate(tmp_path) == verdicts.Verdict("14.4 [14 – 14.6]", verdicts.HOLDS)
+    assert [v.verdict for _, v in claim.rows(tmp_path)] == [verdicts.HOLDS, verdicts.FAILS]
     assert (
         _claim("untrained last-layer ‖S_T‖_F at T = 1000: linear / DeltaNet / VLA").evaluate(tmp_path).verdict
         == "holds"
     )
     assert _claim("VLA's state is 109× smaller than linear attention's").evaluate(tmp_path).verdict == "holds"
     plateau = _claim("Proposition 1: VLA's state norm converges to a plateau").evaluate(tmp_path)
-    assert plateau.verdict == claims.HOLDS and plateau.ours.startswith("slope +0.002")
+    assert plateau.verdict == verdicts.HOLDS and plateau.ours.startswith("slope +0.002")
 
 
 def test_kla_rules(tmp_path):
@@ -148,27 +148,27 @@ def test_kla_rules(tmp_path):
     claim = _claim("KLA extrapolates best on MQAR at 8× the training length")
     reading, v = claim.decide(tmp_path)
     # the authors' protocol comes first but has no result: the verdict reads the paper's stated recipe
-    assert reading.results == "kla-mqar/paper" and claim.rows(tmp_path)[0][1].verdict == claims.NOT_YET
-    assert v == claims.Verdict(
+    assert reading.results == "kla-mqar/paper" and claim.rows(tmp_path)[0][1].verdict == verdicts.NOT_YET
+    assert v == verdicts.Verdict(
         "KLA 0.700 [0.690 – 0.710] / GDN 0.720 [0.720 – 0.720] / Mamba-2 0.500 [0.500 – 0.500] at T = 2,048",
-        claims.PARTLY,
+        verdicts.PARTLY,
     )
-    assert _claim("in distribution KLA ≈ GDN on MQAR").evaluate(tmp_path).verdict == claims.HOLDS
+    assert _claim("in distribution KLA ≈ GDN on MQAR").evaluate(tmp_path).verdict == verdicts.HOLDS
     # once the authors' protocol is measured and conclusive, it is the one read
     _write(tmp_path, "kla-mqar/authors", _trained({**mqar, "kla": {256: [0.99] * 3, 2048: [0.8] * 3}}))
     reading, v = claim.decide(tmp_path)
-    assert reading.results == "kla-mqar/authors" and v.verdict == claims.HOLDS
+    assert reading.results == "kla-mqar/authors" and v.verdict == verdicts.HOLDS
     Ts = (1024, 2048, 4096, 8192)
     sniah = {"kla": {T: [1.0] * 3 for T in Ts}, "gated_deltanet": {T: [0.9] * 3 for T in Ts},
              "mamba2": {T: [0.6] * 3 for T in Ts}}  # fmt: skip
     _write(tmp_path, "kla-sniah/paper", _trained(sniah))
     v = _claim("KLA solves S-NIAH at every length; Mamba-2 does not").evaluate(tmp_path)
-    assert v.verdict == claims.PARTLY and v.ours.endswith("Mamba-2 0.600 [0.600 – 0.600] at 8K")
+    assert v.verdict == verdicts.PARTLY and v.ours.endswith("Mamba-2 0.600 [0.600 – 0.600] at 8K")
     ablation = {
         m: {256: [a] * 3} for m, a in (("kla", 0.99), ("gated_deltanet", 0.98), ("gated_deltanet-raw_keys", 0.01))
     }
     _write(tmp_path, "kla-ablation/paper", _trained(ablation))
-    assert _claim("without key normalisation MQAR collapses").evaluate(tmp_path).verdict == claims.HOLDS
+    assert _claim("without key normalisation MQAR collapses").evaluate(tmp_path).verdict == verdicts.HOLDS
 
 
 def _archive(root: Path, folder: str, gaps: dict[str, float]) -> None:
@@ -190,7 +190,7 @@ def test_language_model_rules_need_a_corpus_the_models_do_not_overfit(tmp_path):
         assert v.verdict == expected and v.ours.startswith(f"KLA {kla_loss:.3f} [")
     _archive(tmp_path / "holds", "kla-lm/paper", {"kla": 0.0, "gated_deltanet": 0.7})  # overfit
     v = _claim(analogue).evaluate(tmp_path / "holds")
-    assert v.verdict == claims.INCONCLUSIVE and "an overfit corpus" in v.why and "with a training corpus" in v.why
+    assert v.verdict == verdicts.INCONCLUSIVE and "an overfit corpus" in v.why and "with a training corpus" in v.why
     losses = {"gla": {512: [1.5] * 3, 1024: [1.6] * 3, 4096: [1.9] * 3},
               "ccq-gla": {512: [1.5] * 3, 1024: [1.55] * 3, 4096: [1.8] * 3},
               "gated_deltanet": {512: [1.4] * 3, 1024: [1.45] * 3, 4096: [1.7] * 3},
@@ -199,7 +199,7 @@ def test_language_model_rules_need_a_corpus_the_models_do_not_overfit(tmp_path):
     _archive(tmp_path, "ccq-lm-length/paper", dict.fromkeys(losses, 0.0))
     v = _claim("CCQ lowers perplexity from 4K to 20K context").evaluate(tmp_path)
     # 1.445 against 1.45 is lower by less than the margin (0.01 nats), so it does not count
-    assert v.verdict == claims.PARTLY and v.ours.endswith("nats a byte at T = 4,096 (3 of 4 lower by ≥ 0.01)")
+    assert v.verdict == verdicts.PARTLY and v.ours.endswith("nats a byte at T = 4,096 (3 of 4 lower by ≥ 0.01)")
 
 
 def test_the_kaczmarz_rule(tmp_path):
@@ -222,15 +222,15 @@ def test_a_claim_whose_mixer_was_not_run_is_not_yet_measured(tmp_path):
     claim = _claim("DeltaNet collapses as n grows")
     _write(tmp_path, "vla-mqar-capacity/paper", {"table": {"linear": {"4": 1.0}}})  # a `--mixers linear` run
     v = claim.evaluate(tmp_path)
-    assert (v.ours, v.verdict) == ("— (no 'deltanet' in vla-mqar-capacity/paper)", claims.NOT_YET)
+    assert (v.ours, v.verdict) == ("— (no 'deltanet' in vla-mqar-capacity/paper)", verdicts.NOT_YET)
 
 
 def test_missing_results_name_the_run_that_would_measure_them(tmp_path):
-    verdicts = {c.claim: c.evaluate(tmp_path) for c in claims.CLAIMS}
-    assert {v.verdict for v in verdicts.values()} == {claims.NOT_YET, claims.NOT_AT_SCALE}
-    assert verdicts["KLA's perplexity beats GDN's at 0.4B / 1B tokens"].verdict == claims.NOT_AT_SCALE
-    assert all(v.why.startswith("needs `linattn run ") for v in verdicts.values() if v.verdict == claims.NOT_YET)
-    softmax = verdicts["softmax fails because attention cannot do it in this model"]
+    found = {c.claim: c.evaluate(tmp_path) for c in claims.CLAIMS}
+    assert {v.verdict for v in found.values()} == {verdicts.NOT_YET, verdicts.NOT_AT_SCALE}
+    assert found["KLA's perplexity beats GDN's at 0.4B / 1B tokens"].verdict == verdicts.NOT_AT_SCALE
+    assert all(v.why.startswith("needs `linattn run ") for v in found.values() if v.verdict == verdicts.NOT_YET)
+    softmax = found["softmax fails because attention cannot do it in this model"]
     assert softmax.why == f"needs `{claims.LONG_SOFTMAX}`"
 
 
