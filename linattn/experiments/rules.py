@@ -20,6 +20,7 @@ OVERFIT = 0.05  # nats a byte: a last validation loss this far above the best on
 
 
 def mqar_row(mixer: str) -> str:
+    """The paper's MQAR capacity row of `mixer`, `n: accuracy` by n."""
     return ", ".join(f"{n}: {a:.3f}" for n, a in sorted(paper.VLA_MQAR_CAPACITY[mixer].items()))
 
 

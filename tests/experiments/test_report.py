@@ -104,6 +104,34 @@ def test_a_failed_positive_control_returns_inconclusive(tmp_path):
     assert rows[2][1].verdict == verdicts.INCONCLUSIVE  # gla-conv at 0.3 at its training length: not learnt either
 
 
+def test_softmax_under_the_long_budget(tmp_path):
+    """The long budget decides what the fair one cannot: plain softmax at chance through 20,000 steps holds the
+    paper's reading; the steps each mixer took to solve are shown."""
+    claim = _claim("softmax fails because attention cannot do it in this model")
+
+    def results(softmax_24: float) -> dict:
+        rows = {"softmax": {4: [1.0] * 3, 24: [softmax_24] * 3}, "softmax-conv": {4: [1.0] * 3, 24: [1.0] * 3}}
+        out = _trained(rows)
+        for run in out["runs"]:  # each run trained at one n here: split them per n
+            run["x"], run["test"], run["test_at"] = 4, {"acc": rows[run["mixer"]][4][0]}, {}
+            run["steps"], run["stop_reason"] = 4500, "acc=1 >= early_stop_threshold=0.995"
+        out["runs"] += [
+            {**run, "x": 24, "test": {"acc": rows[run["mixer"]][24][0]}, "test_at": {},
+             "steps": 1250 if run["mixer"] == "softmax-conv" else 20_000,
+             "stop_reason": "acc=1 >= early_stop_threshold=0.995" if run["mixer"] == "softmax-conv" else None}
+            for run in list(out["runs"])
+        ]  # fmt: skip
+        return out
+
+    _write(tmp_path, "vla-mqar-capacity/long", results(0.08))
+    reading, v = claim.decide(tmp_path)
+    assert reading.results == "vla-mqar-capacity/long" and v.verdict == verdicts.PARTLY  # n = 4 solved, 24 not
+    assert v.ours == ("softmax 0.080 [0.080 – 0.080] (0 of 3 seeds solved within 20,000 steps), softmax-conv 1.000 "
+                      "[1.000 – 1.000] (solved in 1,250 steps) at n = 24")  # fmt: skip
+    _write(tmp_path / "solved", "vla-mqar-capacity/long", results(0.9))
+    assert claim.evaluate(tmp_path / "solved").verdict == verdicts.FAILS
+
+
 def test_does_not_hold_needs_the_control(tmp_path):
     ns = (8, 16, 24, 32, 40, 48, 64)
     vla = {n: [1.0 if n < 32 else 0.3] * 3 for n in ns}
