@@ -266,6 +266,15 @@ def test_the_weights_with_the_highest_validation_accuracy_are_tested(tmp_path):
         best.offer(model, {"acc": acc, "loss": 1.0})
     assert best.metrics["acc"] == 0.9
     assert runner.BestWeights(tmp_path / runner.BEST_NAME, "acc").metrics["acc"] == 0.9  # read back on resume
+    # a run: the record's best_val is the evaluation of the highest accuracy, whose weights were tested
+    train = TrainConfig(steps=6, batch_size=4, lr=3e-2, warmup_steps=0, eval_every=2, checkpoint_every=2,
+                        min_lr_ratio=1.0)  # fmt: skip
+    task = KLAMQARConfig(n_pairs=2, seq_len=24, vocab_size=16, min_query_pos=8)
+    spec = RunSpec("gla", 24, task, preset("debug", mixer="gla", vocab_size=16), train, 1, 4, select_on="acc")
+    record = run_one(spec, tmp_path / "run", progress=False)
+    evals = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    accs = [e["eval"]["acc"] for e in evals if "eval" in e]
+    assert len(accs) == 3 and record["best_val"]["acc"] == max(accs) and record["selected_on"] == "acc"
 
 
 def test_summarize_and_table_by_loss():
