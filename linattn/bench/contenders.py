@@ -10,7 +10,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from linattn.ops import ccq_query, delta_rule, softmax_attention, vla
+from linattn.ops import ccq_query, delta_rule, linear_attention, softmax_attention, vla
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -51,6 +51,10 @@ def _softmax(x: dict[str, torch.Tensor]) -> torch.Tensor:
     return softmax_attention(x["q"], x["k"], x["v"])[0]
 
 
+def _linear(x: dict[str, torch.Tensor]) -> torch.Tensor:
+    return linear_attention(x["q"], x["k"], x["v"], normalize=True)[0]
+
+
 def _gdn(x: dict[str, torch.Tensor], q: torch.Tensor | None = None) -> torch.Tensor:
     return delta_rule(x["q"] if q is None else q, x["k_unit"], x["v"], beta=x["beta"], g=x["g"])[0]
 
@@ -72,12 +76,13 @@ class Contender:
 
 
 VLA_CHUNKED, LOOP, SOFTMAX = ("VLA chunk", "VLA triton"), "VLA token loop", "softmax (SDPA)"
-GDN, KLA, CCQ_GDN = "GDN (delta_rule)", "KLA (delta_rule)", "CCQ-GDN"
+GDN, KLA, CCQ_GDN, LINEAR = "GDN (delta_rule)", "KLA (delta_rule)", "CCQ-GDN", "linear attention"
 CONTENDERS = (
     Contender("VLA chunk", partial(_vla, backend="chunk")),
     Contender("VLA triton", partial(_vla, backend="triton"), cuda_only=True),
     Contender(LOOP, partial(_vla, backend="naive"), loop=True),
     Contender(SOFTMAX, _softmax),
+    Contender(LINEAR, _linear),
     Contender(GDN, _gdn),
     Contender(KLA, _kla),
     Contender(CCQ_GDN, _ccq_gdn),

@@ -1,12 +1,19 @@
-"""The KLA paper's synthetic recall experiments: MQAR in its format trained at T = 256 and tested up to 8× longer,
-the S-NIAH proxy trained at 1K and tested to 8K, and MQAR without key normalisation (the ablation); and the same
-two length tests for the CCQ paper, whose bases (GLA, GDN, KLA) run without and with the covariance read.
+"""The KLA paper's synthetic experiments: MQAR in its format trained at T = 256 and tested up to 8× longer, the
+S-NIAH proxy trained at 1K and tested to 8K, MQAR without key normalisation (the ablation), and its state-tracking
+tasks, a stack and palindromes; and the same two length tests for the CCQ paper, whose bases (GLA, GDN, KLA) run
+without and with the covariance read.
 
 Each mixer is trained once, on the training length, and its last model tested at every length (`RunSpec.eval_at`):
 the table's rows are the test lengths. The model is the `kla-mqar` preset (2 layers, 4 heads, d 256, MLP 1024, no
-position embeddings, so longer sequences need nothing new), the recipe `protocols.kla`; `kla-mqar` and `kla-sniah`
-also run `--protocol fair`, that recipe with the learning rate chosen per mixer on validation from 3e-4, 1e-3 and
-3e-3 (the 1e-3 runs are the `paper` protocol's, copied, not trained again). `--quick` shrinks the task
+position embeddings, so longer sequences need nothing new), the recipe `protocols.kla`; `kla-mqar`, `kla-sniah` and
+`ccq-sniah` also run `--protocol fair`, that recipe with the learning rate chosen per mixer on validation from 3e-4,
+1e-3 and 3e-3 (the 1e-3 runs are the `paper` protocol's, copied, not trained again), and `kla-mqar` `--protocol
+authors`, the recipe as the authors' code runs it (`protocols.kla_authors`: a constant learning rate, the best
+validation checkpoint tested).
+
+The paper gives no format for its stack and palindrome tasks; ours (`linattn.tasks.stack`, `linattn.tasks.copy`
+with `reverse`) are trained at one length and tested up to 4× it like the others: a stack of 16 symbols at most 16
+deep over 128 operations, and a reversed copy of 32 tokens. `--quick` shrinks the task
 and the model for a 2-core CPU (vocabulary 128, 4 pairs, trained at T = 48 — S-NIAH at 96 —, d 64, 1,000 steps at
 lr 3e-3; about 1.5 minutes a mixer): the same shape of experiment, at lengths none of the paper's (so that no
 number of the paper's stands beside a quick one).
@@ -19,10 +26,17 @@ from dataclasses import replace
 from linattn.experiments import paper
 from linattn.experiments.experiment import Experiment
 from linattn.experiments.mixers import CCQ_COMPARISON, KLA_COMPARISON, MIXERS
-from linattn.experiments.protocols import Protocol, kla
+from linattn.experiments.protocols import Protocol, kla, kla_authors
 from linattn.experiments.runner import RunSpec
 from linattn.models import preset
-from linattn.tasks import KLA_EVAL_SEQ_LENS, SNIAH_EVAL_SEQ_LENS, KLAMQARConfig, SNIAHConfig
+from linattn.tasks import (
+    KLA_EVAL_SEQ_LENS,
+    SNIAH_EVAL_SEQ_LENS,
+    CopyConfig,
+    KLAMQARConfig,
+    SNIAHConfig,
+    StackConfig,
+)
 
 QUICK_VOCAB = 128
 QUICK_MODEL = {"vocab_size": QUICK_VOCAB, "d_model": 64, "mlp_hidden": 256}
@@ -32,11 +46,14 @@ FAIR_LRS, QUICK_FAIR_LRS = (3e-4, 1e-3, 3e-3), (1e-3, 3e-3, 1e-2)
 
 def _protocol(name: str, is_quick: bool) -> Protocol:
     """`paper`: the KLA paper's recipe at its one learning rate; `fair`: the same with the rate chosen per mixer on
-    validation (`FAIR_LRS`, quick: `QUICK_FAIR_LRS`; the paper's own rate among them, so those runs are `paper`'s)."""
-    protocol = kla() if name == "paper" else replace(kla(), name="fair", lrs=FAIR_LRS)
+    validation (`FAIR_LRS`, quick: `QUICK_FAIR_LRS`; the paper's own rate among them, so those runs are `paper`'s);
+    `authors`: the recipe as the authors' code runs it (`protocols.kla_authors`)."""
+    protocols = {"paper": kla, "authors": kla_authors, "fair": lambda: replace(kla(), name="fair", lrs=FAIR_LRS)}
+    protocol = protocols[name]()
     if is_quick:
-        train = replace(protocol.train, **QUICK_TRAIN)
-        lrs = (3e-3,) if name == "paper" else QUICK_FAIR_LRS
+        quick_train = QUICK_TRAIN if name != "authors" else {**QUICK_TRAIN, "warmup_steps": 0}
+        train = replace(protocol.train, **quick_train)
+        lrs = QUICK_FAIR_LRS if name == "fair" else (3e-3,)
         protocol = replace(protocol, name=f"{name}-quick", train=train, lrs=lrs, eval_batches=4)
     return protocol
 
@@ -55,7 +72,9 @@ def _specs(protocol_name: str, mixers, tasks: dict[int, object], is_quick: bool,
         model = preset("kla-mqar", **changes, **(QUICK_MODEL if is_quick else {}))
         for train in protocol.configs():
             batches = {"eval_batches": protocol.eval_batches, "eval_batch_size": protocol.eval_batch_size}
-            specs.append(RunSpec(mixer, x, task, model, train, **batches, eval_at=tuple(eval_at)))
+            specs.append(
+                RunSpec(mixer, x, task, model, train, **batches, eval_at=tuple(eval_at), select_on=protocol.select_on)
+            )
     return specs
 
 
@@ -89,6 +108,20 @@ def sniah_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
     return _specs(protocol_name, mixers, {T: SNIAHConfig(seq_len=T, **vocab) for T in lengths}, is_quick)
 
 
+def stack_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
+    """A stack over T = 128 operations (quick: 32), tested at 1×, 2× and 4× that."""
+    lengths = (32, 64, 128) if is_quick else (128, 256, 512)
+    return _specs(protocol_name, mixers, {T: StackConfig(seq_len=T) for T in lengths}, is_quick)
+
+
+def palindrome_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
+    """A reversed copy of n = 32 tokens (quick: 8), tested at 1×, 2× and 4× that; the setting is n."""
+    ns = (8, 16, 32) if is_quick else (32, 64, 128)
+    vocab = QUICK_VOCAB if is_quick else 128
+    tasks = {n: CopyConfig(n_tokens=n, vocab_size=vocab, reverse=True) for n in ns}
+    return _specs(protocol_name, mixers, tasks, is_quick, longest=2 * ns[-1] + 1)
+
+
 EXPERIMENTS = [
     Experiment(
         "kla-mqar",
@@ -98,7 +131,7 @@ EXPERIMENTS = [
         mqar_plan,
         KLA_COMPARISON,
         paper.KLA_MQAR,
-        protocols=("paper", "fair"),
+        protocols=("paper", "fair", "authors"),
     ),
     Experiment(
         "kla-sniah",
@@ -117,7 +150,7 @@ EXPERIMENTS = [
         sniah_plan,
         CCQ_COMPARISON,
         {},  # the paper gives a difference, "+49 points over GLA at 4K", not the two accuracies (claims.py)
-        protocols=("paper",),
+        protocols=("paper", "fair"),
     ),
     Experiment(
         "ccq-mqar",
@@ -136,6 +169,26 @@ EXPERIMENTS = [
         ablation_plan,
         ("kla", "gated_deltanet", "gated_deltanet-raw_keys"),
         paper.KLA_ABLATION,
+        protocols=("paper",),
+    ),
+    Experiment(
+        "kla-stack",
+        "Stack (push a symbol, or pop and predict it) trained at T = 128, tested at 128 – 512: KLA against GDN and "
+        "Mamba-2 on state tracking",
+        "seq_len",
+        stack_plan,
+        KLA_COMPARISON,
+        {},  # the paper reports "competitive or better", no numbers (claims.py)
+        protocols=("paper",),
+    ),
+    Experiment(
+        "kla-palindrome",
+        "Palindrome (n tokens, SEP, the same tokens reversed) trained at n = 32, tested at 32 – 128: KLA against GDN "
+        "and Mamba-2 on reversal",
+        "n_tokens",
+        palindrome_plan,
+        KLA_COMPARISON,
+        {},
         protocols=("paper",),
     ),
 ]

@@ -1,8 +1,9 @@
-"""KLA paper, efficiency: a KLA layer's prefill and decoding time against a Gated DeltaNet layer's.
+"""KLA paper, efficiency: a KLA layer's prefill and decoding time against a Gated DeltaNet layer's and a Mamba-2
+layer's.
 
-The paper's two claims: prefill latency "KLA ≈ GDN" (1220 against 1227 ms at 131K tokens, a 0.4B model) and "decode
-2.1× GDN at 32K" (3.54 against 1.65 tokens/s), which came from a benchmark that runs the whole context again for
-every generated token (the paper's protocol). With a recurrent state a generated token costs one state update
+The paper's claims: prefill latency "KLA ≈ GDN" (1220 against 1227 ms at 131K tokens, a 0.4B model), "decode 2.1×
+GDN at 32K" (3.54 against 1.65 tokens/s) and 1.7× Mamba-2, which came from a benchmark that runs the whole context
+again for every generated token (the paper's protocol). With a recurrent state a generated token costs one state update
 whatever the context, and KLA's update differs from GDN's only by its step `β = η / (‖k‖² + ε)`. Both measured
 directly, on one layer (the whole mixer: projections, short convolutions, gates, the op, the output norm, gate and
 projection; the same weights' shapes for both), batch 1, under `torch.no_grad()`:
@@ -10,6 +11,9 @@ projection; the same weights' shapes for both), batch 1, under `torch.no_grad()`
 - decode, recurrent: `layer.step(x_t, state)` for one token after a prefill of `context` tokens (on CUDA the fused
   recurrent kernel), the state carried;
 - decode, re-run (the paper's benchmark): `layer(x)` on `context + 1` tokens for one new token.
+On CUDA the recurrent step's GPU busy time is measured too (every kernel's self time under `torch.profiler`,
+`bench.timing.kernel_times`): a step of one layer takes well under the time of its kernel launches, so its wall time
+is the host's and the busy time is the state update's.
 Timing: `linattn.bench.timing.median_ms` (CUDA: `do_bench`, median; CPU: `Timer.blocked_autorange`), the two layers
 side by side (`measure`).
 
@@ -28,18 +32,19 @@ from pathlib import Path
 
 import torch
 
-from linattn.bench.timing import median_ms
+from linattn.bench.timing import kernel_times, median_ms
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.extras import pyplot
 from linattn.io import save_figure
 from linattn.layers import build_layer
 
-MIXERS = {"GDN": "gated_deltanet", "KLA": "kla"}
+MIXERS = {"GDN": "gated_deltanet", "KLA": "kla", "Mamba-2": "mamba2"}
+GPU_CALLS = 5  # profiled calls of a recurrent step, for its GPU busy time
 ROUNDS = 2  # each measurement, both layers in turn, this many times in alternating order
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-# the paper's numbers: prefill ms at 131K (KLA, GDN), decoding tokens/s at 32K (KLA, GDN)
+# the paper's numbers: prefill ms at 131K (KLA, GDN), decoding tokens/s at 32K (KLA, GDN; Mamba-2's from "1.7×")
 PAPER = {"prefill_T": 131_072, "prefill_ms": {"KLA": 1220.0, "GDN": 1227.0}, "decode_context": 32_768,
-         "decode_tokens_per_s": {"KLA": 3.54, "GDN": 1.65}}  # fmt: skip
+         "decode_tokens_per_s": {"KLA": 3.54, "GDN": 1.65, "Mamba-2": 3.54 / 1.7}}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -71,10 +76,10 @@ PRESETS = {  # (device, quick) -> config
 
 
 def measure(quick: bool, device: str, config: KLASpeedConfig | None = None) -> dict:
-    """Prefill time at every T and one decoded token's time (recurrent and re-run) for both layers, side by side:
-    each measurement is taken for both layers in turn, `ROUNDS` times in alternating order, and the lower median
+    """Prefill time at every T and one decoded token's time (recurrent and re-run) for every layer, side by side:
+    each measurement is taken for the layers in turn, `ROUNDS` times in alternating order, and the lower median
     kept (a CPU's times drift between calls; one layer measured after the other would carry the drift into the
-    ratio)."""
+    ratio). On CUDA, the recurrent step's GPU busy time as well."""
     config = config or PRESETS[device, quick]
     dtype = DTYPES[config.dtype]
     gen = torch.Generator(device=device).manual_seed(config.seed)
@@ -108,6 +113,11 @@ def measure(quick: bool, device: str, config: KLASpeedConfig | None = None) -> d
     step = side_by_side(lambda name: partial(layers[name].step, x_t, states[name]))
     rerun = side_by_side(lambda name: partial(layers[name], context))
     decode = [{"mixer": n, "context": config.context, "step_ms": step[n], "rerun_ms": rerun[n]} for n in layers]
+    if device == "cuda":
+        with torch.no_grad():
+            for row in decode:
+                call = partial(layers[row["mixer"]].step, x_t, states[row["mixer"]])
+                row["step_gpu_ms"] = sum(k["ms"] for k in kernel_times(call, device, GPU_CALLS)[1])
     print(f"# kla-speed: decode {decode}", file=sys.stderr, flush=True)
     by = {(r["mixer"], r["T"]): r["ms"] for r in prefill}
     return {
@@ -117,7 +127,7 @@ def measure(quick: bool, device: str, config: KLASpeedConfig | None = None) -> d
         "prefill": prefill,
         "decode": decode,
         "prefill_ratio": {str(T): by["KLA", T] / by["GDN", T] for T in config.Ts},  # KLA / GDN
-        "decode_speedup": {"recurrent": step["GDN"] / step["KLA"], "rerun": rerun["GDN"] / rerun["KLA"]},  # KLA's
+        "decode_speedup": {"recurrent": step["GDN"] / step["KLA"], "rerun": rerun["GDN"] / rerun["KLA"]},  # over GDN
     }
 
 
@@ -126,8 +136,9 @@ def _ms(x: float) -> str:
 
 
 def table(results: dict) -> str:
-    """Prefill times and the KLA / GDN ratio per T, then one decoded token's time both ways."""
+    """Prefill times per T (and KLA / GDN), then one decoded token's time both ways, every layer the run timed."""
     c, paper = results["config"], results["paper"]
+    names = [d["mixer"] for d in results["decode"]]  # the layers the run timed, in order
     by = {(r["mixer"], r["T"]): r["ms"] for r in results["prefill"]}
     lines = [
         f"{results['device'].upper()}, {c['dtype']}, one layer, d_model {c['d_model']} in {c['n_heads']} heads, "
@@ -136,24 +147,35 @@ def table(results: dict) -> str:
         f"## Prefill (the paper: KLA {paper['prefill_ms']['KLA']:g} ms, GDN {paper['prefill_ms']['GDN']:g} ms at "
         f"{paper['prefill_T']:,} tokens, a 0.4B model)",
         "",
-        "| T | GDN (ms) | KLA (ms) | KLA / GDN |",
-        "|---:|---:|---:|---:|",
+        "| T | " + " | ".join(f"{n} (ms)" for n in names) + " | KLA / GDN |",
+        "|---:|" + "---:|" * (len(names) + 1),
     ]
     for T in c["Ts"]:
-        lines.append(f"| {T:,} | {_ms(by['GDN', T])} | {_ms(by['KLA', T])} | {results['prefill_ratio'][str(T)]:.3f}× |")
+        cells = " | ".join(_ms(by[n, T]) for n in names)
+        lines.append(f"| {T:,} | {cells} | {results['prefill_ratio'][str(T)]:.3f}× |")
     tps = paper["decode_tokens_per_s"]
+    busy = all("step_gpu_ms" in d for d in results["decode"])
     lines += [
         "",
         f"## One decoded token after {c['context']:,} (the paper: KLA {tps['KLA']:g}, GDN {tps['GDN']:g} tokens/s at "
         f"{paper['decode_context']:,}, {tps['KLA'] / tps['GDN']:.1f}×, running the context again for every token)",
         "",
-        "| mixer | recurrent step (ms) | re-run of the context (ms) |",
-        "|---|---:|---:|",
+        "| mixer | recurrent step (ms) | "
+        + ("recurrent step, GPU busy (ms) | " if busy else "")
+        + "re-run of the context (ms) |",
+        "|---|---:|" + ("---:|" if busy else "") + "---:|",
     ]
-    lines += [f"| {r['mixer']} | {_ms(r['step_ms'])} | {_ms(r['rerun_ms'])} |" for r in results["decode"]]
-    s = results["decode_speedup"]
-    lines += ["", f"KLA's decoding speed over GDN's: {s['recurrent']:.2f}× recurrent, {s['rerun']:.2f}× re-run."]
-    return "\n".join(lines) + "\n"
+    for d in results["decode"]:
+        gpu = f"{_ms(d['step_gpu_ms'])} | " if busy else ""
+        lines.append(f"| {d['mixer']} | {_ms(d['step_ms'])} | {gpu}{_ms(d['rerun_ms'])} |")
+    kla = next(d for d in results["decode"] if d["mixer"] == "KLA")
+    lines.append("")
+    for d in results["decode"]:
+        if d["mixer"] != "KLA":
+            over = f"KLA's decoding speed over {d['mixer']}'s: {d['step_ms'] / kla['step_ms']:.2f}× recurrent"
+            over += f" ({d['step_gpu_ms'] / kla['step_gpu_ms']:.2f}× of the GPU's busy time)" if busy else ""
+            lines.append(f"{over}, {d['rerun_ms'] / kla['rerun_ms']:.2f}× re-run.  ")
+    return "\n".join(lines).rstrip() + "\n"
 
 
 def plot(results: dict, path: Path) -> None:
@@ -161,7 +183,8 @@ def plot(results: dict, path: Path) -> None:
     plt = pyplot()
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name in MIXERS:
+    names = [d["mixer"] for d in results["decode"]]
+    for name in names:
         rows = [r for r in results["prefill"] if r["mixer"] == name]
         left.loglog([r["T"] for r in rows], [r["ms"] for r in rows], marker="o", label=name)
     left.set_xlabel("prefill length T (tokens)")
@@ -169,7 +192,7 @@ def plot(results: dict, path: Path) -> None:
     left.set_title("Prefill")
     left.grid(True, which="both", alpha=0.3)
     left.legend()
-    width, names = 0.38, list(MIXERS)
+    width = 0.38
     for i, kind in enumerate(("step_ms", "rerun_ms")):
         heights = [next(r[kind] for r in results["decode"] if r["mixer"] == n) for n in names]
         label = "recurrent step" if kind == "step_ms" else "re-run of the context"
@@ -180,7 +203,9 @@ def plot(results: dict, path: Path) -> None:
     right.set_title(f"Decoding one token after {results['config']['context']:,}")
     right.legend()
     env = results["environment"]
-    fig.suptitle(f"KLA against GDN, one layer, on {env.get('gpu') or env.get('cpu')} ({results['config']['dtype']})")
+    fig.suptitle(
+        f"KLA against its baselines, one layer, on {env.get('gpu') or env.get('cpu')} ({results['config']['dtype']})"
+    )
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
@@ -189,7 +214,7 @@ def plot(results: dict, path: Path) -> None:
 DIAGNOSTIC = Diagnostic(
     "kla-speed",
     "Prefill time and one decoded token's time (recurrent, and by running the context again) of a KLA layer "
-    "against a GDN layer",
+    "against a GDN layer and a Mamba-2 layer",
     measure,
     table,
     plot,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from linattn.experiments import (
+    kaczmarz_properties,
     kla_recall,
     kla_speed,
     lm_length,
@@ -27,5 +28,6 @@ DIAGNOSTICS: dict[str, Diagnostic] = {
         vla_gradient_flow.DIAGNOSTIC,
         vla_speed.DIAGNOSTIC,
         kla_speed.DIAGNOSTIC,
+        kaczmarz_properties.DIAGNOSTIC,
     )
 }

@@ -67,7 +67,8 @@ class RunSpec:
     # another draw of the initial weights and the training batches (`train.seed + replicate`); the validation and
     # test sets stay those of `train.seed`, so that replicates are scored on the same examples
     replicate: int = 0
-    # test the weights of the evaluation with the lowest validation value of this metric (e.g. "loss"), not the last
+    # test the weights of the evaluation with the best validation value of this metric (the lowest "loss", the highest
+    # "acc"), not the last
     select_on: str | None = None
 
     @property
@@ -142,21 +143,30 @@ def _read_back(record: dict, spec: RunSpec, where: Path) -> dict:
     return record
 
 
+LOWER_IS_BETTER = ("loss",)  # metrics a run selects on by their lowest value; the others by their highest
+
+
 class BestWeights:
-    """The weights of the evaluation with the lowest `metric` so far (`RunSpec.select_on`), in `path`, written
-    atomically; a resumed run reads it back (its evaluations, bit-identical to the first ones, do not replace it)."""
+    """The weights of the evaluation with the best `metric` so far (`RunSpec.select_on`: the lowest loss, the highest
+    accuracy), in `path`, written atomically; a resumed run reads it back (its evaluations, bit-identical to the first
+    ones, do not replace it)."""
 
     def __init__(self, path: Path, metric: str):
         self.path, self.metric = path, metric
         self.metrics = load_checkpoint(path)["metrics"] if path.exists() else None
 
     def offer(self, model: torch.nn.Module, metrics: dict[str, float]) -> None:
-        """Keep `model`'s weights if `metrics` is the lowest `metric` yet (a NaN never is)."""
+        """Keep `model`'s weights if `metrics` is the best `metric` yet (a NaN never is)."""
         value = metrics[self.metric]
-        if not math.isnan(value) and (self.metrics is None or value < self.metrics[self.metric]):
-            self.metrics = metrics
-            weights = {name: t.detach().cpu() for name, t in model.state_dict().items()}
-            save_checkpoint(self.path, {"model": weights, "metrics": metrics})
+        if math.isnan(value):
+            return
+        if self.metrics is not None:
+            best = self.metrics[self.metric]
+            if (value >= best) if self.metric in LOWER_IS_BETTER else (value <= best):
+                return
+        self.metrics = metrics
+        weights = {name: t.detach().cpu() for name, t in model.state_dict().items()}
+        save_checkpoint(self.path, {"model": weights, "metrics": metrics})
 
     def restore(self, model: torch.nn.Module) -> dict[str, float] | None:
         """Load the kept weights into `model`; their validation metrics (None, and the model left, if none kept)."""

@@ -1,12 +1,19 @@
 """The VLA paper's recall experiments on its TinyLM: MQAR capacity, MQAR over length, capacity and overload
-(n up to twice the head dim), and Copy."""
+(n up to twice the head dim), and Copy.
+
+Where the authors' code differs from the paper's text, both are here: the long-context task as the text reads
+(`vla-mqar-length-after`: filler after the queries), as we make it test distance (`vla-mqar-length`: filler before
+SEP) and as the authors' code builds it (`vla-mqar-length-queries`: every token after the pairs a query); the copy as
+a copy (`vla-copy`) and as the authors' notebook scores it (`vla-copy-identity`: each copied token its own target).
+The capacity experiment also runs `--protocol long`, a budget of up to 20,000 steps at a constant learning rate that
+records the steps softmax attention takes to solve the task (`protocols.long_budget`)."""
 
 from __future__ import annotations
 
 from linattn.experiments import paper
 from linattn.experiments.experiment import Experiment
 from linattn.experiments.mixers import MIXERS, VLA_COMPARISON
-from linattn.experiments.protocols import Protocol, fair, quick
+from linattn.experiments.protocols import Protocol, fair, long_budget, quick
 from linattn.experiments.protocols import paper as paper_protocol
 from linattn.experiments.runner import RunSpec
 from linattn.models import preset
@@ -27,10 +34,15 @@ def _specs(
 
 
 def _protocol(name: str, is_quick: bool, steps: int, batch_size: int, warmup: int, fair_steps: int) -> Protocol:
-    """The paper's recipe, or the fair one: batch 256 for up to `fair_steps` (softmax attention needs far more
-    examples than the paper's budget to form its induction circuit; on a GPU a step of 256 costs about what one
-    of 64 does). `--quick` shrinks either (at lr 3e-3, or a 1e-3/3e-3 sweep)."""
-    protocol = paper_protocol(steps, batch_size, warmup) if name == "paper" else fair(fair_steps, 256, warmup)
+    """The paper's recipe, the fair one (batch 256 for up to `fair_steps`: softmax attention needs far more examples
+    than the paper's budget to form its induction circuit; on a GPU a step of 256 costs about what one of 64 does),
+    or the long one (`long_budget`, the paper's batch). `--quick` shrinks any (at lr 3e-3, or a 1e-3/3e-3 sweep)."""
+    if name == "paper":
+        protocol = paper_protocol(steps, batch_size, warmup)
+    elif name == "long":
+        protocol = long_budget(batch_size=batch_size, warmup=warmup)
+    else:
+        protocol = fair(fair_steps, 256, warmup)
     if is_quick:
         protocol = quick(protocol, lrs=(3e-3,) if name == "paper" else (1e-3, 3e-3))
     return protocol
@@ -45,13 +57,18 @@ def capacity_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
 def length_plan(filler: str):
     """MQAR with n = 8 made up to T tokens by filler `"between"` the pairs and SEP (every query at least `T − 25`
     tokens from its key) or `"after"` the queries (the paper's words: a causal model's predictions then see the
-    `T = 25` task, and T only lengthens an unsupervised tail)."""
+    `T = 25` task, and T only lengthens an unsupervised tail), or with no filler and every token after SEP a query
+    (`"queries"`: `n_q = T − 17`, the authors' code; queries near and far from their keys, every one supervised)."""
+
+    def task(T: int) -> VLAMQARConfig:
+        if filler == "queries":
+            return VLAMQARConfig(n_pairs=8, seq_len=T, n_queries=T - 17)
+        return VLAMQARConfig(n_pairs=8, seq_len=T, filler=filler)
 
     def plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
         lengths = (49, 128) if is_quick else (49, 64, 128, 256, 512)
         protocol = _protocol(protocol_name, is_quick, 2000, 64, 200, fair_steps=5000)
-        settings = {T: VLAMQARConfig(n_pairs=8, seq_len=T, filler=filler) for T in lengths}
-        return _specs(mixers, settings, protocol, max_seq_len=512)
+        return _specs(mixers, {T: task(T) for T in lengths}, protocol, max_seq_len=512)
 
     return plan
 
@@ -69,9 +86,14 @@ def overload_plan(d_h: int):
     return plan
 
 
-def copy_plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
-    protocol = _protocol(protocol_name, is_quick, 1500, 32, 150, fair_steps=3000)
-    return _specs(mixers, {31: CopyConfig(n_tokens=31)}, protocol, max_seq_len=128)
+def copy_plan(identity: bool):
+    """Copy 31 tokens; with `identity` each copied token is its own target (the authors' notebook)."""
+
+    def plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
+        protocol = _protocol(protocol_name, is_quick, 1500, 32, 150, fair_steps=3000)
+        return _specs(mixers, {31: CopyConfig(n_tokens=31, identity=identity)}, protocol, max_seq_len=128)
+
+    return plan
 
 
 EXPERIMENTS = [
@@ -82,6 +104,7 @@ EXPERIMENTS = [
         capacity_plan,
         VLA_COMPARISON,
         paper.VLA_MQAR_CAPACITY,
+        protocols=("paper", "fair", "long"),
     ),
     Experiment(
         "vla-mqar-length",
@@ -100,6 +123,15 @@ EXPERIMENTS = [
         VLA_COMPARISON,
         paper.VLA_MQAR_LENGTH,
     ),
+    Experiment(
+        "vla-mqar-length-queries",
+        "MQAR (VLA format), n = 8, T ∈ {49, 64, 128, 256, 512}, every token after SEP a query (the authors' code: "
+        "n_q = T − 17)",
+        "seq_len",
+        length_plan("queries"),
+        VLA_COMPARISON,
+        paper.VLA_MQAR_LENGTH,
+    ),
     *(
         Experiment(
             f"vla-mqar-overload{'' if d_h == 32 else f'-dh{d_h}'}",
@@ -111,5 +143,13 @@ EXPERIMENTS = [
         )
         for d_h in (32, 16)
     ),
-    Experiment("vla-copy", "Copy 31 tokens after SEP", "n_tokens", copy_plan, VLA_COMPARISON, paper.VLA_COPY),
+    Experiment("vla-copy", "Copy 31 tokens after SEP", "n_tokens", copy_plan(False), VLA_COMPARISON, paper.VLA_COPY),
+    Experiment(
+        "vla-copy-identity",
+        "31 tokens, SEP, the same 31 tokens, each its own target (the authors' notebook: an identity task, no copy)",
+        "n_tokens",
+        copy_plan(True),
+        VLA_COMPARISON,
+        paper.VLA_COPY,
+    ),
 ]

@@ -10,6 +10,8 @@ Contenders, each one op call on prepared inputs (no projections, feature maps or
 - `VLA token loop`: `vla(..., backend="naive")`, the token-by-token Sherman–Morrison gate and delta rule in a Python
   loop over torch ops: the paper's "sequential Python". Timed only up to `loop_max_T` tokens;
 - `softmax (SDPA)`: `softmax_attention(q, k, v)`, causal `scaled_dot_product_attention` (flash on a GPU);
+- `linear attention`: `linear_attention(q, k, v, normalize=True)`, the ratio of recurrences VLA's output is (the
+  paper's "≈ 5× the operations of linear attention" is set against it);
 - `GDN (delta_rule)`: `delta_rule` in the Gated DeltaNet configuration (unit keys, `β`, `g ≤ 0`), `backend="auto"`
   (the Triton kernels on CUDA, chunk on CPU): the reference line of a linear mixer with fused kernels;
 - `KLA (delta_rule)`: the same with raw keys `k` and the Kaczmarz step `β = η / (‖k‖² + ε)`, `ε = 1e-6`, formed
@@ -66,6 +68,7 @@ from linattn.bench.contenders import (
     CONTENDERS,
     GDN,
     KLA,
+    LINEAR,
     LOOP,
     SOFTMAX,
     VLA_CHUNKED,
@@ -94,7 +97,7 @@ PRESETS = {  # (device, quick) -> config
 
 
 AGAINST_GDN = (KLA, CCQ_GDN)  # and VLA, whose time is its fastest chunked backend's
-GPU_TIMED = (GDN, *AGAINST_GDN, "VLA triton")  # CUDA: their GPU busy time too, for the ratios to GDN's
+GPU_TIMED = (GDN, *AGAINST_GDN, LINEAR, "VLA triton")  # CUDA: their GPU busy time too, for the ratios
 GPU_CALLS = 3  # profiled calls a busy time
 
 

@@ -15,8 +15,13 @@ independent N(0, 0.02²) draw like the first 1024. The stream starts with (a)'s 
 repeats (a)'s number (`consistency`: the largest relative difference). Beside it, the op-level curve of
 `state_norm.run` (synthetic unit keys, no model) at the model's head count and head dim.
 
-Full run: T = 1000, seeds 0–2, curve to 100K tokens, op level to 100K tokens (30 s on a 2-core CPU).
+Full run: T = 1000, seeds 0–2, curve to 100K tokens, op level to 100K tokens, both inits (a minute on a 2-core CPU).
 `--quick`: the same (a), curves to 10K tokens (7 s).
+
+Both measurements are taken under two initialisations (`INITS`): PyTorch's own for the linear layers (uniform with
+std ≈ 1/√(3·fan_in), ≈ 0.05 at d 128), and the authors' (every linear layer's weight N(0, 0.02²), biases zero; the
+embeddings are N(0, 0.02²) in both). An untrained state is a product of these weights, so its norm is the init's as
+much as the mixer's; the paper's numbers are of the authors' (docs/papers.md).
 
 The paper's DeltaNet is `S = diag(σ(W_g x)) S + (v − S k̂) k̂ᵀ` (no β); ours is the standard one (`β = σ(W_β x)`,
 short convolutions; docs/design.md §2.2), so its number is not expected to match.
@@ -25,10 +30,11 @@ short convolutions; docs/design.md §2.2), so its number is not expected to matc
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from linattn.experiments import paper, state_norm
 from linattn.experiments.diagnostic import Diagnostic
@@ -38,6 +44,8 @@ from linattn.io import save_figure
 from linattn.models import DecoderLM, ModelConfig
 
 MIXERS = ("linear", "deltanet", "vla")
+# each initialisation measured: its label -> the std of every linear layer's weight (None: PyTorch's own init)
+INITS: dict[str, float | None] = {"default": None, "authors": 0.02}
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class StateNormModelConfig:
     segment: int = 8192  # most tokens per forward call in (b)
     op_T: int = 100_000  # last token of the op-level curve
     model: str = "vla-tinylm"  # the preset
+    init_std: float | None = None  # every linear layer's weight N(0, init_std²), biases zero; None: PyTorch's init
 
     def __post_init__(self):
         for name in ("T", "long_T", "points", "segment", "op_T"):
@@ -58,6 +67,8 @@ class StateNormModelConfig:
             raise ValueError(f"long_T: expected >= T = {self.T}, got {self.long_T}")
         if not self.seeds:
             raise ValueError("seeds: expected at least one seed")
+        if self.init_std is not None and not (isinstance(self.init_std, float) and self.init_std > 0):
+            raise ValueError(f"init_std: expected a float > 0 or None, got {self.init_std!r}")
 
 
 FULL = StateNormModelConfig()
@@ -67,6 +78,17 @@ QUICK = StateNormModelConfig(long_T=10_000, points=13, op_T=10_000)
 def model_config(mixer: str, config: StateNormModelConfig) -> ModelConfig:
     """The preset with `mixer` and a position table long enough for the curve."""
     return model_with(mixer, config.model, config.long_T)
+
+
+def initialise(model: nn.Module, std: float | None) -> None:
+    """Every linear layer's weight N(0, std²) and bias zero (`std` None: leave PyTorch's init)."""
+    if std is None:
+        return
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
 
 
 def layer_state_norms(state: dict) -> list[float]:
@@ -80,7 +102,9 @@ def measure_model(mixer: str, config: StateNormModelConfig, seed: int, device: s
     norm at each of `t`, carrying the state across calls of at most `segment` tokens)."""
     torch.manual_seed(seed)
     cfg = model_config(mixer, config)
-    model = DecoderLM(cfg).to(device).eval()
+    model = DecoderLM(cfg)
+    initialise(model, config.init_std)
+    model = model.to(device).eval()
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab_size, (1, config.long_T), generator=gen).to(device)  # [1, long_T]
     _, state = model(ids[:, : config.T])
@@ -102,9 +126,8 @@ def log_slope(t: list[int], norms: list[float], decades: float = 1.0) -> float:
     return (math.log(norms[-1]) - math.log(norms[i])) / (math.log(t[-1]) - math.log(t[i]))
 
 
-def measure(quick: bool, device: str, config: StateNormModelConfig | None = None) -> dict:
-    """Every mixer and seed at model level, then the op-level curve; the JSON body of results.json."""
-    config = config or (QUICK if quick else FULL)
+def measure_init(config: StateNormModelConfig, device: str) -> dict:
+    """Every mixer and seed at model level under `config.init_std`: the final norms, their ratio, the curves."""
     runs = {m: [measure_model(m, config, s, device) for s in config.seeds] for m in MIXERS}
     t = runs[MIXERS[0]][0]["t"]
     i_T = t.index(config.T)
@@ -118,15 +141,8 @@ def measure(quick: bool, device: str, config: StateNormModelConfig | None = None
         curves[m] = [r["curve"] for r in rs]  # seed -> t -> norm
     consistency = max(abs(r["curve"][i_T] / r["final"][-1] - 1) for rs in runs.values() for r in rs)
     mean_curve = {m: [sum(c) / len(c) for c in zip(*curves[m])] for m in MIXERS}
-    cfg = model_config("vla", config)
-    op = state_norm.run(
-        state_norm.StateNormConfig(T=config.op_T, points=config.points, H=cfg.n_heads, K=cfg.d_model // cfg.n_heads)
-    )
     return {
-        "config": asdict(config),
-        "model": {k: v for k, v in asdict(cfg).items() if k not in ("mixer", "mixer_options")},
-        "mixers": list(MIXERS),
-        "paper": {**paper.VLA_STATE_NORM, "linear/vla": paper.VLA_STATE_NORM_RATIO},
+        "init_std": config.init_std,
         "final": final,
         "ratio_linear_over_vla": final["linear"]["last_layer"]["mean"] / final["vla"]["last_layer"]["mean"],
         "curve": {
@@ -136,6 +152,24 @@ def measure(quick: bool, device: str, config: StateNormModelConfig | None = None
             "slope_last_decade": {m: log_slope(t, mean_curve[m]) for m in MIXERS},
         },
         "consistency": consistency,
+    }
+
+
+def measure(quick: bool, device: str, config: StateNormModelConfig | None = None) -> dict:
+    """Every mixer and seed at model level under each of `INITS`, then the op-level curve; the JSON body of
+    results.json (`inits`: label -> `measure_init`'s)."""
+    config = config or (QUICK if quick else FULL)
+    inits = {label: measure_init(replace(config, init_std=std), device) for label, std in INITS.items()}
+    cfg = model_config("vla", config)
+    op = state_norm.run(
+        state_norm.StateNormConfig(T=config.op_T, points=config.points, H=cfg.n_heads, K=cfg.d_model // cfg.n_heads)
+    )
+    return {
+        "config": {k: v for k, v in asdict(config).items() if k != "init_std"},
+        "model": {k: v for k, v in asdict(cfg).items() if k not in ("mixer", "mixer_options")},
+        "mixers": list(MIXERS),
+        "paper": {**paper.VLA_STATE_NORM, "linear/vla": paper.VLA_STATE_NORM_RATIO},
+        "inits": inits,
         "op_level": {"config": asdict(op.config), "t": op.t, "norms": op.norms},
     }
 
@@ -150,12 +184,17 @@ def _shown(t: list[int]) -> tuple[int, ...]:
     return tuple(sorted({x for x in t if 10 ** round(math.log10(x)) == x and x > 1} | {t[-1]}))
 
 
-def table(results: dict) -> str:
-    """(a) against the paper, (b) at a few `t` with the last decade's slope, then the op-level table."""
-    c, final, curve = results["config"], results["final"], results["curve"]
-    paper_values = results["paper"]
+INIT_TITLES = {"default": "PyTorch's default init", "authors": "The authors' init, every linear layer N(0, 0.02²)"}
+
+
+def _model_tables(results: dict, label: str) -> list[str]:
+    """(a) against the paper and (b) at a few `t` with the last decade's slope, of one initialisation."""
+    c, run = results["config"], results["inits"][label]
+    final, curve, paper_values = run["final"], run["curve"], results["paper"]
     lines = [
-        f"## Final state: last layer `‖S_T‖_F` at T = {c['T']:,}, mean over heads",
+        f"## {INIT_TITLES.get(label, label)}",
+        "",
+        f"### Final state: last layer `‖S_T‖_F` at T = {c['T']:,}, mean over heads",
         "",
         f"Untrained `{c['model']}`, random tokens, batch 1; mean (min – max) over seeds {c['seeds']}.",
         "",
@@ -171,12 +210,12 @@ def table(results: dict) -> str:
             + " |"
         )
     lines += [
-        f"| linear / VLA | {results['ratio_linear_over_vla']:.3g}× | {paper_values['linear/vla']:g}× | |",
+        f"| linear / VLA | {run['ratio_linear_over_vla']:.3g}× | {paper_values['linear/vla']:g}× | |",
         "",
-        f"## Growth: last layer `‖S_t‖_F` against t (mean over seeds), to {c['long_T']:,} tokens",
+        f"### Growth: last layer `‖S_t‖_F` against t (mean over seeds), to {c['long_T']:,} tokens",
         "",
         f"State carried across forward calls of ≤ {c['segment']:,} tokens; at t = T it differs from the one-call "
-        f"value by at most {results['consistency']:.1e} (relative).",
+        f"value by at most {run['consistency']:.1e} (relative).",
         "",
     ]
     t = curve["t"]
@@ -188,9 +227,14 @@ def table(results: dict) -> str:
     for m in results["mixers"]:
         row = " | ".join(f"{curve['mean'][m][t.index(x)]:.4g}" for x in shown)
         lines.append(f"| {m} | {row} | {curve['slope_last_decade'][m]:+.2f} |")
+    return [*lines, ""]
+
+
+def table(results: dict) -> str:
+    """Each initialisation's (a) against the paper and (b) growth, then the op-level table."""
+    lines = [line for label in results["inits"] for line in _model_tables(results, label)]
     op = results["op_level"]["config"]
     lines += [
-        "",
         f"## Op level (`state_norm.run`): synthetic unit keys, H = {op['H']}, K = V = {op['K']}, λ0 = {op['lam0']}",
         "",
         state_norm.table(_op_result(results), shown=_shown(results["op_level"]["t"])),
@@ -199,22 +243,24 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, path: Path) -> None:
-    """Log-log `‖S_t‖_F` against `t`: the models (mean, min–max band over seeds, the paper's T = 1000 values as
-    stars), then one panel per op-level stream."""
+    """Log-log `‖S_t‖_F` against `t`: the models under each initialisation (mean, min–max band over seeds, the
+    paper's T = 1000 values as stars), then one panel per op-level stream."""
     plt = pyplot()
 
     op = _op_result(results)
-    fig, axes = plt.subplots(1, 1 + len(state_norm.STREAMS), figsize=(19, 4.6))
+    inits = results["inits"]
+    fig, axes = plt.subplots(1, len(inits) + len(state_norm.STREAMS), figsize=(24, 4.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    curve, c = results["curve"], results["config"]
-    ax = axes[0]
-    for i, m in enumerate(results["mixers"]):
-        runs = torch.tensor(curve["norms"][m])  # [seeds, t]
-        ax.fill_between(curve["t"], runs.min(0).values, runs.max(0).values, color=colors[i], alpha=0.2)
-        ax.loglog(curve["t"], curve["mean"][m], marker="o", ms=3, color=colors[i], label=m)
-        ax.loglog([1000], [results["paper"][m]], "*", ms=12, color=colors[i], mec="k", label=f"{m} (paper, T=1000)")
-    ax.set_title(f"untrained {c['model']}, last layer, {len(c['seeds'])} seeds")
-    for ax, stream in zip(axes[1:], state_norm.STREAMS):
+    c = results["config"]
+    for ax, (label, run) in zip(axes, inits.items()):
+        curve = run["curve"]
+        for i, m in enumerate(results["mixers"]):
+            runs = torch.tensor(curve["norms"][m])  # [seeds, t]
+            ax.fill_between(curve["t"], runs.min(0).values, runs.max(0).values, color=colors[i], alpha=0.2)
+            ax.loglog(curve["t"], curve["mean"][m], marker="o", ms=3, color=colors[i], label=m)
+            ax.loglog([1000], [results["paper"][m]], "*", ms=12, color=colors[i], mec="k", label=f"{m} (paper)")
+        ax.set_title(f"untrained {c['model']}, {label} init, {len(c['seeds'])} seeds", fontsize=9)
+    for ax, stream in zip(axes[len(inits) :], state_norm.STREAMS):
         for i, m in enumerate(state_norm.MIXERS):
             ax.loglog(op.t, op.norms[stream][m], marker="o", ms=3, color=colors[i], label=m)
         ax.set_title(f"op level: {state_norm.STREAMS[stream]}", fontsize=9)
@@ -227,8 +273,8 @@ def plot(results: dict, path: Path) -> None:
         ax.set_ylabel("‖S_t‖_F (mean over heads)")
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=7, ncol=2)
-    axes[1].legend(fontsize=7)
-    fig.suptitle("VLA paper, state norm: model level (left) and op level")
+    axes[len(inits)].legend(fontsize=7)
+    fig.suptitle("VLA paper, state norm: model level under two inits (left) and op level")
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
@@ -236,8 +282,9 @@ def plot(results: dict, path: Path) -> None:
 
 DIAGNOSTIC = Diagnostic(
     "vla-state-norm",
-    "State norm ‖S_t‖_F of untrained TinyLMs (linear, DeltaNet, VLA) on random tokens: the last layer at "
-    "T = 1000 against the paper, and its growth to 100K tokens",
+    "State norm ‖S_t‖_F of untrained TinyLMs (linear, DeltaNet, VLA) on random tokens, under PyTorch's init and "
+    "the authors' (every linear layer N(0, 0.02²)): the last layer at T = 1000 against the paper, and its growth to "
+    "100K tokens",
     measure,
     table,
     plot,

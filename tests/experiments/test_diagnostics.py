@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from linattn.cli import main
-from linattn.experiments import vla_jacobian, vla_state_norm
+from linattn.experiments import kaczmarz_properties, vla_jacobian, vla_state_norm
 from linattn.experiments.registry import DIAGNOSTICS
 from linattn.layers.base import split_heads
 from linattn.models import DecoderLM, preset
@@ -30,22 +30,42 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def test_state_norm_measure():
     r = vla_state_norm.measure(True, "cpu", TINY_STATE_NORM)
-    t, mean = r["curve"]["t"], r["curve"]["mean"]
-    assert t[0] == 1 and t[-1] == 600 and 64 in t
-    # carrying the state across calls of 100 tokens gives the one-call state at T
-    assert r["consistency"] < 1e-4
-    for m in vla_state_norm.MIXERS:
-        runs = r["final"][m]["per_seed"]
-        assert len(runs) == 2 and all(len(layers) == 2 for layers in runs)
-        assert r["final"][m]["last_layer"]["mean"] == pytest.approx(sum(s[-1] for s in runs) / 2)
-    # linear attention's state grows about linearly with t in the model (its keys and values are coherent);
-    # the delta rules' stay bounded
-    assert all(a < b for a, b in zip(mean["linear"], mean["linear"][1:]))
-    assert r["curve"]["slope_last_decade"]["linear"] > 0.7
-    assert mean["linear"][-1] > 10 * mean["vla"][-1] > 10 * 0.1
-    assert r["ratio_linear_over_vla"] > 10
+    assert list(r["inits"]) == list(vla_state_norm.INITS)
+    for label, run in r["inits"].items():
+        t, mean = run["curve"]["t"], run["curve"]["mean"]
+        assert t[0] == 1 and t[-1] == 600 and 64 in t and run["init_std"] == vla_state_norm.INITS[label]
+        # carrying the state across calls of 100 tokens gives the one-call state at T
+        assert run["consistency"] < 1e-4
+        for m in vla_state_norm.MIXERS:
+            runs = run["final"][m]["per_seed"]
+            assert len(runs) == 2 and all(len(layers) == 2 for layers in runs)
+            assert run["final"][m]["last_layer"]["mean"] == pytest.approx(sum(s[-1] for s in runs) / 2)
+        # linear attention's state grows about linearly with t in the model (its keys and values are coherent);
+        # the delta rules' stay bounded
+        assert all(a < b for a, b in zip(mean["linear"], mean["linear"][1:]))
+        assert run["curve"]["slope_last_decade"]["linear"] > 0.7
+        assert mean["linear"][-1] > 10 * mean["vla"][-1] > 10 * 0.1
+        assert run["ratio_linear_over_vla"] > 10
+    # the authors' init draws smaller weights than PyTorch's (std 0.02 against ≈ 1/√(3 · 32) at d 32)
+    default, authors = (r["inits"][label]["final"]["linear"]["last_layer"]["mean"] for label in ("default", "authors"))
+    assert authors < default
     assert set(r["op_level"]["norms"]) == {"isotropic", "positive", "coherent"}
     json.dumps(r)  # results.json material
+    text = vla_state_norm.table(r)
+    assert "## PyTorch's default init" in text and "## The authors' init" in text
+
+
+def test_authors_init_draws_every_linear_layer_from_n_0_002():
+    torch.manual_seed(0)
+    model = DecoderLM(preset("vla-tinylm", mixer="vla"))
+    vla_state_norm.initialise(model, 0.02)
+    linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    weights = torch.cat([m.weight.flatten() for m in linear])
+    assert weights.std().item() == pytest.approx(0.02, rel=0.02) and abs(weights.mean().item()) < 1e-3
+    assert all(m.bias is None or not m.bias.any() for m in linear)
+    before = [p.clone() for p in model.parameters()]
+    vla_state_norm.initialise(model, None)  # None leaves the weights as they are
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
 def test_state_norm_config_errors_name_the_argument():
@@ -53,6 +73,8 @@ def test_state_norm_config_errors_name_the_argument():
         vla_state_norm.StateNormModelConfig(T=100, long_T=50)
     with pytest.raises(ValueError, match="^seeds"):
         vla_state_norm.StateNormModelConfig(seeds=())
+    with pytest.raises(ValueError, match="^init_std"):
+        vla_state_norm.StateNormModelConfig(init_std=0.0)
 
 
 def test_layer_state_norms_of_a_fresh_state_are_zero():
@@ -161,3 +183,25 @@ def test_cli_writes_the_report_and_keeps_it(name, tmp_path, tiny_quick, capsys):
     assert not (out / "marker").exists() and json.loads((out / "results.json").read_text())["command"].endswith(
         "--force"
     )
+
+
+def test_kaczmarz_properties():
+    """Our op's Kaczmarz write has all three properties to rounding; a fixed step has none; a relaxed one (η = ½)
+    is still a gradient step along the same direction, but neither the projection nor the line search."""
+    config = kaczmarz_properties.KaczmarzConfig(draws=50, K=16, V=8, directions=4)
+    r = kaczmarz_properties.measure(False, "cpu", config)
+    assert set(r["errors"]["kla"]) == set(kaczmarz_properties.PROPERTIES)
+    assert all(e["max"] < 1e-12 for e in r["errors"]["kla"].values())
+    assert all(e["min"] > 1e-3 for e in r["errors"]["control"].values())
+    x = kaczmarz_properties.draw(config)
+    with torch.no_grad():
+        S = kaczmarz_properties.kla_write(x["S0"], x["k"], x["v"])
+        half = x["S0"] + 0.5 * (S - x["S0"])  # the relaxed step η = ½
+    err = kaczmarz_properties.errors(half, x)
+    assert (err["projection"] > 0.1).all() and (err["line_search"] > 0.1).all()
+    line = r["line"]
+    assert min(line["loss"]) == pytest.approx(0.0, abs=1e-12) and line["loss"][line["s_times_kk"].index(1.0)] < 1e-12
+    json.dumps(r)
+    text = kaczmarz_properties.table(r)
+    assert "| orthogonal projection onto Sᵀk = v |" in text
+    assert DIAGNOSTICS["kaczmarz-properties"] is kaczmarz_properties.DIAGNOSTIC

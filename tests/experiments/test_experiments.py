@@ -258,6 +258,25 @@ def test_the_weights_with_the_lowest_validation_loss_are_tested(tmp_path):
         run_one(spec, tmp_path / spec.id, progress=False)
 
 
+def test_the_weights_with_the_highest_validation_accuracy_are_tested(tmp_path):
+    """`select_on="acc"` (the KLA authors' protocol): the best evaluation is the one of the highest accuracy."""
+    best = runner.BestWeights(tmp_path / runner.BEST_NAME, "acc")
+    model = DecoderLM(preset("debug", mixer="gla"))
+    for acc in (0.2, 0.9, 0.5, float("nan")):
+        best.offer(model, {"acc": acc, "loss": 1.0})
+    assert best.metrics["acc"] == 0.9
+    assert runner.BestWeights(tmp_path / runner.BEST_NAME, "acc").metrics["acc"] == 0.9  # read back on resume
+    # a run: the record's best_val is the evaluation of the highest accuracy, whose weights were tested
+    train = TrainConfig(steps=6, batch_size=4, lr=3e-2, warmup_steps=0, eval_every=2, checkpoint_every=2,
+                        min_lr_ratio=1.0)  # fmt: skip
+    task = KLAMQARConfig(n_pairs=2, seq_len=24, vocab_size=16, min_query_pos=8)
+    spec = RunSpec("gla", 24, task, preset("debug", mixer="gla", vocab_size=16), train, 1, 4, select_on="acc")
+    record = run_one(spec, tmp_path / "run", progress=False)
+    evals = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    accs = [e["eval"]["acc"] for e in evals if "eval" in e]
+    assert len(accs) == 3 and record["best_val"]["acc"] == max(accs) and record["selected_on"] == "acc"
+
+
 def test_summarize_and_table_by_loss():
     """A language-modelling experiment chooses its lr on the lowest validation loss and reports the test loss."""
 
@@ -298,7 +317,7 @@ def test_kla_plans():
         assert all(r.model.max_seq_len >= lengths[-1] for r in runs)
         train = {(r.train.steps, r.train.batch_size, r.train.lr, r.train.betas, r.train.weight_decay, r.train.clip)
                  for r in runs}  # fmt: skip
-        assert train == {(10_000, 32, 1e-3, (0.9, 0.95), 0.1, 1.0)} and experiment.protocols == ("paper", "fair")
+        assert train == {(10_000, 32, 1e-3, (0.9, 0.95), 0.1, 1.0)} and experiment.protocols[:2] == ("paper", "fair")
     assert EXPERIMENTS["kla-mqar"].plan("paper", False, ("kla",))[0].task == KLAMQARConfig()
     ablation = EXPERIMENTS["kla-ablation"].plan("paper", False, ("gated_deltanet-raw_keys",))
     assert ablation[0].eval_at == () and ablation[0].model.mixer_options == {"raw_keys": True}
@@ -326,6 +345,46 @@ def test_kla_plans():
         for run in experiment.plan("paper", True, experiment.mixers):  # a quick one
             tested = {run.x, *(x for x, _ in run.eval_at)}
             assert not tested & {x for row in experiment.paper.values() for x in row}
+
+
+def test_the_authors_protocols():
+    """KLA's authors: a constant lr and the best validation checkpoint, the rest the paper's recipe; the VLA long
+    budget: a constant lr up to 20,000 steps, stopping on solving (its steps are the steps to solve)."""
+    authors = EXPERIMENTS["kla-mqar"].plan("authors", False, ("kla",))
+    paper_run = EXPERIMENTS["kla-mqar"].plan("paper", False, ("kla",))[0]
+    assert [(r.train.warmup_steps, r.train.min_lr_ratio, r.train.lr, r.select_on) for r in authors] == [
+        (0, 1.0, 1e-3, "acc")
+    ]
+    assert replace(authors[0].train, warmup_steps=500, min_lr_ratio=0.0) == paper_run.train
+    assert training_key(authors[0]) != training_key(paper_run) and paper_run.select_on is None
+    assert EXPERIMENTS["kla-mqar"].plan("authors", True, ("kla",))[0].train.warmup_steps == 0
+    long = EXPERIMENTS["vla-mqar-capacity"].plan("long", False, ("softmax",))
+    assert sorted({r.train.lr for r in long}) == [3e-4, 1e-3] and {r.x for r in long} == {4, 8, 12, 16, 24}
+    assert {(r.train.steps, r.train.batch_size, r.train.min_lr_ratio, r.train.early_stop_threshold) for r in long} == {
+        (20_000, 64, 1.0, 0.995)
+    }
+    assert "long" in EXPERIMENTS["vla-mqar-capacity"].protocols and "fair" in EXPERIMENTS["ccq-sniah"].protocols
+
+
+def test_the_authors_tasks():
+    """The VLA authors' long-context task fills the tail with queries; their copy scores each token against itself."""
+    runs = EXPERIMENTS["vla-mqar-length-queries"].plan("paper", False, ("vla",))
+    assert [(r.x, r.task.length, r.task.queries, r.task.filler_len) for r in runs] == [
+        (T, T, T - 17, 0) for T in (49, 64, 128, 256, 512)
+    ]
+    copy, identity = (EXPERIMENTS[n].plan("paper", False, ("vla",))[0] for n in ("vla-copy", "vla-copy-identity"))
+    assert not copy.task.identity and identity.task.identity and identity.train == copy.train
+
+
+def test_state_tracking_plans():
+    stack = EXPERIMENTS["kla-stack"].plan("paper", False, EXPERIMENTS["kla-stack"].mixers)
+    assert [r.mixer for r in stack] == ["kla", "gated_deltanet", "mamba2"]
+    assert {(r.x, r.task.seq_len, tuple(x for x, _ in r.eval_at)) for r in stack} == {(128, 128, (256, 512))}
+    palindrome = EXPERIMENTS["kla-palindrome"].plan("paper", False, ("kla",))[0]
+    assert palindrome.task.reverse and palindrome.x == 32 and [x for x, _ in palindrome.eval_at] == [64, 128]
+    assert palindrome.model.max_seq_len >= 2 * 128 + 1 and palindrome.train.steps == 10_000
+    quick = EXPERIMENTS["kla-palindrome"].plan("paper", True, ("kla",))[0]
+    assert quick.task.vocab_size == 128 and quick.model.d_model == 64
 
 
 def test_registry_plans():

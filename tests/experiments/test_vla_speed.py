@@ -26,9 +26,10 @@ def test_cli_writes_the_report(tmp_path, monkeypatch, capsys):
     r = json.loads((out / "results.json").read_text())
     assert r["experiment"] == name and r["device"] == "cpu" and r["config"]["Ts"] == [16, 32, 64]
     assert r["contenders"] == [  # no triton here
-        "VLA chunk", "VLA token loop", "softmax (SDPA)", "GDN (delta_rule)", "KLA (delta_rule)", "CCQ-GDN"
+        "VLA chunk", "VLA token loop", "softmax (SDPA)", "linear attention", "GDN (delta_rule)", "KLA (delta_rule)",
+        "CCQ-GDN",
     ]  # fmt: skip
-    assert len(r["rows"]) == 3 * 6
+    assert len(r["rows"]) == 3 * 7
     for row in r["rows"]:
         if row["contender"] == "VLA token loop" and row["T"] > 32:
             assert row["note"] == "not timed beyond T = 32" and "fwd_ms" not in row
@@ -96,8 +97,13 @@ def test_speedup_and_fastest_times():
     assert vla_speed.speedup(chunked, {64: 1.0}) is None
 
 
-def _results(device: str, speedups: dict, crossovers: dict) -> dict:
-    return {"device": device, "speedup": speedups, "crossover": crossovers}
+def _results(device: str, speedups: dict, crossovers: dict, kla_over_gdn: float = 1.0, **ms: float) -> dict:
+    """A run's derived numbers, and rows at one T: KLA and GDN (the timer's control) and any contender in `ms`."""
+    rows = [{"contender": "GDN (delta_rule)", "K": 32, "T": 64, "fwd_ms": 1.0, "fwdbwd_ms": 1.0},
+            {"contender": "KLA (delta_rule)", "K": 32, "T": 64, "fwd_ms": 1.0, "fwdbwd_ms": kla_over_gdn}]  # fmt: skip
+    rows += [{"contender": name, "K": 32, "T": 64, "fwd_ms": t, "fwdbwd_ms": t} for name, t in ms.items()]
+    return {"device": device, "speedup": speedups, "crossover": crossovers, "config": {"head_dims": [32]},
+            "rows": rows}  # fmt: skip
 
 
 def _cross(T, T_max=8192, from_start=False, ratio=0.5):
@@ -105,8 +111,11 @@ def _cross(T, T_max=8192, from_start=False, ratio=0.5):
 
 
 def test_claim_verdicts(tmp_path):
-    speed = next(c for c in claims.CLAIMS if c.claim == "chunked VLA is 14× faster than sequential Python")
-    cross = next(c for c in claims.CLAIMS if c.claim == "VLA crosses below softmax attention at ≈ 43K tokens")
+    claim = {c.claim: c for c in claims.CLAIMS}
+    speed = claim["chunked VLA is 14× faster than sequential Python"]
+    cross = claim["VLA crosses below softmax attention at ≈ 43K tokens"]
+    overhead = claim["the Sherman–Morrison gate costs ≈ 5× the operations of linear attention"]
+    ccq = claim["the covariance read costs little"]
     s = lambda f: {"fwd": {"T": 4096, "ratio": f}, "fwdbwd": {"T": 4096, "ratio": 3 * f}}
     x = lambda T, **kw: {"fwd": _cross(T, **kw), "fwdbwd": _cross(T, **kw)}
     cases = [
@@ -114,18 +123,27 @@ def test_claim_verdicts(tmp_path):
         (speed, _results("cpu", {"32": s(13.9)}, {}), "partly"),  # forward short of 14×, forward + backward past it
         (speed, _results("cpu", {"32": s(15.0), "128": s(5.0)}, {}), "partly"),
         (speed, _results("cuda", {"32": s(2.0)}, {}), "does not hold"),
+        (speed, _results("cuda", {"32": s(2.0)}, {}, kla_over_gdn=1.5), "inconclusive"),  # the timer's control
         (cross, _results("cuda", {}, {"32": x(40_000.0, T_max=65536), "128": x(None, T_max=65536)}), "holds"),
         (cross, _results("cpu", {}, {"32": x(40_000.0, T_max=65536)}), "partly"),  # a CPU never decides it
         (cross, _results("cuda", {}, {"32": x(9_000.0, T_max=65536)}), "partly"),
         (cross, _results("cuda", {}, {"32": x(None, T_max=65536, ratio=1.5)}), "does not hold"),
         (cross, _results("cuda", {}, {"32": x(None, T_max=16384, ratio=1.5)}), "partly"),  # short of the band
+        (overhead, _results("cuda", {}, {}, **{"VLA triton": 5.0, "linear attention": 1.0}), "holds"),
+        (overhead, _results("cuda", {}, {}, **{"VLA triton": 1.5, "linear attention": 1.0}), "does not hold"),
+        (overhead, _results("cuda", {}, {}, **{"VLA triton": 1.5}), "not yet measured"),  # no linear attention
+        (ccq, _results("cuda", {}, {}, **{"CCQ-GDN": 1.1}), "holds"),
+        (ccq, _results("cuda", {}, {}, **{"CCQ-GDN": 1.6}), "partly"),
     ]
-    for claim, results, verdict in cases:
-        (tmp_path / claim.results).mkdir(parents=True, exist_ok=True)
-        (tmp_path / claim.results / "results.json").write_text(json.dumps(results))
-        ours, got = claim.evaluate(tmp_path)
-        assert got == verdict, (claim.claim, results, ours)
-    assert ours == (
+    for i, (claim, results, verdict) in enumerate(cases):
+        root = tmp_path / str(i)
+        folder = root / claim.readings[0].results
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps(results))
+        v = claim.evaluate(root)
+        assert v.verdict == verdict, (claim.claim, results, v)
+    v = cross.evaluate(tmp_path / "9")
+    assert v.ours == (
         "forward none up to T = 16,384 (VLA / softmax 1.5×) (K = 32); forward + backward none up to T = 16,384 "
         "(VLA / softmax 1.5×); CUDA"
     )

@@ -1,4 +1,4 @@
-"""Copy task: layout, next-token targets on the copy, determinism, validation."""
+"""Copy task: layout, next-token targets on the copy, the authors' identity targets, determinism, validation."""
 
 from __future__ import annotations
 
@@ -29,6 +29,18 @@ def test_copy_layout(n, V):
     assert (batch.slices["seq_len"] == T).all()
 
 
+def test_identity_targets_are_the_inputs_on_the_copy():
+    """The VLA authors' copy: each copied token is its own target, so echoing the input scores 1."""
+    n, B = 5, 16
+    batch = copy.generate(CopyConfig(n_tokens=n, vocab_size=16, identity=True), B, gen())
+    x = batch.inputs
+    mask = torch.zeros(B, 2 * n + 1, dtype=torch.bool)
+    mask[:, n + 1 :] = True
+    assert torch.equal(batch.supervised, mask) and torch.equal(batch.targets[:, n + 1 :], x[:, n + 1 :])
+    plain = copy.generate(CopyConfig(n_tokens=n, vocab_size=16), B, gen())
+    assert torch.equal(plain.inputs, x)  # the same sequences, other targets
+
+
 def test_copy_defaults_and_determinism():
     config = CopyConfig()
     assert (config.n_tokens, config.vocab_size, config.seq_len) == (31, 128, 63)
@@ -38,7 +50,12 @@ def test_copy_defaults_and_determinism():
 
 
 @pytest.mark.parametrize(
-    ("make", "field"), [(lambda: CopyConfig(n_tokens=0), "n_tokens"), (lambda: CopyConfig(vocab_size=1), "vocab_size")]
+    ("make", "field"),
+    [
+        (lambda: CopyConfig(n_tokens=0), "n_tokens"),
+        (lambda: CopyConfig(vocab_size=1), "vocab_size"),
+        (lambda: CopyConfig(identity=1), "identity"),
+    ],
 )
 def test_copy_validation(make, field):
     with pytest.raises(ValueError, match=rf"^{field}: expected"):
