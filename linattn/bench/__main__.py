@@ -1,4 +1,5 @@
-"""`python -m linattn.bench cpu|gate|ops|verify|decode|stages [--json FILE]`: benchmarks, as markdown tables.
+"""`python -m linattn.bench cpu|gate|ops|verify|decode|stages|profile|fuzz [--json FILE]`: benchmarks, as markdown
+tables.
 
 - `cpu`: the chunk backend against the naive token loop on the CPU, forward and forward + backward.
 - `gate`: VLA's gate at T = 64K and 1M (d = 32, 128): float32 against float64, finite, unit-norm (CPU or GPU).
@@ -10,6 +11,9 @@
 - `stages`: on a CUDA GPU, each kernel of the Triton delta rule's forward and backward timed on its own.
 - `profile`: one `vla-speed` contender's (or on CUDA one `ops` contender's) kernels by time and (CUDA) its tensors
   alive at the memory peak.
+- `fuzz`: for `--seconds`, random valid inputs (each op's documented domain) and invalid ones to every op and layer
+  (CPU or GPU, every backend there); the findings (an unclear error, a non-finite output, backends that disagree
+  beyond the contract) with code reproducing each. Exit status 1 if there are any.
 """
 
 from __future__ import annotations
@@ -103,9 +107,17 @@ def main(argv: list[str] | None = None) -> int:
             default=lengths,
             help=f"comma-separated sequence lengths at B=1 (default {','.join(map(str, lengths))})",
         )
+    p_fuzz = sub.add_parser("fuzz", help="random valid and invalid inputs to every op and layer; findings")
+    p_fuzz.add_argument("--seconds", type=_positive(float), default=60.0, help="how long to fuzz (default 60)")
+    p_fuzz.add_argument("--device", default="cpu", help="'cpu' (default: naive, chunk) or 'cuda' (also triton, …)")
+    p_fuzz.add_argument("--seed", type=int, default=0, help="the cases drawn depend on it alone (default 0)")
     for p in (p_cpu, p_gate, p_ops, p_verify, p_decode, p_stages, p_prof):
         p.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
+    p_fuzz.add_argument("--json", metavar="FILE", help="also write the counts and findings as JSON")
     args = parser.parse_args(argv)
+
+    if args.command == "fuzz":
+        return _fuzz(args)
 
     if args.command == "ops" and args.table_from:
         from linattn.bench import ops
@@ -214,6 +226,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         write_atomic(args.json, json.dumps({"environment": env, **extra, "rows": rows}, indent=2))
     return 0
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    """The `fuzz` command: 0 without findings, 1 with, 2 for a device that is not there."""
+    import torch
+
+    from linattn.bench import fuzz
+
+    if args.device not in ("cpu", "cuda"):
+        print(f"python -m linattn.bench fuzz: error: --device: expected 'cpu' or 'cuda', got {args.device!r}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("python -m linattn.bench fuzz: error: --device cuda needs a CUDA GPU (none is visible)", file=sys.stderr)
+        return 2
+    report = fuzz.fuzz(args.seconds, device=args.device, seed=args.seed)
+    print(report.markdown())
+    if args.json:
+        write_atomic(args.json, json.dumps({"environment": describe(args.device), **report.to_json()}, indent=2))
+    return 1 if report.findings else 0
 
 
 if __name__ == "__main__":
