@@ -110,6 +110,11 @@ def delta_rule(
         # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
         from linattn.ops.delta_rule.triton.function import delta_rule_triton
 
+        if beta is not None and beta.dtype != q.dtype:
+            # the kernels are checked with beta in q's dtype; a bfloat16 beta beside float32 q, k, v (a layer under
+            # autocast) gave wrong gradients on an H200 with the Kaczmarz step and packed sequences
+            beta = beta.to(q.dtype)
+
         return delta_rule_triton(
             q, k, v, w, beta, g, scale, initial_state, output_final_state, cu_seqlens, kaczmarz_eps
         )

@@ -393,3 +393,19 @@ def test_mixed_input_dtypes():
     for n, a, b in zip(leaves, got, want):
         assert a.dtype == leaves[n].dtype, f"d{n}: dtype {a.dtype} != {leaves[n].dtype}"
         check(a, b, F32_TOL if a.dtype == torch.float32 else 2e-2, f"mixed dtypes: d{n}")
+
+
+def test_beta_reaches_the_kernels_in_qs_dtype(monkeypatch):
+    """A bfloat16 `beta` beside float32 `q, k, v` (a layer under autocast) reaches the kernels as float32, the
+    dtype they are checked with; on an H200 the mixed pair gave wrong gradients with the Kaczmarz step and packed
+    sequences (which the interpreter does not reproduce). Its gradient comes back in its own dtype."""
+    from linattn.ops.delta_rule.triton import function
+
+    seen = []
+    apply = function.DeltaRuleTriton.apply
+    monkeypatch.setattr(function.DeltaRuleTriton, "apply", lambda *a: seen.append(a[4].dtype) or apply(*a))
+    q, k, v = (torch.randn(1, 20, 2, 16, generator=torch.Generator().manual_seed(s)) for s in (1, 2, 3))
+    eta = torch.rand(1, 20, 2, dtype=torch.bfloat16).requires_grad_()
+    o, _ = delta_rule(q, k, v, beta=eta, kaczmarz_eps=1e-6, cu_seqlens=torch.tensor([0, 7, 20]), backend="triton")
+    o.sum().backward()
+    assert seen == [torch.float32] and eta.grad.dtype == torch.bfloat16
