@@ -117,10 +117,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *, length: int | None = Non
     """A byte-level BPE `tokenizers.Tokenizer` of at most `vocab_size` ids (fewer when the texts run out of pairs to
     merge) trained on `texts`, with `EOD_TOKEN` as a special token; `length` (the number of texts) sizes its
     progress bar."""
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < MIN_BPE_VOCAB:
-        raise ValueError(
-            f"vocab_size: expected an int >= {MIN_BPE_VOCAB} (256 bytes and {EOD_TOKEN}), got {vocab_size!r}"
-        )
+    _check_vocab_size(vocab_size)
     tk = _tokenizers()
     tokenizer = tk.Tokenizer(tk.models.BPE())
     tokenizer.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -133,6 +130,13 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *, length: int | None = Non
     )
     tokenizer.train_from_iterator(texts, trainer, length=length)
     return tokenizer
+
+
+def _check_vocab_size(vocab_size: int) -> None:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < MIN_BPE_VOCAB:
+        raise ValueError(
+            f"vocab_size: expected an int >= {MIN_BPE_VOCAB} (256 bytes and {EOD_TOKEN}), got {vocab_size!r}"
+        )
 
 
 def train_tokenizer(
@@ -153,6 +157,7 @@ def train_tokenizer(
     out = Path(out)
     if out.exists() and not overwrite:
         raise ValueError(f"out: {out} exists; pass overwrite (--force) to replace it")
+    _check_vocab_size(vocab_size)  # before the corpus is read
     config = config or DataConfig()
     documents = read_corpus(source, config, progress=progress).split(config)["train"]
     texts = (d.read().decode(errors="replace") for d in documents)
