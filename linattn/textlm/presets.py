@@ -1,11 +1,11 @@
 """Named recipes for training a language model on a text corpus: a model, its training and its data settings.
 
-| preset | model (d_model × layers, heads, MLP) | window × batch | steps | for |
-|---|---|---|---|---|
-| `tiny` | 64 × 2, 2 heads, 256 | 128 × 8 | 500 | a CPU, about a minute: that it runs |
-| `small` | 256 × 4, 4 heads, 1024 | 512 × 16 | 5,000 | one GPU, minutes; a long CPU run |
-| `medium` | 512 × 8, 8 heads, 2048 | 1024 × 32 | 20,000 | one GPU, an hour or so |
-| `large` | 1024 × 16, 16 heads, 4096 | 2048 × 32 | 50,000 | several GPUs (torchrun), hours |
+| preset | model (d_model × layers, heads, MLP) | window × batch | steps | tokens seen | meant for |
+|---|---|---|---|---|---|
+| `tiny` | 64 × 2, 2 heads, 256 | 128 × 8 | 500 | 0.5 M | a CPU: about a minute on two cores |
+| `small` | 256 × 4, 4 heads, 1024 | 512 × 16 | 5,000 | 41 M | one GPU (or a long CPU run) |
+| `medium` | 512 × 8, 8 heads, 2048 | 1024 × 32 | 20,000 | 655 M | one GPU |
+| `large` | 1024 × 16, 16 heads, 4096 | 2048 × 32 | 50,000 | 3.3 B | several GPUs (torchrun) |
 
 Every preset has transformer blocks (mixer, then a GELU MLP) and no position embeddings: the recurrent mixers carry
 order through their state and short convolutions, and a model without learned positions reads contexts of any
