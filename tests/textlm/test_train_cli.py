@@ -135,3 +135,13 @@ def test_resume_refuses_other_settings(corpus, tmp_path, capsys):
         assert main(["train", "--out", run_dir, "--resume", *option]) == 2
         assert message in capsys.readouterr().err
     assert main(["train", "--data", str(corpus), *SMALL, "--steps", "1", "--out", run_dir, "--resume"]) == 0
+
+
+def test_prepare_only_tokenises_and_trains_nothing(corpus, tmp_path, capsys):
+    run_dir, cache = tmp_path / "run", tmp_path / "shared-cache"
+    command = ["train", "--data", str(corpus), *SMALL, "--steps", "1", "--out", str(run_dir), "--cache", str(cache)]
+    assert main([*command, "--prepare-only"]) == 0
+    assert f"into {cache}" in capsys.readouterr().out
+    assert sorted(p.name for p in cache.iterdir()) == ["train.bin", "train.json", "val.bin", "val.json"]
+    assert not (run_dir / "run.json").exists() and not (run_dir / "checkpoint.pt").exists()
+    assert main(command) == 0  # the launch that follows finds the cache current and trains
