@@ -9,6 +9,7 @@ gets one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -311,8 +312,6 @@ def _text_command(args: argparse.Namespace) -> int:
 
 def _summary(result, out: Path) -> str:
     """One line on a finished text run: steps, the last eval, the mean tokens/s of its log."""
-    import json
-
     records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()] if result.metrics_path else []
     rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
     parts = [f"{out}: {result.step} steps"]

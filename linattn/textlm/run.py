@@ -223,7 +223,7 @@ def train_text(
     try:
         return train(
             model, run.train, lambda step, generator: train_data.batch(B, T, generator),
-            evaluate if len(val_data) else None, out_dir,
+            evaluate if len(val_data) > 1 else None, out_dir,  # a target needs two tokens
             device=device, progress=progress, sharding=sharding, on_metrics=log,
         )  # fmt: skip
     finally:
