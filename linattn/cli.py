@@ -1,5 +1,6 @@
 """`linattn list | run NAME | progress NAME | report | tables | bench …`: the command line over the named
-experiments and benchmarks.
+experiments and benchmarks; `linattn train | tokenizer train | export-hf`: a language model on your own text
+(docs/train.md).
 
 Bad input (unknown experiment or mixer, a device that is not there, an output folder that cannot be written)
 gets one line on stderr and exit status 2.
@@ -8,6 +9,7 @@ gets one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -83,7 +85,62 @@ def _parser() -> _Parser:
     )
     tables.add_argument("--results", default="results", help="results root (default results/)")
     sub.add_parser("bench", help="benchmarks: `linattn bench cpu …` (see python -m linattn.bench -h)", add_help=False)
+    _text_parsers(sub)
     return parser
+
+
+def _text_parsers(sub) -> None:
+    """`train`, `tokenizer train` and `export-hf`: a language model on a text corpus."""
+    tr = sub.add_parser("train", help="train (or --resume) a language model on text files (docs/train.md)")
+    tr.add_argument("--data", help="the corpus: a text FILE, a DIR (walked for text files) or a GLOB pattern")
+    tr.add_argument("--tokenizer", help="'bytes' (the default: 256 ids, no file) or a tokenizers JSON file")
+    tr.add_argument("--mixer", help="the sequence mixer (default kla): " + ", ".join(_mixers()))
+    tr.add_argument("--preset", help="model + training + data recipe (default tiny): tiny, small, medium, large")
+    tr.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change any field of the model, training or data config (repeatable), e.g. --set lr=1e-3",
+    )
+    tr.add_argument("--out", required=True, metavar="RUN_DIR", help="the run folder (settings, cache, checkpoint)")
+    tr.add_argument("--steps", type=int, help="optimizer updates (default: the preset's)")
+    tr.add_argument("--device", default="auto", help="'cpu', 'cuda' or 'auto' (cuda when available)")
+    tr.add_argument("--resume", action="store_true", help="continue the run in RUN_DIR from its checkpoint")
+    tr.add_argument("--cache", metavar="DIR", help="where the tokenised corpus goes (default RUN_DIR/cache)")
+    tr.add_argument("--sharding", choices=("ddp", "fsdp"), default="ddp", help="under torchrun (default ddp)")
+    tr.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard log even if it is installed")
+    tr.add_argument("--prepare-only", action="store_true", help="tokenise the corpus into the cache, then stop")
+    tok = sub.add_parser("tokenizer", help="`linattn tokenizer train`: a byte-level BPE tokenizer for a corpus")
+    tok_sub = tok.add_subparsers(dest="tokenizer_command", required=True, parser_class=_Parser)
+    tt = tok_sub.add_parser("train", help="train a byte-level BPE on the train split of a corpus")
+    tt.add_argument("--data", required=True, help="the corpus: a text FILE, a DIR or a GLOB pattern")
+    tt.add_argument("--vocab-size", type=int, required=True, help="ids, the end-of-document token included")
+    tt.add_argument("--out", required=True, help="the tokenizer JSON file to write")
+    tt.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a data-config field, as for `train`"
+    )
+    tt.add_argument("--force", action="store_true", help="replace an existing --out")
+    ex = sub.add_parser("export-hf", help="a trained run as a HuggingFace model folder, with its tokenizer")
+    ex.add_argument("run_dir", metavar="RUN_DIR", help="the run folder of `linattn train`")
+    ex.add_argument("out", metavar="OUT", help="the folder to write")
+    ex.add_argument("--force", action="store_true", help="replace an existing OUT")
+
+
+def _mixers() -> list[str]:
+    from linattn.layers import LAYERS
+
+    return sorted(LAYERS)
+
+
+def _device(asked: str) -> str:
+    """The device of `--device`: cpu, cuda, or (auto) cuda when available; `ValueError` otherwise."""
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if asked == "auto" else asked
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"--device: expected 'cpu', 'cuda' or 'auto', got {asked!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device: cuda requested but no CUDA device is available")
+    return device
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +158,13 @@ def _main(argv: list[str] | None) -> int:
 
         return bench_main(argv[1:])
     args = _parser().parse_args(argv)
+    if args.command in ("train", "tokenizer", "export-hf"):
+        from linattn.train.lock import RunFolderLocked
+
+        try:
+            return _text_command(args)
+        except (ValueError, RunFolderLocked) as e:
+            return _fail(str(e))
     if args.command == "list":
         for e in EXPERIMENTS.values():
             print(f"{e.name:<20} {e.description}  [protocols: {', '.join(e.protocols)}]")
@@ -172,13 +236,10 @@ def _main(argv: list[str] | None) -> int:
         if args.start_by is not None and not args.start_by >= 0:
             return _fail(f"--start-by: expected seconds >= 0, got {args.start_by}")
         start_by = None if args.start_by is None else time.time() + args.start_by
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda"):
-        return _fail(f"--device: expected 'cpu', 'cuda' or 'auto', got {args.device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        return _fail("--device: cuda requested but no CUDA device is available")
+    try:
+        device = _device(args.device)
+    except ValueError as e:
+        return _fail(str(e))
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -206,6 +267,61 @@ def _main(argv: list[str] | None) -> int:
         print(f"linattn run {args.name}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _text_command(args: argparse.Namespace) -> int:
+    """`train`, `tokenizer train`, `export-hf`; bad input raises `ValueError`."""
+    from linattn.data.config import DataConfig
+    from linattn.train import distributed
+
+    if args.command == "tokenizer":
+        from linattn.data.tokenizer import train_tokenizer
+        from linattn.textlm.settings import apply_settings
+
+        (config,) = apply_settings((DataConfig(),), args.set)
+        tokenizer = train_tokenizer(args.data, args.out, args.vocab_size, config, overwrite=args.force, progress=True)
+        print(f"wrote {args.out}: {tokenizer.vocab_size} ids, end of document {tokenizer.eod_token}")
+        return 0
+    if args.command == "export-hf":
+        from linattn.models.export import export_hf
+        from linattn.textlm.run import load_run
+
+        _, model, tokenizer = load_run(args.run_dir)
+        export_hf(model, tokenizer, args.out, overwrite=args.force)
+        print(f"wrote {args.out}: AutoModelForCausalLM / AutoTokenizer.from_pretrained({str(args.out)!r}) open it "
+              "(after import linattn.models.hf)")  # fmt: skip
+        return 0
+    from linattn.textlm.run import resolve_run, train_text
+
+    device = _device(args.device)
+    run = resolve_run(
+        args.out, resume=args.resume, data=args.data, tokenizer=args.tokenizer, preset=args.preset,
+        mixer=args.mixer, settings=args.set, steps=args.steps,
+    )  # fmt: skip
+    main = distributed.env_info().is_main
+    result = train_text(
+        run, args.out, cache_dir=args.cache, device=device, progress=main, sharding=args.sharding,
+        tensorboard=not args.no_tensorboard, prepare_only=args.prepare_only,
+    )  # fmt: skip
+    if main and result is None:
+        print(f"tokenised {run.data} into {args.cache or Path(args.out) / 'cache'}")
+    elif main:
+        print(_summary(result, Path(args.out)))
+    return 0
+
+
+def _summary(result, out: Path) -> str:
+    """One line on a finished text run: steps, the last eval, the mean tokens/s of its log."""
+    records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()] if result.metrics_path else []
+    rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
+    parts = [f"{out}: {result.step} steps"]
+    if result.stop_reason:
+        parts.append(f"stopped: {result.stop_reason}")
+    if result.last_eval:
+        parts.append(", ".join(f"{k} {v:.4g}" for k, v in result.last_eval.items()))
+    if rates:
+        parts.append(f"{sum(rates) / len(rates):,.0f} tokens/s")
+    return "; ".join(parts)
 
 
 if __name__ == "__main__":

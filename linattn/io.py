@@ -3,10 +3,13 @@ unless asked."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, *, overwrite: bool = True) -> Path:
@@ -17,19 +20,30 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, overwrite: bool 
     path = Path(path)
     if not overwrite and path.exists():
         raise FileExistsError(f"{path} exists; refusing to overwrite it")
+    with atomic_writer(path, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    return path
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
+    """A file object whose content appears at `path` only when the `with` block ends without an error (a temporary
+    file beside it, then a rename): for data written piece by piece, such as a tokenised corpus.
+
+    Example: `with atomic_writer("tokens.bin") as f: f.write(chunk)`.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         # mkstemp creates the file 0600: give it the mode a plain `open` would (0644 under the usual umask)
         os.fchmod(fd, _new_file_mode())
         with os.fdopen(fd, mode) as f:
-            f.write(data)
+            yield f
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
 
 
 def _new_file_mode() -> int:

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from linattn.io import write_atomic
+from linattn.io import atomic_writer, write_atomic
 
 
 def test_written_files_are_readable_by_others(tmp_path):
@@ -26,3 +26,16 @@ def test_overwrite_is_refused_when_asked(tmp_path):
     with pytest.raises(FileExistsError, match="refusing to overwrite"):
         write_atomic(path, b"second", overwrite=False)
     assert path.read_bytes() == b"first"
+
+
+def test_atomic_writer_shows_the_file_only_when_complete(tmp_path):
+    path = tmp_path / "tokens.bin"
+    with atomic_writer(path) as f:
+        f.write(b"part one, ")
+        assert not path.exists()
+        f.write(b"part two")
+    assert path.read_bytes() == b"part one, part two"
+    with pytest.raises(RuntimeError), atomic_writer(path) as f:
+        f.write(b"torn")
+        raise RuntimeError("killed mid-way")
+    assert path.read_bytes() == b"part one, part two" and [p.name for p in tmp_path.iterdir()] == ["tokens.bin"]

@@ -1,4 +1,5 @@
-"""A batch of a synthetic task: token ids, next-token targets, and each example's slice labels."""
+"""A batch of a task: token ids, next-token targets, each example's slice labels, and for packed documents their
+boundaries."""
 
 from __future__ import annotations
 
@@ -14,14 +15,20 @@ class Batch:
     """`inputs, targets: [B, T]` int64; `targets[b, t]` is what the model must predict at position `t`
     (`IGNORE` where nothing is asked). `slices` maps a slice name (e.g. `"n_pairs"`, `"seq_len"`) to a `[B]`
     tensor, so accuracy can be reported per slice of a mixed batch. Every task's `seq_len` slice is its row's own
-    length: a mixture's shorter rows are right-padded past it (`by_length` takes the padding off)."""
+    length: a mixture's shorter rows are right-padded past it (`by_length` takes the padding off).
+
+    `cu_seqlens: [N + 1]` (None unless packed) marks `N` sequences packed in one row (`B == 1`), for a model called
+    as `model(inputs, cu_seqlens=cu_seqlens)` (`DecoderLM`): packed documents of a text corpus."""
 
     inputs: torch.Tensor
     targets: torch.Tensor
     slices: dict[str, torch.Tensor] = field(default_factory=dict)
+    cu_seqlens: torch.Tensor | None = None
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(self.inputs.to(device), self.targets.to(device), {k: v.to(device) for k, v in self.slices.items()})
+        slices = {k: v.to(device) for k, v in self.slices.items()}
+        cu_seqlens = None if self.cu_seqlens is None else self.cu_seqlens.to(device)
+        return Batch(self.inputs.to(device), self.targets.to(device), slices, cu_seqlens)
 
     @property
     def supervised(self) -> torch.Tensor:
@@ -55,6 +62,8 @@ class Batch:
 
         Example: rows of 3 and 5 tokens padded to 5 give `[1, 8]` tensors and `cu_seqlens = [0, 3, 8]`.
         """
+        if self.cu_seqlens is not None:
+            raise ValueError("packed: this batch is packed already (it has cu_seqlens)")
         B, T = self.inputs.shape
         lengths = self._lengths()
         if lengths is None:

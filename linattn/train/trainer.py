@@ -38,6 +38,7 @@ from linattn.train.schedule import warmup_cosine
 METRICS_NAME = "metrics.jsonl"
 
 TrainBatch = Callable[[int, torch.Generator], Batch]  # (step, data generator) -> the batch of that update
+OnMetrics = Callable[[dict], None]  # a metrics-log record, as appended to metrics.jsonl
 Evaluate = Callable[[nn.Module], dict[str, float]]  # model -> metrics, e.g. {"acc": 0.93, "acc/n_pairs=8": 0.71}
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]  # (model, batch) -> scalar loss
 
@@ -112,8 +113,9 @@ class _Window:
 
 def token_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
     """Mean cross-entropy of the logits `[B, T, V]` of `model(batch.inputs)` (or element 0 of a returned tuple)
-    over the supervised positions (`batch.targets != IGNORE`); computed in float32."""
-    out = model(batch.inputs)
+    over the supervised positions (`batch.targets != IGNORE`); computed in float32. A packed batch (with
+    `cu_seqlens`) calls `model(batch.inputs, cu_seqlens=batch.cu_seqlens)`."""
+    out = model(batch.inputs) if batch.cu_seqlens is None else model(batch.inputs, cu_seqlens=batch.cu_seqlens)
     logits = out[0] if isinstance(out, tuple) else out  # [B, T, V]
     return F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE)
 
@@ -123,7 +125,7 @@ def supervised_logits(model: nn.Module, batch: Batch) -> Iterator[tuple[torch.Te
     they belong to: one call per row length without the padding (`Batch.by_length`; a causal model's outputs
     before a row's padding do not depend on it), the head only where a target is (`logits_at`)."""
     for part in batch.by_length():
-        yield model(part.inputs, logits_at=part.supervised)[0], part
+        yield model(part.inputs, cu_seqlens=part.cu_seqlens, logits_at=part.supervised)[0], part
 
 
 def supervised_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
@@ -170,12 +172,14 @@ def train(
     loss_fn: LossFn | None = None,
     sharding: str = "ddp",
     checkpoint_seconds: float | None = 300.0,
+    on_metrics: OnMetrics | None = None,
 ) -> TrainResult:
     """Train `model` for `config.steps` AdamW updates on `train_batch(step, generator)`, resuming from
     `out_dir/checkpoint.pt` when it exists.
 
     - `train_batch(step, generator)`: the `Batch` of update `step` (0-based), `config.batch_size` rows, drawn from
-      the trainer's CPU `torch.Generator` (seeded `config.seed + rank`, checkpointed with the run).
+      the trainer's CPU `torch.Generator` (seeded `config.seed + rank`, checkpointed with the run); or packed (with
+      `cu_seqlens`): one row of `config.batch_size` windows of equal length back to back.
     - `evaluate(model)`: metrics of the (unwrapped) model, called in eval mode under `torch.no_grad()` and the
       training autocast every `config.eval_every` steps and at the end; None skips evals (and early stopping).
     - `out_dir`: where the checkpoint and the metrics log go; None writes nothing and cannot resume.
@@ -188,6 +192,8 @@ def train(
     - `checkpoint_seconds`: a checkpoint also whenever this much training time has passed since the last one
       (besides every `config.checkpoint_every` steps and at the end), so that an interrupted run loses at most
       that much; None: by steps only. Where a checkpoint falls does not change the result (resume is exact).
+    - `on_metrics(record)`: called on rank 0 with each record appended to the metrics log (e.g. a TensorBoard
+      writer, `linattn.train.tensorboard`); a resumed run passes the steps after its checkpoint again.
 
     A non-finite loss or gradient stops the run without applying that update (`stop_reason` "diverged: …"), so
     `model` keeps its last finite weights: a diverging configuration (the KLA paper's ablation) is a result, not a
@@ -208,7 +214,7 @@ def train(
         return _train(
             model, config, train_batch, evaluate, out_dir,
             device=device, progress=progress, loss_fn=loss_fn, sharding=sharding,
-            checkpoint_seconds=checkpoint_seconds,
+            checkpoint_seconds=checkpoint_seconds, on_metrics=on_metrics,
         )  # fmt: skip
 
 
@@ -224,6 +230,7 @@ def _train(
     loss_fn: LossFn | None,
     sharding: str,
     checkpoint_seconds: float | None,
+    on_metrics: OnMetrics | None,
 ) -> TrainResult:
     """`train`, its output folder locked."""
     if checkpoint_seconds is not None and not checkpoint_seconds > 0:
@@ -287,11 +294,7 @@ def _train(
     with bar:
         while run.step < config.steps and run.stop_reason is None:
             batch = train_batch(run.step, data_rng)
-            if batch.inputs.shape[0] != config.batch_size:
-                raise ValueError(
-                    f"train_batch(step={run.step}) returned inputs of shape {tuple(batch.inputs.shape)}; "
-                    f"expected config.batch_size={config.batch_size} rows"
-                )
+            _check_batch_size(batch, config.batch_size, run.step)
             batch = batch.to(device)
             with autocast():
                 loss = loss_fn(ddp_model, batch)
@@ -324,15 +327,19 @@ def _train(
                 grad_norm = distributed.local(grad_norm).item()
                 record = {"step": run.step, **window.close(info, device), "lr": lr, "grad_norm": grad_norm}
                 record["elapsed_s"] = wall_before + time.perf_counter() - started
-                postfix.update(loss=f"{record['loss']:.4f}", lr=f"{lr:.2e}")
+                postfix.update(loss=f"{record['loss']:.4f}", lr=f"{lr:.2e}", tok_s=f"{record['tokens_per_s']:.3g}")
                 if metrics_path is not None and info.is_main:
                     _append_metrics(metrics_path, record)
+                if on_metrics is not None and info.is_main:
+                    on_metrics(record)
             if metrics is not None:
                 name = config.early_stop_metric or next(iter(metrics), None)
                 if name is not None:
                     postfix[name] = f"{metrics[name]:.4f}"
                 if metrics_path is not None and info.is_main:
                     _append_metrics(metrics_path, {"step": run.step, "eval": metrics})
+                if on_metrics is not None and info.is_main:
+                    on_metrics({"step": run.step, "eval": metrics})
             bar.set_postfix(postfix, refresh=False)
             run.wall_time_s = wall_before + time.perf_counter() - started
 
@@ -365,6 +372,20 @@ def _train(
                 distributed.barrier(info)  # no rank may go on to read an older checkpoint than this one
                 window.paused += time.perf_counter() - paused_at
     return run.result(metrics_path)
+
+
+def _check_batch_size(batch: Batch, batch_size: int, step: int) -> None:
+    """`batch_size` rows, or packed: one row of `batch_size` windows of one length."""
+    shape = tuple(batch.inputs.shape)
+    if batch.cu_seqlens is None and shape[0] != batch_size:
+        raise ValueError(
+            f"train_batch(step={step}) returned inputs of shape {shape}; expected config.batch_size={batch_size} rows"
+        )
+    if batch.cu_seqlens is not None and (len(shape) != 2 or shape[0] != 1 or shape[1] % batch_size):
+        raise ValueError(
+            f"train_batch(step={step}) returned packed inputs of shape {shape}; expected one row of "
+            f"config.batch_size={batch_size} windows, [1, {batch_size}·T]"
+        )
 
 
 def _time_to_save(seconds: float | None, last_saved: float, info: DistInfo) -> bool:

@@ -1,4 +1,5 @@
-"""`Batch.by_length`: a mixture's rows grouped by length and cut to it, the same examples without the padding."""
+"""`Batch.by_length`: a mixture's rows grouped by length and cut to it, the same examples without the padding;
+`Batch.packed` and packed batches."""
 
 from __future__ import annotations
 
@@ -55,3 +56,11 @@ def test_packed_puts_the_rows_back_to_back_without_their_padding():
     bare = Batch(batch.inputs, batch.targets)  # no lengths: every row is T long
     inputs, _, cu = bare.packed()
     assert torch.equal(inputs[0], batch.inputs.flatten()) and cu.tolist() == list(range(0, 12 * 32 + 1, 32))
+
+
+def test_a_packed_batch_keeps_its_cu_seqlens_and_is_not_packed_again():
+    x = torch.arange(6)[None]
+    batch = Batch(x, x.clone(), cu_seqlens=torch.tensor([0, 2, 6])).to("cpu")
+    assert batch.cu_seqlens.tolist() == [0, 2, 6] and batch.by_length() == [batch]
+    with pytest.raises(ValueError, match="^packed: this batch is packed already"):
+        batch.packed()

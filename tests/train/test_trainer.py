@@ -225,6 +225,39 @@ def test_a_batch_of_the_wrong_size_is_an_error(tmp_path):
         train(toy_model(), config(batch_size=8), copy_batch, None, tmp_path, progress=False)
 
 
+def packed_copy_batch(step: int, gen: torch.Generator) -> Batch:
+    """`B` windows of `T` tokens in one row, cut into sequences at random points."""
+    x = torch.randint(0, V, (1, B * T), generator=gen)
+    cuts = torch.randperm(B * T - 1, generator=gen)[: B - 1] + 1
+    return Batch(x, x.clone(), cu_seqlens=torch.cat([torch.tensor([0]), cuts.sort().values, torch.tensor([B * T])]))
+
+
+def test_packed_batches_reach_the_model_with_their_cu_seqlens(tmp_path):
+    seen = []
+
+    class Recorder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = toy_model()
+
+        def forward(self, inputs, cu_seqlens=None):
+            seen.append(cu_seqlens)
+            return self.inner(inputs)
+
+    result = train(Recorder(), config(steps=3), packed_copy_batch, None, tmp_path, progress=False)
+    assert result.step == 3 and len(seen) == 3 and all(c is not None and c[-1] == B * T for c in seen)
+    assert read_log(result.metrics_path)[0]["tokens_per_s"] > 0
+    with pytest.raises(ValueError, match=r"packed inputs of shape \(1, 384\); expected one row of config.batch_size=5"):
+        train(Recorder(), config(batch_size=5), packed_copy_batch, None, tmp_path / "b", progress=False)
+
+
+def test_on_metrics_gets_every_record_of_the_log(tmp_path):
+    records = []
+    cfg = config(log_every=5, eval_every=10)
+    result = train(toy_model(), cfg, copy_batch, accuracy, tmp_path, progress=False, on_metrics=records.append)
+    assert records == read_log(result.metrics_path) and len(records) == 6
+
+
 def test_sharding_is_ddp_or_fsdp(tmp_path):
     with pytest.raises(ValueError, match=r"^sharding: expected one of \('ddp', 'fsdp'\), got 'zero'"):
         train(toy_model(), config(), copy_batch, None, tmp_path, progress=False, sharding="zero")
