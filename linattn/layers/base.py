@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from linattn.ops.checks import BACKENDS
+from linattn.ops.checks import BACKENDS, check_cu_seqlens
 
 State = dict[str, Any]
 
@@ -66,10 +66,19 @@ class Mixer(nn.Module):
         `backend` overrides the layer's op backend for this call (decoding uses the token-by-token one)."""
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x: expected shape [B, T, d_model={self.d_model}], got {list(x.shape)}")
+        if not x.is_floating_point():
+            raise TypeError(f"x: expected a floating-point tensor, got {x.dtype}")
         if x.shape[1] == 0:
             raise ValueError(f"x: expected at least one time step (T >= 1), got shape {list(x.shape)}")
+        # on CPU tensors only, as the ops' value checks: a NaN input would otherwise be reported by the op as one
+        # of the layer's own intermediates (a gate, a decay)
+        if x.device.type == "cpu" and not bool(torch.isfinite(x).all()):
+            raise ValueError("x: expected finite values, got NaN or inf")
+        if backend is not None and backend != DECODE and backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+        N = check_cu_seqlens(cu_seqlens, x.shape[0], x.shape[1])  # before any conv reads the offsets
         if state is not None:
-            self.check_state(state, x.shape[0] if cu_seqlens is None else len(cu_seqlens) - 1)
+            self.check_state(state, N)
         return self.mix(x, state, cu_seqlens, backend or self.backend)
 
     def check_state(self, state: State, batch_size: int) -> None:

@@ -125,6 +125,8 @@ def check_cu_seqlens(cu_seqlens: object, B: int, T: int) -> int:
         raise ValueError(f"cu_seqlens: expected shape [N + 1] with N >= 1, got {_shape(cu_seqlens)}")
     if B != 1:
         raise ValueError(f"cu_seqlens: packed sequences need batch size B == 1, got B = {B}")
+    if cu_seqlens.is_meta:
+        raise ValueError("cu_seqlens: the offsets are read on the host, got a meta tensor (it has no values)")
     c = cu_seqlens.tolist()
     if c[0] != 0:
         raise ValueError(f"cu_seqlens: expected to start at 0, got {c[0]}")

@@ -151,6 +151,18 @@ def test_bad_states_and_inputs_get_clear_errors(name, options):
         layer(x_of(2, 0))
     with pytest.raises(ValueError, match="^backend: expected one of .* got 'bogus'"):
         build_layer(name, D, H, backend="bogus", **options)
+    with pytest.raises(ValueError, match="^backend: expected one of .* got 'bogus'"):
+        layer(x_of(2, 5), backend="bogus")
+    with pytest.raises(TypeError, match="^x: expected a floating-point tensor"):
+        layer(torch.ones(2, 5, D, dtype=torch.long))
+    nan = x_of(2, 5)
+    nan[1, 2, 3] = float("nan")
+    with pytest.raises(ValueError, match="^x: expected finite values"):  # not an error about an inner gate
+        layer(nan)
+    with pytest.raises(TypeError, match="^cu_seqlens: expected an integer tensor"):  # before a conv reads it
+        layer(x_of(1, 9), cu_seqlens=torch.tensor([0.0, 4.0, 9.0]))
+    with pytest.raises(ValueError, match="^cu_seqlens: expected to end at T = 9"):
+        layer(x_of(1, 9), cu_seqlens=torch.tensor([0, 4, 7]))
 
 
 def test_raw_keys_reach_the_delta_rule_unnormalised(monkeypatch):

@@ -37,6 +37,9 @@ def softmax_attention(
     """
     check_qkv(q, k, v, cu_seqlens)
     scale = check_scale(scale, q.shape[-1])
+    if scale <= 0:
+        # PyTorch's CPU kernel scales the causal mask's -inf too, and -inf · scale is NaN or +inf: scale q instead
+        q, scale = q * scale, 1.0
 
     def one_sequence(q, k, v, _state):
         o = F.scaled_dot_product_attention(
