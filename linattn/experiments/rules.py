@@ -557,14 +557,14 @@ def kaczmarz(r: Results) -> Verdict:
     """Each property's largest relative error over the draws (float64, our op's write): holds when every one is
     ≤ 1e-10; does not hold when one is above 1e-6; partly between. A mathematical statement: float64 arithmetic
     decides it, no seed. Positive control: a step that is not Kaczmarz's (GDN's β = 0.5 on the raw key) fails every
-    property by ≥ 1e-3 in the same draws."""
+    property by ≥ 1e-3 in the median draw (not every draw: at ‖k‖ = √2, inside the drawn norms, it is Kaczmarz's)."""
     errors = r["errors"]
     worst = {p: errors["kla"][p]["max"] for p in r["properties"]}
-    control = min(errors["control"][p]["min"] for p in r["properties"])
+    control = min(errors["control"][p]["median"] for p in r["properties"])
     ours = ", ".join(f"{p.replace('_', ' ')} {e:.0e}" for p, e in worst.items()) + " (largest relative errors)"
     top = max(worst.values())
     v = Verdict(ours, HOLDS if top <= 1e-10 else FAILS if top > 1e-6 else PARTLY)
-    return checked(v, control >= 1e-3, f"the control's smallest error {control:.0e}")
+    return checked(v, control >= 1e-3, f"the control's smallest median error {control:.0e}")
 
 
 def state_tracking(r: Results) -> Verdict:

@@ -98,19 +98,29 @@ class Mixer(nn.Module):
                     break
             else:
                 return
-        missing = shapes.keys() - state.keys() - self.optional_state
+        missing = shapes.keys() - state.keys()
         unknown = state.keys() - shapes.keys()
-        if missing or unknown:
+        if unknown or (missing and missing != self.optional_state):
             raise ValueError(
-                f"state: expected {type(self).__name__}'s entries {sorted(shapes)}, got {sorted(state)} "
-                "(the state of another layer?)"
+                f"state: expected {type(self).__name__}'s entries {sorted(shapes)}"
+                + (f" (or all but {sorted(self.optional_state)})" if self.optional_state else "")
+                + f", got {sorted(state)} (the state of another layer?)"
             )
         for name, value in state.items():
+            parts = value if isinstance(value, tuple) else (value,)
+            if len(parts) != len(shapes[name]) or not all(isinstance(t, torch.Tensor) for t in parts):
+                raise ValueError(
+                    f"state[{name!r}]: expected {len(shapes[name])} tensor(s), got "
+                    + ", ".join(type(t).__name__ for t in parts)
+                )
             for i, (got, want) in enumerate(zip(_shapes(value), shapes[name])):
                 expected = ["any" if (name, d) in self.growing_state else n for d, n in enumerate(want)]
                 if len(got) != len(expected) or any(e not in ("any", g) for g, e in zip(got, expected)):
                     where = f"state[{name!r}]" + (f"[{i}]" if isinstance(value, tuple) else "")
                     raise ValueError(f"{where}: expected shape {expected} (batch {batch_size}), got {list(got)}")
+        grown = {state[name].shape[d] for name, d in self.growing_state if name in state}
+        if len(grown) > 1:
+            raise ValueError(f"state: the entries {sorted(n for n, _ in self.growing_state)} must have one length")
 
     optional_state: frozenset[str] = frozenset()  # entries a valid state may lack
     growing_state: frozenset[tuple[str, int]] = frozenset()  # (entry, dim) pairs whose size the context sets

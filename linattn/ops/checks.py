@@ -236,7 +236,7 @@ def check_head_first(dims: Dims, *args: tuple[str, object, str], q_name: str = "
         if tuple(x.shape[: len(layout)]) == swapped != expected:
             fits = ", ".join(layout) + (", …" if x.dim() > len(layout) else "")
             raise ValueError(
-                f"{q_name}: looks head-first ([B, H, T, K]): {name} of shape {_shape(x)} fits [{fits}] "
-                f"with {q_name}'s dims 1 and 2 swapped; linattn ops take [B, T, H, K]: use {q_name}.transpose(1, 2) "
-                "(and the other token inputs alike)"
+                f"{name}: shape {_shape(x)} fits [{fits}] with {q_name}'s dims 1 and 2 swapped: either {q_name} and "
+                f"the other token inputs are head-first ([B, H, T, K]; linattn ops take [B, T, H, K]: use "
+                f"{q_name}.transpose(1, 2)), or {name} is (use {name}.transpose(1, 2))"
             )

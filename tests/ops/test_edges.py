@@ -19,15 +19,16 @@ def randn(*shape, seed):
 @pytest.mark.parametrize("backend", ["naive", "chunk", "triton", "fused_recurrent"])
 def test_a_zero_key_with_the_exact_kaczmarz_step_writes_nothing(backend):
     """`ε = 0` and `k_t = 0`: `β_t = η/0` is defined as 0 (nothing to project onto), so the token leaves the state
-    as it is, and output and gradients stay finite."""
+    as it is, and output and gradients stay finite; so too for a key whose `1 / ‖k‖²` overflows float32."""
     q, k, v = randn(B, T, H, K, seed=1), randn(B, T, H, K, seed=2), randn(B, T, H, K, seed=3)
     eta = torch.rand(B, T, H, generator=torch.Generator().manual_seed(4))
-    k[0, 3], k[0, 17, 1] = 0, 0
+    k[0, 3], k[0, 17, 1], k[0, 9, 0] = 0, 0, 1e-21  # the last: 1 / ‖k‖² overflows float32
     grad = backend != "fused_recurrent"  # a forward-only decode kernel
     leaves = [t.clone().requires_grad_(grad) for t in (q, k, v, eta)]
     o, S = delta_rule(*leaves[:3], beta=leaves[3], kaczmarz_eps=0.0, output_final_state=True, backend=backend)
     # the reference: the same tokens without the zero-key writes (β = 0 there) and the default step elsewhere
     beta = kaczmarz_beta(k.double(), eta.double(), eps=0.0)
+    beta[0, 9, 0] = 0
     assert beta[0, 3].eq(0).all() and beta[0, 17, 1] == 0
     want, S_want = delta_rule(q.double(), k.double(), v.double(), beta=beta, output_final_state=True, backend="naive")
     assert rel_err(o, want) < 1e-5 and rel_err(S, S_want) < 1e-5

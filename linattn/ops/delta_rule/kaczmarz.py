@@ -9,7 +9,8 @@ from linattn.ops.checks import check_float, check_shape
 
 def kaczmarz_beta(k: torch.Tensor, eta: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """`β_t = η_t / (‖k_t‖² + ε)`: with `η = 1, ε = 0` the write projects the state exactly onto `Sᵀk_t = v_t`.
-    Where `‖k_t‖² + ε = 0` (a zero key with `ε = 0`) `β_t = 0`: there is nothing to project onto.
+    Where `‖k_t‖² + ε = 0` (a zero key with `ε = 0`) `β_t = 0`: there is nothing to project onto; so too where
+    `1 / (‖k_t‖² + ε)` is not finite (a key below `‖k‖ ≈ 10⁻¹⁹` in float32 with `ε = 0`).
 
     Then `I − β_t k_t k_tᵀ = I − η_t k̂_t k̂_tᵀ` is a contraction for any key norm when `η_t ∈ (0, 1]`.
     To train KLA, prefer `delta_rule(q, k, v, beta=eta, kaczmarz_eps=eps)`: the same step, computed inside the
@@ -43,9 +44,10 @@ def kaczmarz_step(k: torch.Tensor, eta: torch.Tensor | None, eps: float) -> torc
             f"k: the Kaczmarz step needs ‖k‖² finite in {str(dt).removeprefix('torch.')}, got a key of norm "
             f"{torch.linalg.vector_norm(k.double(), dim=-1).max().item():.3g} (scale the keys down)"
         )
-    # a zero key with ε = 0 has nothing to project onto: β = 0, no write (as the key itself writes nothing)
-    positive = denominator > 0
-    r = torch.where(positive, 1.0 / torch.where(positive, denominator, 1.0), 0.0)
+    # a zero key with ε = 0 has nothing to project onto: β = 0, no write (as the key itself writes nothing); so does
+    # a key too small for 1 / ‖k‖² to be finite (‖k‖ ≲ 1e-19 in float32)
+    invertible = denominator > 1 / torch.finfo(dt).max  # the masked denominators must not reach autograd either
+    r = torch.where(invertible, 1.0 / torch.where(invertible, denominator, 1.0), 0.0)
     return r if eta is None else eta.to(dt) * r
 
 

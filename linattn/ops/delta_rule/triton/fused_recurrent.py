@@ -96,9 +96,11 @@ def fused_recurrent_fwd_kernel(
         if USE_BETA:
             b_v *= tl.load(p_beta).to(tl.float32)
         if KACZMARZ:
-            # [BK] -> scalar ‖k_t‖² (masked columns are 0); 0 where ‖k_t‖² + eps = 0: a zero key writes nothing
+            # [BK] -> scalar ‖k_t‖² (masked columns are 0); a zero or tiny key (1 / (‖k_t‖² + eps) not finite)
+            # writes nothing, as `kaczmarz.kaczmarz_step`
             b_den = tl.sum(b_k * b_k) + eps
-            b_v = tl.where(b_den > 0, b_v / tl.where(b_den > 0, b_den, 1.0), 0.0)
+            b_r = 1.0 / tl.where(b_den > 0, b_den, 1.0)
+            b_v *= tl.where((b_den > 0) & (b_r < float("inf")), b_r, 0.0)
         if USE_W:
             b_k = tl.load(p_w, mask=m_k, other=0).to(tl.float32)
         # rank-one write [BK, 1] x [1, BV]

@@ -89,8 +89,10 @@ def wy_ref(
 
 @triton.jit
 def _reciprocal_or_zero(x, m):
-    """`1 / x` where `m` and `x > 0`, else 0 (padding rows, and a zero key's `‖k‖² + eps = 0`: no write)."""
-    return tl.where(m & (x > 0), 1.0 / tl.where(x > 0, x, 1.0), 0.0)
+    """`1 / x` where `m` and `x > 0` and the quotient is finite, else 0 (padding rows, and a zero or tiny key's
+    `‖k‖² + eps`: no write, as `kaczmarz.kaczmarz_step`)."""
+    r = 1.0 / tl.where(x > 0, x, 1.0)
+    return tl.where(m & (x > 0) & (r < float("inf")), r, 0.0)
 
 
 @triton.jit
