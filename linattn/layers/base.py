@@ -3,11 +3,13 @@
 A mixer maps `x: [B, T, d_model]` to `y: [B, T, d_model]` and carries a recurrent state between calls:
 
     y, state = mixer(x, state=None, cu_seqlens=None)     # prefill / training (chunk backend)
+    y, state = mixer(x, state, attention_mask=mask)      # a padded batch, mask: [B, T] (1 = real token)
     y_t, state = mixer.step(x_t, state)                  # decoding one token, x_t: [B, d_model]
 
 A state is a dict of tensors (or tuples of tensors) whose first dim is the sequence (`B`, or `N` packed
 sequences with `cu_seqlens`). `step` runs the same code as `forward` on one token with the token-by-token
-backend, so a full forward equals a prefill followed by steps.
+backend, so a full forward equals a prefill followed by steps. Padding (`attention_mask`) runs the real tokens as
+one packed row (`linattn.layers.padding`): a padded position changes no state and no real token's output.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from linattn.layers.padding import check_mask, run_unpadded
 from linattn.ops.checks import BACKENDS, check_cu_seqlens
 
 State = dict[str, Any]
@@ -60,10 +63,21 @@ class Mixer(nn.Module):
         state: State | None = None,
         cu_seqlens: torch.Tensor | None = None,
         *,
+        attention_mask: torch.Tensor | None = None,
         backend: str | None = None,
     ) -> tuple[torch.Tensor, State]:
         """`x: [B, T, d_model]` -> `(y: [B, T, d_model], final state)`; `state` continues an earlier call.
-        `backend` overrides the layer's op backend for this call (decoding uses the token-by-token one)."""
+
+        `attention_mask: [B, T]` (bool or 0/1; 1 = a real token, 0 = padding, anywhere in a row): the padded
+        positions touch neither the state nor a real token's output, and their `y` is zero; a row without a real
+        token keeps its state. Not with `cu_seqlens` (a packed row has no padding).
+        `backend` overrides the layer's op backend for this call (decoding uses the token-by-token one).
+
+        Example:
+            >>> layer = build_layer("gated_deltanet", 64, 4)
+            >>> mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])  # left padding
+            >>> y, state = layer(torch.randn(2, 5, 64), attention_mask=mask)
+        """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x: expected shape [B, T, d_model={self.d_model}], got {list(x.shape)}")
         if not x.is_floating_point():
@@ -77,9 +91,15 @@ class Mixer(nn.Module):
         if backend is not None and backend != DECODE and backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         N = check_cu_seqlens(cu_seqlens, x.shape[0], x.shape[1])  # before any conv reads the offsets
+        mask = check_mask(attention_mask, x.shape[0], x.shape[1])
+        if mask is not None and cu_seqlens is not None:
+            raise ValueError("attention_mask: not with cu_seqlens (a packed row has no padding); pass one of them")
         if state is not None:
             self.check_state(state, N)
-        return self.mix(x, state, cu_seqlens, backend or self.backend)
+        backend = backend or self.backend
+        if mask is None:
+            return self.mix(x, state, cu_seqlens, backend)
+        return self.mix_padded(x, state, mask, backend)
 
     def check_state(self, state: State, batch_size: int) -> None:
         """`state` must be this layer's: the names `init_state` gives (those in `optional_state` may be missing),
@@ -144,6 +164,13 @@ class Mixer(nn.Module):
         self, x: torch.Tensor, state: State | None, cu_seqlens: torch.Tensor | None, backend: str
     ) -> tuple[torch.Tensor, State]:
         raise NotImplementedError
+
+    def mix_padded(
+        self, x: torch.Tensor, state: State | None, mask: torch.Tensor, backend: str
+    ) -> tuple[torch.Tensor, State]:
+        """`mix` on a padded batch (`mask: [B, T]` bool, some False): the real tokens as one packed row with
+        `cu_seqlens`, the outputs padded back. A layer whose state cannot be packed overrides it (softmax)."""
+        return run_unpadded(lambda xp, s, cu: self.mix(xp, s, cu, backend), x, state, mask, self.init_state)
 
     def op_backend(self, backend: str, x: torch.Tensor, *, fused: bool) -> str:
         """The backend an op runs with: `backend` itself, except when decoding (`DECODE`), where an op with a

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from linattn.layers.base import Mixer, State, merge_heads, split_heads
+from linattn.layers.padding import run_unpadded
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import softmax_attention
 
@@ -19,7 +20,8 @@ class SoftmaxAttention(Mixer):
     predecessors, which is what a two-layer model needs to bind a key to the value after it.
     The state is the KV cache `{"k", "v": [B, T_past, H, d]}` (plus the conv caches); it grows with the context,
     so `state_size(seq_len)` is `2·d_model·seq_len`. With `cu_seqlens` the packed sequences run separately and
-    no cache is returned (lengths differ).
+    no cache is returned (lengths differ). After a padded call (`attention_mask`) the cache keeps the padded
+    positions too, with `"mask": [B, T_past]` (False = padding) so that no later query reads them.
     """
 
     optional_state = frozenset({"k", "v"})  # a packed prefill keeps no KV cache (`mix` says so)
@@ -49,6 +51,17 @@ class SoftmaxAttention(Mixer):
             state.update(self.conv_qkv.init_state(batch_size, device=self.out.weight.device))
         return state
 
+    def check_state(self, state: State, batch_size: int) -> None:
+        """`Mixer.check_state`, and a padded cache's `"mask": [B, P]` beside its keys `[B, P, H, d]`."""
+        if not isinstance(state, dict) or "mask" not in state:
+            return super().check_state(state, batch_size)
+        rest = {n: v for n, v in state.items() if n != "mask"}
+        super().check_state(rest, batch_size)
+        mask, P = state["mask"], rest["k"].shape[1] if "k" in rest else None
+        if P is None or not isinstance(mask, torch.Tensor) or tuple(mask.shape) != (batch_size, P):
+            got = list(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise ValueError(f"state['mask']: expected shape [{batch_size}, {P}] (the KV cache's), got {got}")
+
     def state_size(self, seq_len: int | None = None) -> int:
         if seq_len is None:
             raise ValueError("seq_len: softmax attention's state (its KV cache) grows with the context; pass seq_len")
@@ -72,16 +85,46 @@ class SoftmaxAttention(Mixer):
                 "state: softmax attention keeps no KV cache after a packed prefill (cu_seqlens); "
                 "prefill without cu_seqlens to decode from it"
             )
-        if state is None or state["k"].shape[1] == 0:
+        if state is None or (state["k"].shape[1] == 0 and "mask" not in state):
             o, _ = softmax_attention(q, k, v)
+            return self.out(merge_heads(o)), {"k": k, "v": v, **convs}
+        return self._attend_cache(q, k, v, state, None, convs)
+
+    def mix_padded(self, x, state, mask, backend):
+        """Padding stays in the KV cache, marked by the state's `"mask": [B, P]` (False = padding), which no real
+        query reads; the short convolutions run on the real tokens alone (`run_unpadded`)."""
+        convs = {}
+        if self.conv_qkv is None:
+            h = dict(zip("qkv", self.qkv(x).chunk(3, dim=-1)))
         else:
-            k_all = torch.cat([state["k"].to(k.dtype), k], dim=1)
-            v_all = torch.cat([state["v"].to(v.dtype), v], dim=1)
-            P, T = state["k"].shape[1], q.shape[1]
-            # query t sees the whole cache and new keys up to itself
-            mask = torch.ones(T, P + T, dtype=torch.bool, device=x.device).tril(P)
-            o = F.scaled_dot_product_attention(
-                q.transpose(1, 2), k_all.transpose(1, 2), v_all.transpose(1, 2), attn_mask=mask
-            ).transpose(1, 2)
-            k, v = k_all, v_all
-        return self.out(merge_heads(o)), {"k": k, "v": v, **convs}
+            h, convs = run_unpadded(
+                lambda xp, s, cu: self.conv_qkv(xp, s or {}, cu),
+                x,
+                None if state is None else {n: s for n, s in state.items() if n.startswith("conv_")},
+                mask,
+                lambda b: self.conv_qkv.init_state(b, device=x.device),
+            )
+        q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]
+        y, new = self._attend_cache(q, k, v, state or self.init_state(x.shape[0]), mask, convs)
+        return y * mask[..., None].to(y.dtype), new
+
+    def _attend_cache(self, q, k, v, state, mask, convs):
+        """Queries `[B, T, H, d]` over the cached keys and the new ones up to each; `mask: [B, T]` bool or None
+        (all real). With padding in the cache or in `mask`, a query reads the real keys and itself (so that a padded
+        query's softmax is never empty), and the new state carries the keys' `"mask"`."""
+        B, T, P = q.shape[0], q.shape[1], state["k"].shape[1]
+        allowed = causal = torch.ones(T, P + T, dtype=torch.bool, device=q.device).tril(P)  # [T, P + T]
+        new = {}
+        if mask is not None or "mask" in state:
+            past = state.get("mask", torch.ones(B, P, dtype=torch.bool, device=q.device))
+            new["mask"] = torch.cat(
+                [past, torch.ones(B, T, dtype=torch.bool, device=q.device) if mask is None else mask], 1
+            )
+            itself = causal & ~causal.tril(P - 1)  # key P + t for query t
+            allowed = ((causal & new["mask"][:, None, :]) | itself)[:, None]  # [B, 1, T, P + T]
+        k_all = torch.cat([state["k"].to(k.dtype), k], dim=1)
+        v_all = torch.cat([state["v"].to(v.dtype), v], dim=1)
+        o = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k_all.transpose(1, 2), v_all.transpose(1, 2), attn_mask=allowed
+        ).transpose(1, 2)
+        return self.out(merge_heads(o)), {"k": k_all, "v": v_all, **new, **convs}

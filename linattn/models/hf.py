@@ -1,16 +1,22 @@
 """HuggingFace `transformers` integration of the decoder LM (optional: `pip install linattn[hf]`).
 
-`LinAttnForCausalLM` wraps `DecoderLM` as a `PreTrainedModel`: `save_pretrained` / `from_pretrained`
-(safetensors, tied embeddings), `AutoConfig` / `AutoModelForCausalLM` registration under `model_type="linattn"`,
-the usual causal-LM loss (`labels` shifted inside, `-100` ignored), and `generate`, which decodes through the
-fixed-size recurrent state (`DecoderLM.step`) rather than HuggingFace's KV-cache machinery.
+`LinAttnForCausalLM` wraps `DecoderLM` as a `PreTrainedModel` with HuggingFace's `GenerationMixin`:
+`save_pretrained` / `from_pretrained` (safetensors, tied embeddings), `AutoConfig` / `AutoModelForCausalLM`
+registration under `model_type="linattn"`, the causal-LM loss (`labels` shifted inside, `-100` and padding ignored),
+padded batches (`attention_mask`, left or right), `output_hidden_states`, `gradient_checkpointing_enable()`, HF's
+`Trainer`, and `generate` with all of HuggingFace's decoding (greedy, sampling with `top_k` / `top_p` /
+`temperature` / `repetition_penalty`, beam search, stopping criteria, streamers, the `text-generation` pipeline).
+Generation prefills the prompt with the layers' chunked (or Triton) path, then decodes one token at a time from
+the fixed-size recurrent state, kept in a `LinAttnCache` (softmax attention: its KV cache).
 
 Example:
     >>> model = LinAttnForCausalLM(LinAttnConfig(mixer="vla"))
     >>> input_ids = torch.randint(0, 128, (2, 16))
     >>> model.save_pretrained("ckpt"); model = AutoModelForCausalLM.from_pretrained("ckpt")
     >>> out = model(input_ids, labels=input_ids); out.loss.backward()
-    >>> tokens = model.generate(input_ids, max_new_tokens=20)
+    >>> tokens = model.generate(input_ids, max_new_tokens=20, do_sample=True, top_p=0.9)
+    >>> mask = torch.ones_like(input_ids); mask[0, :5] = 0  # the first prompt left-padded
+    >>> tokens = model.generate(input_ids, attention_mask=mask, max_new_tokens=20, num_beams=3)
 """
 
 from __future__ import annotations
@@ -25,9 +31,17 @@ from linattn.extras import require
 
 require("transformers", "hf", "linattn.models.hf")  # before the imports below: say which extra brings it
 
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel  # noqa: E402
-from transformers.modeling_outputs import CausalLMOutput  # noqa: E402
+from transformers import (  # noqa: E402
+    AutoConfig,
+    AutoModelForCausalLM,
+    GenerationMixin,
+    PretrainedConfig,
+    PreTrainedModel,
+)
+from transformers.modeling_outputs import CausalLMOutputWithPast  # noqa: E402
 
+from linattn.layers.base import DECODE  # noqa: E402
+from linattn.models.cache import LinAttnCache  # noqa: E402
 from linattn.models.config import ModelConfig  # noqa: E402
 from linattn.models.lm import DecoderLM  # noqa: E402
 
@@ -35,7 +49,8 @@ _FIELDS = [f.name for f in dataclasses.fields(ModelConfig)]
 
 
 class LinAttnConfig(PretrainedConfig):
-    """The fields of `ModelConfig` (same names and defaults) as a HuggingFace config."""
+    """The fields of `ModelConfig` (same names and defaults) as a HuggingFace config, plus HuggingFace's `use_cache`
+    (default True: a forward outside training returns its `LinAttnCache`)."""
 
     model_type = "linattn"
 
@@ -52,6 +67,9 @@ class LinAttnConfig(PretrainedConfig):
         for name in _FIELDS:
             value = kwargs.pop(name, getattr(defaults, name))
             setattr(self, name, dict(value) if name == "mixer_options" and isinstance(value, dict) else value)
+        self.use_cache = kwargs.pop("use_cache", True)
+        if not isinstance(self.use_cache, bool):
+            raise ValueError(f"use_cache: expected a bool, got {self.use_cache!r}")
         kwargs.setdefault("tie_word_embeddings", self.tie_embeddings)
         super().__init__(**kwargs)
         self.to_model_config()  # validate now, with ModelConfig's errors
@@ -64,9 +82,12 @@ class LinAttnConfig(PretrainedConfig):
         return cls(**dataclasses.asdict(config))
 
 
-class LinAttnForCausalLM(PreTrainedModel):
+class LinAttnForCausalLM(PreTrainedModel, GenerationMixin):
+    """`DecoderLM` as a HuggingFace causal LM; see the module docstring."""
+
     config_class = LinAttnConfig
     base_model_prefix = "lm"
+    supports_gradient_checkpointing = True  # DecoderLM checkpoints its blocks (`gradient_checkpointing`)
     _tied_weights_keys: ClassVar[dict[str, str]] = {"lm.head.weight": "lm.embed.weight"}
 
     def __init__(self, config: LinAttnConfig):
@@ -76,6 +97,11 @@ class LinAttnForCausalLM(PreTrainedModel):
 
     def _init_weights(self, module):  # DecoderLM initialises itself
         pass
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        """`generate` must not make a `DynamicCache`: `forward` makes the `LinAttnCache` (as Mamba's does)."""
+        return False
 
     def get_input_embeddings(self):
         return self.lm.embed
@@ -93,112 +119,142 @@ class LinAttnForCausalLM(PreTrainedModel):
 
     def forward(
         self,
-        input_ids: torch.Tensor,
-        labels: torch.Tensor | None = None,
+        input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        cache: LinAttnCache | None = None,
+        use_cache: bool | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
         num_items_in_batch: int | torch.Tensor | None = None,
+        past_key_values: LinAttnCache | None = None,
         **kwargs,
-    ) -> CausalLMOutput | tuple:
-        """`input_ids: [B, T]` -> logits `[B, T, vocab]`; with `labels` (usually `input_ids`), the next-token loss
-        (summed over the labels and divided by `num_items_in_batch` when the HuggingFace Trainer passes it).
+    ) -> CausalLMOutputWithPast | tuple:
+        """`input_ids: [B, T]` -> `CausalLMOutputWithPast` with `logits: [B, T, vocab]`.
 
-        The recurrent LM has no padding: `attention_mask` may be given (tokenizers return it) but must be all ones.
-        `return_dict=False` returns `(loss, logits)` (or `(logits,)`). HuggingFace's other switches
-        (`use_cache`, `output_hidden_states`, `output_attentions`, `past_key_values`, …) are refused when they ask
-        for something this model does not compute, so that none is ignored silently."""
-        _check_mask(attention_mask, input_ids)
+        - `attention_mask: [B, T]` (1 = a real token, 0 = padding, left, right or inside a row): padded positions
+          reach no state and no real token, positions count real tokens, and padded labels are ignored. With a
+          `cache` it may also cover the cached positions (`[B, P + T]`, as `generate` keeps it).
+        - `cache` (`past_key_values` is its older name): a `LinAttnCache` to continue from and update in place;
+          `use_cache` (default `config.use_cache`, off in training) returns the cache, a new one if none was
+          given. One token on a non-empty cache is a decoding step (`DECODE`: the fused recurrent kernel on CUDA).
+        - `labels` (usually `input_ids`): the next-token loss, mean over the labels that are not `-100`, or their
+          sum divided by `num_items_in_batch` when HuggingFace's Trainer passes it.
+        - `output_hidden_states`: the embeddings, each block's output but the last, and the final normed states.
+        - `logits_to_keep`: the logits of the last `n` positions only (`generate` asks for 1), or of the positions
+          in a 1-D index tensor; 0 keeps all.
+        `return_dict=False` (default: `config.return_dict`) returns the output's tuple (`loss`, `logits`, `cache`,
+        `hidden_states`: the ones that are set). HuggingFace switches that ask for what this model does not compute
+        (`inputs_embeds`, `output_attentions`, `position_ids`, …) are refused rather than ignored.
+
+        Example:
+            >>> out = model(input_ids[:, :-1], use_cache=True)
+            >>> out = model(input_ids[:, -1:], cache=out.cache)  # one decoding step
+        """
         _refuse(kwargs, "forward")
-        logits, _ = self.lm(input_ids)
+        if inputs_embeds is not None:
+            raise ValueError("inputs_embeds: not supported by LinAttnForCausalLM (its positions follow the tokens); "
+                             "pass input_ids")  # fmt: skip
+        if input_ids is None:
+            raise ValueError("input_ids: expected the token ids [B, T], got None")
+        if past_key_values is not None:
+            if cache is not None:
+                raise ValueError("past_key_values: the older name of cache; pass one of them")
+            cache = past_key_values
+        if cache is not None and not isinstance(cache, LinAttnCache):
+            raise TypeError(f"cache: expected a LinAttnCache (the recurrent state), got {type(cache).__name__}")
+        if use_cache is None:
+            use_cache = self.config.use_cache and not self.training
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        mask = _mask_of_new_tokens(attention_mask, input_ids, cache)
+        state = None if cache is None else _state_of(cache, len(self.lm.blocks))
+        T = input_ids.shape[-1]
+        h, state, hidden = self.lm.features(
+            input_ids,
+            state,
+            attention_mask=mask,
+            backend=DECODE if state is not None and T == 1 else None,
+            all_layers=bool(output_hidden_states),
+        )
+        if use_cache and cache is None:
+            cache = LinAttnCache()
+        if cache is not None:
+            for i, layer_state in enumerate(state["layers"]):
+                cache.set_layer_state(i, layer_state)
+            cache.positions = state["pos"]
+            cache.advance(T)
+        if isinstance(logits_to_keep, int):
+            h = h[:, -logits_to_keep:] if logits_to_keep else h
+        else:
+            h = h[:, logits_to_keep]
+        logits = self.lm.head(h)
         loss = None
         if labels is not None:
+            if h.shape[1] != T:
+                raise ValueError("labels: the loss needs every position's logits; leave logits_to_keep at 0")
+            if mask is not None:
+                labels = labels.masked_fill(mask == 0, -100)  # a padded position is no target
             flat_logits, flat_labels = logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten()
             if num_items_in_batch is None:
                 loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)
             else:
                 loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=-100, reduction="sum")
                 loss = loss / num_items_in_batch
-        if return_dict is False:
-            return (loss, logits) if loss is not None else (logits,)
-        return CausalLMOutput(loss=loss, logits=logits)
+        out = CausalLMOutputWithPast(loss=loss, logits=logits, cache=cache if use_cache else None, hidden_states=hidden)
+        return out if (self.config.return_dict if return_dict is None else return_dict) else out.to_tuple()
 
-    @torch.no_grad()
-    def generate(
+    def prepare_inputs_for_generation(
         self,
         input_ids: torch.Tensor,
-        max_new_tokens: int | None = None,
-        temperature: float | None = None,
-        generator: torch.Generator | None = None,
-        *,
+        cache: LinAttnCache | None = None,
         attention_mask: torch.Tensor | None = None,
-        max_length: int | None = None,
-        do_sample: bool | None = None,
-        eos_token_id: int | None = None,
-        pad_token_id: int | None = None,
-        use_cache: bool = True,
+        is_first_iteration: bool | None = False,
         **kwargs,
-    ) -> torch.Tensor:
-        """Prefill `input_ids: [B, T]`, then decode one token at a time from the recurrent state. Returns
-        `[B, T + new]`.
-
-        Length: `max_new_tokens` (default 20), or `max_length` for prompt and new tokens together. Greedy unless
-        `do_sample=True` or `temperature > 0` (sampling at `temperature`, default 1.0 when sampling; `generator`
-        seeds it). With `eos_token_id`, a sequence that emits it is continued with `pad_token_id` (default: the
-        EOS id) and decoding stops once every sequence has. `attention_mask` must be all ones (no padding);
-        `use_cache=False` gives the same tokens (the state is this model's cache, always used)."""
-        _check_mask(attention_mask, input_ids)
-        _refuse(kwargs, "generate")
-        if input_ids.dim() != 2 or input_ids.shape[1] == 0:
-            raise ValueError(f"input_ids: expected a prompt [B, T] with T >= 1, got {list(input_ids.shape)}")
-        if max_new_tokens is None:
-            max_new_tokens = 20 if max_length is None else max_length - input_ids.shape[1]
-        elif max_length is not None:
-            raise ValueError("max_length: give max_new_tokens or max_length, not both")
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens: expected >= 0, got {max_new_tokens}")
-        if do_sample and temperature is not None and temperature <= 0:
-            raise ValueError(f"temperature: expected > 0 with do_sample=True, got {temperature}")
-        if do_sample is False and temperature:
-            raise ValueError(f"temperature: {temperature} asks for sampling, but do_sample=False")
-        temperature = (1.0 if do_sample else 0.0) if temperature is None else temperature
-        pad = eos_token_id if pad_token_id is None else pad_token_id
-        logits, state = self.lm(input_ids)
-        tokens, last = [input_ids], logits[:, -1]
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        for _ in range(max_new_tokens):
-            if temperature > 0:
-                probs = torch.softmax(last.float() / temperature, dim=-1)
-                token = torch.multinomial(probs, 1, generator=generator)[:, 0]
-            else:
-                token = last.argmax(-1)
-            if eos_token_id is not None:
-                token = token.masked_fill(done, pad)
-                done |= token == eos_token_id
-            tokens.append(token[:, None])
-            if eos_token_id is not None and bool(done.all()):
-                break
-            last, state = self.lm.step(token, state)
-        return torch.cat(tokens, dim=1)
-
-
-def _check_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -> None:
-    """The recurrent LM reads every token: a mask may only say so."""
-    if attention_mask is None:
-        return
-    if attention_mask.shape != input_ids.shape:
-        raise ValueError(
-            f"attention_mask: expected the shape of input_ids {list(input_ids.shape)}, got {list(attention_mask.shape)}"
+    ) -> dict:
+        """HuggingFace's preparation (only the new token once there is a cache), without the attention mask after
+        the prefill: every generated token is real, so each decoding step is a plain one-token step."""
+        inputs = super().prepare_inputs_for_generation(
+            input_ids, cache=cache, attention_mask=attention_mask, is_first_iteration=is_first_iteration, **kwargs
         )
-    if not bool(attention_mask.bool().all()):
+        if cache is not None and not is_first_iteration:
+            inputs.pop("attention_mask", None)
+        return inputs
+
+
+def _mask_of_new_tokens(
+    attention_mask: torch.Tensor | None, input_ids: torch.Tensor, cache: LinAttnCache | None
+) -> torch.Tensor | None:
+    """The columns of `attention_mask` for the new tokens: all of them (`[B, T]`) or, when the mask also covers the
+    cache's `P` positions (`[B, P + T]`), the last `T`."""
+    if attention_mask is None or attention_mask.dim() != 2 or input_ids.dim() != 2:
+        return attention_mask  # DecoderLM names what is wrong
+    T, P = input_ids.shape[1], 0 if cache is None else cache.get_seq_length()
+    if attention_mask.shape[1] == T:
+        return attention_mask
+    if P and attention_mask.shape[1] == P + T:
+        return attention_mask[:, P:]
+    expected = f"{T} (input_ids) or {P + T} (the cache's {P} and input_ids' {T})" if P else f"{T} (input_ids)"
+    raise ValueError(f"attention_mask: expected {expected} columns, got {attention_mask.shape[1]}")
+
+
+def _state_of(cache: LinAttnCache, n_layers: int) -> dict | None:
+    """DecoderLM's state from the cache, or None for an empty cache (the model's initial state)."""
+    if len(cache) == 0:
+        return None
+    if cache.positions is None or sorted(cache.states) != list(range(n_layers)):
         raise ValueError(
-            "attention_mask: padding is not supported (the recurrent state would read the pad tokens); "
-            "run prompts of different lengths one at a time, or packed with DecoderLM's cu_seqlens"
+            f"cache: expected the states of layers 0..{n_layers - 1} and the positions this model stores, got "
+            f"layers {sorted(cache.states)} and positions {'unset' if cache.positions is None else 'set'}"
         )
+    return {"pos": cache.positions, "layers": [cache.get_layer_state(i) for i in range(n_layers)]}
 
 
 # HuggingFace switches and the value that asks nothing of this model
-_NEUTRAL = {"use_cache": (None, True, False), "output_hidden_states": (None, False), "output_attentions": (None, False),
-            "past_key_values": (None,), "position_ids": (None,), "token_type_ids": (None,)}  # fmt: skip
+_NEUTRAL = {"output_attentions": (None, False), "position_ids": (None,), "token_type_ids": (None,),
+            "cache_position": (None,)}  # fmt: skip
 
 
 def _refuse(kwargs: dict, where: str) -> None:

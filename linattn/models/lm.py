@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from linattn.layers import build_layer
 from linattn.layers.base import DECODE, State
 from linattn.layers.gated_conv import GatedConv
+from linattn.layers.padding import check_mask
 from linattn.models.config import ModelConfig
 
 
@@ -36,13 +40,26 @@ class Block(nn.Module):
             state["conv"] = self.conv.init_state(batch_size)
         return state
 
-    def forward(self, x, state: State | None, cu_seqlens, backend: str | None = None) -> tuple[torch.Tensor, State]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        state: State | None,
+        cu_seqlens: torch.Tensor | None,
+        backend: str | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, State]:
+        """`x: [B, T, d]` -> `(x: [B, T, d], state)`; `attention_mask: [B, T]` bool (True = a real token) or None:
+        the mixers skip the padded positions (per-token parts compute them, and nothing real reads them)."""
         state = state or {}
         new = {}
         if self.conv is not None:
-            h, new["conv"] = self.conv(self.conv_norm(x), state.get("conv"), cu_seqlens, backend=backend)
+            h, new["conv"] = self.conv(
+                self.conv_norm(x), state.get("conv"), cu_seqlens, attention_mask=attention_mask, backend=backend
+            )
             x = x + self.drop(h)
-        h, new["mixer"] = self.mixer(self.mixer_norm(x), state.get("mixer"), cu_seqlens, backend=backend)
+        h, new["mixer"] = self.mixer(
+            self.mixer_norm(x), state.get("mixer"), cu_seqlens, attention_mask=attention_mask, backend=backend
+        )
         x = x + self.drop(h)
         if self.mlp is not None:
             x = x + self.drop(self.mlp(self.mlp_norm(x)))
@@ -53,18 +70,27 @@ class DecoderLM(nn.Module):
     """Token embedding (+ learned positions) → blocks → LayerNorm → head (tied to the embedding by default).
 
     `forward(input_ids: [B, T], state=None, cu_seqlens=None) -> (logits: [B, T, vocab], state)`; with
-    `logits_at=mask` (bool `[B, T]`) the final norm and the head run only where `mask` holds, and the logits are
-    `[N, vocab]` for its `N` true positions in row-major order (`logits[mask]` of the full call): a loss on a few
-    supervised positions (MQAR) then skips the `[B, T, vocab]` logits;
+    `attention_mask: [B, T]` (1 = a real token, 0 = padding, anywhere in a row) the padded positions reach no state
+    and no real token, and positions count a row's real tokens only (their logits are computed but mean nothing);
+    with `logits_at=mask` (bool `[B, T]`) the final norm and the head run only where `mask` holds, and the logits
+    are `[N, vocab]` for its `N` true positions in row-major order (`logits[mask]` of the full call): a loss on a
+    few supervised positions (MQAR) then skips the `[B, T, vocab]` logits;
     `step(token: [B], state) -> (logits: [B, vocab], state)` decodes one token with fixed-size state
-    (softmax attention: a KV cache). A state is `{"pos": [B] int64, "layers": [per-block states]}`.
+    (softmax attention: a KV cache). A state is `{"pos": [B] int64, "layers": [per-block states]}`, `"pos"` the
+    next position of each sequence. `features` gives the normed hidden states instead of logits.
+    With `gradient_checkpointing = True` (HuggingFace's `gradient_checkpointing_enable()` sets it) each block
+    recomputes its activations in the backward pass while training.
 
     Example:
         >>> from linattn.models import preset
         >>> model = DecoderLM(preset("vla-tinylm", mixer="deltanet"))
         >>> logits, state = model(torch.randint(0, 128, (2, 20)))
         >>> next_logits, state = model.step(logits[:, -1].argmax(-1), state)
+        >>> mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])  # a left-padded batch
+        >>> logits, state = model(torch.randint(0, 128, (2, 5)), attention_mask=mask)
     """
+
+    gradient_checkpointing = False
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -77,6 +103,8 @@ class DecoderLM(nn.Module):
         self.apply(self._init_weights)
         if config.tie_embeddings:
             self.head.weight = self.embed.weight
+        # what a block runs under while checkpointing (HuggingFace replaces it with its own choice of arguments)
+        self._gradient_checkpointing_func = functools.partial(checkpoint, use_reentrant=False)
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -105,9 +133,39 @@ class DecoderLM(nn.Module):
         state: State | None = None,
         cu_seqlens: torch.Tensor | None = None,
         *,
+        attention_mask: torch.Tensor | None = None,
         backend: str | None = None,
         logits_at: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, State]:
+        if logits_at is not None and (logits_at.dtype != torch.bool or logits_at.shape != input_ids.shape):
+            raise ValueError(
+                f"logits_at: expected a bool tensor of input_ids' shape {list(input_ids.shape)}, "
+                f"got {logits_at.dtype} {list(logits_at.shape)}"
+            )
+        h, state, _ = self.features(
+            input_ids, state, cu_seqlens, attention_mask=attention_mask, backend=backend, all_layers=False
+        )
+        if logits_at is not None:
+            h = h[logits_at]  # [N, d]
+        return self.head(h), state
+
+    def features(
+        self,
+        input_ids: torch.Tensor,
+        state: State | None = None,
+        cu_seqlens: torch.Tensor | None = None,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        backend: str | None = None,
+        all_layers: bool = False,
+    ) -> tuple[torch.Tensor, State, tuple[torch.Tensor, ...] | None]:
+        """The final normed hidden states `[B, T, d]` (what the head reads), the new state and, with `all_layers`,
+        HuggingFace's `hidden_states`: the embeddings, each block's output but the last, and the final normed
+        states (`n_layers + 1` tensors `[B, T, d]`). Arguments as in `forward`.
+
+        Example:
+            >>> h, state, layers = model.features(torch.randint(0, 128, (2, 9)), all_layers=True)
+        """
         if input_ids.dim() != 2 or input_ids.dtype != torch.long:
             raise ValueError(
                 f"input_ids: expected an int64 tensor [B, T], got {input_ids.dtype} {list(input_ids.shape)}"
@@ -120,13 +178,11 @@ class DecoderLM(nn.Module):
                 f"input_ids: expected token ids in [0, vocab_size = {V}), "
                 f"got min {input_ids.min().item()} max {input_ids.max().item()}"
             )
-        if logits_at is not None and (logits_at.dtype != torch.bool or logits_at.shape != input_ids.shape):
-            raise ValueError(
-                f"logits_at: expected a bool tensor of input_ids' shape {[B, T]}, "
-                f"got {logits_at.dtype} {list(logits_at.shape)}"
-            )
+        mask = check_mask(attention_mask, B, T)
+        if mask is not None and cu_seqlens is not None:
+            raise ValueError("attention_mask: not with cu_seqlens (a packed row has no padding); pass one of them")
         start = state["pos"] if state is not None else None
-        positions = self._positions(B, T, start, cu_seqlens, input_ids.device)  # [B, T]
+        positions = self._positions(B, T, start, cu_seqlens, mask, input_ids.device)  # [B, T]
         x = self.embed(input_ids)
         if self.pos is not None:
             if int(positions.max()) >= self.config.max_seq_len:
@@ -135,18 +191,28 @@ class DecoderLM(nn.Module):
                     f"{self.config.max_seq_len} of the learned position embeddings"
                 )
             x = x + self.pos(positions)
+        hidden = [x] if all_layers else None
         layer_states = state["layers"] if state is not None else [None] * len(self.blocks)
+        checkpointing = self.gradient_checkpointing and self.training and torch.is_grad_enabled()
         new_layers = []
         for block, s in zip(self.blocks, layer_states):
-            x, s = block(x, s, cu_seqlens, backend)
+            if checkpointing:
+                x, s = self._gradient_checkpointing_func(block, x, s, cu_seqlens, backend, mask)
+            else:
+                x, s = block(x, s, cu_seqlens, backend, mask)
             new_layers.append(s)
-        if cu_seqlens is None:
-            pos = positions[:, -1] + 1
-        else:
+            if all_layers:
+                hidden.append(x)
+        x = self.norm(x)
+        if all_layers:
+            hidden[-1] = x
+        if cu_seqlens is not None:
             pos = positions[0, cu_seqlens[1:] - 1] + 1  # [N]
-        if logits_at is not None:
-            x = x[logits_at]  # [N, d]
-        return self.head(self.norm(x)), {"pos": pos, "layers": new_layers}
+        elif mask is not None:
+            pos = (0 if start is None else start) + mask.sum(dim=1)
+        else:
+            pos = positions[:, -1] + 1
+        return x, {"pos": pos, "layers": new_layers}, None if hidden is None else tuple(hidden)
 
     def step(self, token: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         """Decode one token per sequence: `token: [B]` -> `(logits: [B, vocab], state)`."""
@@ -156,7 +222,12 @@ class DecoderLM(nn.Module):
         return logits[:, 0], state
 
     @staticmethod
-    def _positions(B, T, start, cu_seqlens, device) -> torch.Tensor:
+    def _positions(B, T, start, cu_seqlens, mask, device) -> torch.Tensor:
+        """Each token's position `[B, T]`: from `start` (`[B]` or `[N]`) on, counting real tokens only under `mask`
+        (a padded position gets 0, unread)."""
+        if mask is not None:
+            pos = mask.long().cumsum(dim=1) - 1 + (0 if start is None else start[:, None])
+            return pos.masked_fill(~mask, 0)
         t = torch.arange(T, device=device)
         if cu_seqlens is None:
             return t.expand(B, T) + (0 if start is None else start[:, None])

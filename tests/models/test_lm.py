@@ -51,6 +51,27 @@ def test_a_packed_mixture_gives_the_padded_batchs_logits_at_its_targets(mixer):
     assert rel_err(packed, padded) < 1e-10
 
 
+@pytest.mark.parametrize("mixer", ["softmax", "vla", "gated_deltanet", "mamba2"])
+@pytest.mark.parametrize("block", ["transformer", "zoology"])
+def test_a_padded_batch_gives_each_rows_real_tokens_their_own_logits_and_state(mixer, block):
+    """Left, right and inner padding: positions count real tokens, and decoding continues each row as if alone."""
+    torch.manual_seed(0)
+    model = DecoderLM(preset("debug", mixer=mixer, block=block)).double()
+    ids = torch.randint(0, 32, (3, 10))
+    mask = torch.ones(3, 10, dtype=torch.bool)
+    mask[0, :4], mask[1, 7:], mask[2, 3] = False, False, False
+    logits, state = model(ids, attention_mask=mask)
+    token = torch.randint(0, 32, (3,))
+    next_logits, _ = model.step(token, state)
+    assert state["pos"].tolist() == mask.sum(1).tolist()
+    for b in range(3):
+        alone, alone_state = model(ids[b : b + 1, mask[b]])
+        assert rel_err(logits[b, mask[b]], alone[0]) < 1e-10
+        assert rel_err(next_logits[b], model.step(token[b : b + 1], alone_state)[0][0]) < 1e-10
+    with pytest.raises(ValueError, match="^attention_mask: not with cu_seqlens"):
+        model(ids[:1], cu_seqlens=torch.tensor([0, 4, 10]), attention_mask=mask[:1])
+
+
 def test_logits_at_selects_positions_of_the_full_call():
     torch.manual_seed(0)
     model = DecoderLM(preset("debug", mixer="gated_deltanet", block="zoology")).double()
