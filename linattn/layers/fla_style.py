@@ -36,8 +36,8 @@ class FlaLayer(nn.Module):
         padding neither writes to nor reads from a state. A longer mask (HF's while generating: the past tokens'
         and the new ones') is read at its last `T` columns, as fla's layers read it.
       - `past_key_values`: any object with `get_layer_state(layer_idx)` (None before this layer's first call) and
-        `set_layer_state(layer_idx, state)`, e.g. the HF model's cache: the layer continues from its state there and
-        stores the new one (the layer then needs its `layer_idx`).
+        `set_layer_state(layer_idx, state)`, e.g. `linattn.models.cache.LinAttnCache` (the HF model's): the layer
+        continues from its state there and stores the new one (the layer then needs its `layer_idx`).
       - `use_cache` with a one-token input: the decode path (`Mixer.step`'s: the fused recurrent kernel on CUDA
         without autograd, the token loop elsewhere).
       - `cu_seqlens` (keyword): packed sequences in one row (`B == 1`), as in fla.

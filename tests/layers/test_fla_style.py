@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 import re
 
 import pytest
 import torch
 
-from linattn.layers import GLA, KLA, VLA, DeltaNet, GatedDeltaNet, LinearAttention, Mamba2, Mixer, build_layer
+from linattn.layers import GLA, KLA, VLA, DeltaNet, GatedDeltaNet, LinearAttention, Mamba2, build_layer
 from linattn.layers.base import DECODE
 from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention, vla, vla_gate
 from tests.ops.cases import rel_err
@@ -26,11 +25,6 @@ CASES = {
     "VLA": (VLA, {"num_heads": 4, "expand_v": 2}),
     "Mamba2": (Mamba2, {"head_dim": 8, "state_size": 4}),  # expand 2: 8 heads
 }
-
-mask_param = pytest.mark.skipif(
-    "attention_mask" not in inspect.signature(Mixer.forward).parameters,
-    reason="Mixer.forward takes no attention_mask yet",
-)
 
 
 class StandInCache:
@@ -255,7 +249,6 @@ def _padded(lengths, T, left):
     return xs, x, mask
 
 
-@mask_param
 @pytest.mark.parametrize("left", [False, True], ids=["right", "left"])
 @pytest.mark.parametrize("name", CASES)
 def test_a_padded_batch_with_its_mask_equals_the_sequences_alone(name, left):
