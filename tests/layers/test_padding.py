@@ -24,7 +24,7 @@ MASK = torch.tensor(
 
 
 @pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
-def test_a_padded_batch_equals_each_rows_real_tokens_alone(name, options):
+def test_a_padded_batch_equals_each_rows_real_tokens_alone(name, options, one_thread):
     layer = make(name, options)
     B, T = MASK.shape
     _, state = layer(x_of(B, 5, seed=3))  # a state to continue from
@@ -53,7 +53,7 @@ def test_a_padded_batch_equals_each_rows_real_tokens_alone(name, options):
     assert torch.equal(grad[~MASK], torch.zeros_like(grad[~MASK]))  # padding reaches nothing
 
 
-def test_a_mask_of_ones_is_no_mask_and_bad_masks_are_refused():
+def test_a_mask_of_ones_is_no_mask_and_bad_masks_are_refused(one_thread):
     torch.manual_seed(0)
     layer = build_layer("kla", 32, 4)
     x = torch.randn(2, 5, 32)

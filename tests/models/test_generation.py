@@ -113,7 +113,7 @@ def test_sampling_is_reproducible_and_uses_the_cache_as_recomputation_does(one_t
     assert torch.equal(samples[0], samples[1]) and torch.equal(samples[0], samples[2])
 
 
-def test_generate_prefills_once_then_steps_one_token_at_a_time(monkeypatch):
+def test_generate_prefills_once_then_steps_one_token_at_a_time(monkeypatch, one_thread):
     model = tiny("vla")
     batch, mask = padded(prompts(3, 7, seed=11))
     calls = []
@@ -207,7 +207,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(one_thread):
     assert len(calls) == 2  # each block ran under the checkpoint
 
 
-def test_hidden_states_and_logits_to_keep():
+def test_hidden_states_and_logits_to_keep(one_thread):
     model = tiny("gla")
     ids = torch.stack(prompts(7, 7, seed=6))
     out = model(ids, output_hidden_states=True)
@@ -218,7 +218,7 @@ def test_hidden_states_and_logits_to_keep():
     assert model(ids).hidden_states is None
 
 
-def test_save_load_then_generate_the_same(tmp_path):
+def test_save_load_then_generate_the_same(tmp_path, one_thread):
     model = tiny("deltanet")
     batch, mask = padded(prompts(3, 8, seed=7))
     want = model.generate(batch, attention_mask=mask, max_new_tokens=5, **GREEDY)
@@ -271,7 +271,7 @@ def test_the_cache_api(one_thread):
     assert rel_err(model(batch[:, 4:5], past_key_values=prefix.cache).logits[:, -1], full[:, -1]) < 1e-10
 
 
-def test_refused_arguments_name_themselves():
+def test_refused_arguments_name_themselves(one_thread):
     model = tiny()
     ids = torch.stack(prompts(4, 4, seed=10))
     cache = model(ids, use_cache=True).cache

@@ -53,7 +53,7 @@ def test_a_packed_mixture_gives_the_padded_batchs_logits_at_its_targets(mixer):
 
 @pytest.mark.parametrize("mixer", ["softmax", "vla", "gated_deltanet", "mamba2"])
 @pytest.mark.parametrize("block", ["transformer", "zoology"])
-def test_a_padded_batch_gives_each_rows_real_tokens_their_own_logits_and_state(mixer, block):
+def test_a_padded_batch_gives_each_rows_real_tokens_their_own_logits_and_state(mixer, block, one_thread):
     """Left, right and inner padding: positions count real tokens, and decoding continues each row as if alone."""
     torch.manual_seed(0)
     model = DecoderLM(preset("debug", mixer=mixer, block=block)).double()
