@@ -112,7 +112,7 @@ def delta_rule(
 
         if beta is not None and beta.dtype != q.dtype:
             # the kernels are checked with beta in q's dtype; a bfloat16 beta beside float32 q, k, v (a layer under
-            # autocast) gave wrong gradients on an H200 with the Kaczmarz step and packed sequences
+            # autocast) gave wrong gradients on a GPU with the Kaczmarz step and packed sequences
             beta = beta.to(q.dtype)
 
         return delta_rule_triton(

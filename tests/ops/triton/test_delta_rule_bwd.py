@@ -397,7 +397,7 @@ def test_mixed_input_dtypes():
 
 def test_beta_reaches_the_kernels_in_qs_dtype(monkeypatch):
     """A bfloat16 `beta` beside float32 `q, k, v` (a layer under autocast) reaches the kernels as float32, the
-    dtype they are checked with; on an H200 the mixed pair gave wrong gradients with the Kaczmarz step and packed
+    dtype they are checked with; on a GPU the mixed pair gave wrong gradients with the Kaczmarz step and packed
     sequences (which the interpreter does not reproduce). Its gradient comes back in its own dtype."""
     from linattn.ops.delta_rule.triton import function
 
