@@ -198,7 +198,9 @@ def torch_apply(
         W = torch.linalg.solve_triangular(L, UA, upper=False)  # [B, H, NG, C, d]
         rows.append(_apply_inverses(X6[:, :, :, j], A, W))
         if j < R - 1:
-            A = A - W.mT @ W
+            # symmetrised: the downdate contracts A's errors except its antisymmetric part, which rounding of
+            # `W.mT @ W` adds and which would then stay as A shrinks (3 digits lost over 7 chunks at d = 7)
+            A = _sym(A - W.mT @ W)
     Y = from_chunks(_ungroup(rows, Xc.shape[2]), T)  # a view across the chunks
     # normalised in place into a tensor of its own (the delta rule after the gate keeps α̂); the backward's rows are
     # used as they are
