@@ -376,14 +376,16 @@ class VLA(FlaLayer):
         hidden_size: the model width (1024).
         num_heads: heads (4).
         head_dim: a query / key head's dim, None: `hidden_size / num_heads`.
-        expand_v: a value head's dim is `head_dim · expand_v` (1). No `num_v_heads`: the gate's `A_t` would be
-            computed once per value head.
+        expand_v: a value head's dim is `head_dim · expand_v` (1).
+        num_v_heads: value heads, None (`num_heads`) or a multiple of it (GVA). A key head's value heads share its
+            gate (which reads keys only), so the mixer runs them as one head `num_v_heads / num_heads` times as wide:
+            `A_t` is formed once per key head; the state `S` is `[B, num_heads, head_dim, V · num_v_heads / num_heads]`.
         lam0, rho: the ridge `λ0` (0.1) and the forgetting factor `ρ` (1: none).
         normalizer: `"sum"` (the paper's read) or `"none"` (`S_tᵀ q_t / √K`).
         mode, layer_idx, norm_eps (the LayerNorm's, 1e-5), backend: as `GatedDeltaNet`.
 
     Example:
-        >>> layer = VLA(hidden_size=64, num_heads=4, expand_v=2)
+        >>> layer = VLA(hidden_size=64, num_heads=4, expand_v=2, num_v_heads=8)
         >>> o, _, _ = layer(torch.randn(2, 10, 64))
     """
 
@@ -394,6 +396,7 @@ class VLA(FlaLayer):
         num_heads: int = 4,
         head_dim: int | None = None,
         expand_v: float = 1.0,
+        num_v_heads: int | None = None,
         lam0: float = 0.1,
         rho: float = 1.0,
         normalizer: str = "sum",
@@ -412,6 +415,7 @@ class VLA(FlaLayer):
             num_heads,
             head_dim=head_dim,
             expand_v=expand_v,
+            num_v_heads=num_v_heads,
             lam0=lam0,
             rho=rho,
             normalizer=normalizer,

@@ -6,7 +6,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linattn.layers.base import Mixer, State, elu_plus_one, merge_heads, promote, split_heads, value_head_dim
+from linattn.layers.base import (
+    Mixer,
+    State,
+    elu_plus_one,
+    merge_heads,
+    promote,
+    split_heads,
+    value_head_dim,
+    value_heads,
+)
 from linattn.layers.ccq import CurvatureQuery
 from linattn.ops import linear_attention, vla
 from linattn.ops.linear_attention.api import NORMALIZER_EPS
@@ -23,8 +32,11 @@ class VariationalLinearAttention(Mixer):
 
     Options: `lam0` (0.1), `rho` (1: no forgetting, the paper's), `normalizer`, `ccq` (+ `ccq_options`: contract q
     by the covariance of `k̂`), `norm_eps` (the LayerNorm's, 1e-5); head sizes `head_dim` (`K`, default
-    `d_model // n_heads`) and `expand_v` (`V = K · expand_v`, default 1).
-    State: `{"S": [B, H, K, V], "A": [B, H, K, K][, "z": [B, H, K]][, "ccq"]}`.
+    `d_model // n_heads`), `expand_v` (`V = K · expand_v`, default 1) and `num_v_heads` (GVA, a multiple of
+    `n_heads`: value head `j` reads query / key head `j // G`, `G = num_v_heads / n_heads`). The gate `α̂` depends on
+    the keys only, so the `G` value heads of a key head are exactly one head of values `G · V` wide: the op runs
+    `n_heads` heads of that width, `A` is formed once per key head, not once per value head.
+    State: `{"S": [B, H, K, G·V], "A": [B, H, K, K][, "z": [B, H, K]][, "ccq"]}`.
     """
 
     def __init__(
@@ -40,6 +52,7 @@ class VariationalLinearAttention(Mixer):
         norm_eps: float = 1e-5,
         head_dim: int | None = None,
         expand_v: float = 1.0,
+        num_v_heads: int | None = None,
         backend: str = "auto",
     ):
         super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
@@ -47,19 +60,20 @@ class VariationalLinearAttention(Mixer):
             raise ValueError(f"normalizer: expected 'sum' or 'none', got {normalizer!r}")
         self.lam0, self.rho, self.normalizer = check_lam0(lam0), check_rho(rho), normalizer
         H, d = n_heads, self.head_dim
+        self.num_v_heads = HV = value_heads(n_heads, num_v_heads)
         self.head_v_dim = V = value_head_dim(d, expand_v)
         self.q_proj = nn.Linear(d_model, H * d, bias=False)
         self.k_proj = nn.Linear(d_model, H * d, bias=False)
-        self.v_proj = nn.Linear(d_model, H * V, bias=False)
+        self.v_proj = nn.Linear(d_model, HV * V, bias=False)
         self.W_u = nn.Parameter(torch.stack([nn.init.orthogonal_(torch.empty(d, d)) for _ in range(n_heads)]))
-        self.norm = nn.LayerNorm(H * V, eps=norm_eps)
-        self.out = nn.Linear(H * V, d_model, bias=False)
+        self.norm = nn.LayerNorm(HV * V, eps=norm_eps)
+        self.out = nn.Linear(HV * V, d_model, bias=False)
         self.ccq = CurvatureQuery(n_heads, d, **(ccq_options or {})) if ccq else None
 
     def init_state(self, batch_size: int) -> State:
         H, d = self.n_heads, self.head_dim
         A = (torch.eye(d, device=self.W_u.device) / self.lam0).expand(batch_size, H, d, d).clone()
-        state = {"S": self.zeros(batch_size, H, d, self.head_v_dim), "A": A}
+        state = {"S": self.zeros(batch_size, H, d, self.num_v_heads // H * self.head_v_dim), "A": A}
         if self.normalizer == "sum":
             state["z"] = self.zeros(batch_size, H, d)
         if self.ccq is not None:
@@ -73,7 +87,7 @@ class VariationalLinearAttention(Mixer):
         q = elu_plus_one(split_heads(self.q_proj(x), H))  # [B, T, H, d]
         k_raw = split_heads(self.k_proj(x), H)
         k = elu_plus_one(k_raw)
-        v = split_heads(self.v_proj(x), H)
+        v = split_heads(self.v_proj(x), H)  # [B, T, H, G·V]: a key head's value heads side by side
         u = F.normalize(torch.einsum("bthi,hji->bthj", k_raw, self.W_u.to(k_raw.dtype)), dim=-1) / d**0.5
         q, k, v, u = promote(q, k, v, u)
         if self.ccq is not None:

@@ -22,7 +22,7 @@ CASES = {
     "DeltaNet": (DeltaNet, {"num_heads": 4, "use_gate": True}),
     "GLA": (GLA, {"num_heads": 4, "use_short_conv": True}),  # fla's expand_k = 0.5: K = 4, V = 8
     "LinearAttention": (LinearAttention, {"num_heads": 4, "expand_v": 0.5}),
-    "VLA": (VLA, {"num_heads": 4, "expand_v": 2}),
+    "VLA": (VLA, {"num_heads": 4, "expand_v": 2, "num_v_heads": 8}),
     "Mamba2": (Mamba2, {"head_dim": 8, "state_size": 4}),  # expand 2: 8 heads
 }
 
@@ -163,10 +163,10 @@ def test_gva_shapes():
     assert layer(torch.randn(2, 5, D))[0].shape == (2, 5, D)
 
 
-QK = re.compile(r"qkv\.(proj|convs)\.[qk]\..*|[qk]_proj\.weight")
+QK = re.compile(r"qkv\.(proj|convs)\.[qk]\..*|[qk]_proj\.weight|W_u")
 
 
-@pytest.mark.parametrize("cls", [GatedDeltaNet, KLA, DeltaNet, GLA, LinearAttention], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [GatedDeltaNet, KLA, DeltaNet, GLA, LinearAttention, VLA], ids=lambda c: c.__name__)
 def test_gva_is_the_op_run_with_query_and_key_heads_repeated(cls):
     """`num_heads=2, num_v_heads=4` equals 4 heads whose query / key weights (projections and convolutions) repeat
     each of the 2 heads for its 2 value heads, fla's grouping: value head j reads query / key head j // 2."""
