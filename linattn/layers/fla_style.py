@@ -380,6 +380,8 @@ class VLA(FlaLayer):
         num_v_heads: value heads, None (`num_heads`) or a multiple of it (GVA). A key head's value heads share its
             gate (which reads keys only), so the mixer runs them as one head `num_v_heads / num_heads` times as wide:
             `A_t` is formed once per key head; the state `S` is `[B, num_heads, head_dim, V · num_v_heads / num_heads]`.
+        use_short_conv, conv_size, conv_bias: a causal depthwise convolution of the q, k, v projections before the
+            feature maps (False: the paper's layer has none; 4, False).
         lam0, rho: the ridge `λ0` (0.1) and the forgetting factor `ρ` (1: none).
         normalizer: `"sum"` (the paper's read) or `"none"` (`S_tᵀ q_t / √K`).
         mode, layer_idx, norm_eps (the LayerNorm's, 1e-5), backend: as `GatedDeltaNet`.
@@ -397,6 +399,9 @@ class VLA(FlaLayer):
         head_dim: int | None = None,
         expand_v: float = 1.0,
         num_v_heads: int | None = None,
+        use_short_conv: bool = False,
+        conv_size: int = 4,
+        conv_bias: bool = False,
         lam0: float = 0.1,
         rho: float = 1.0,
         normalizer: str = "sum",
@@ -416,6 +421,9 @@ class VLA(FlaLayer):
             head_dim=head_dim,
             expand_v=expand_v,
             num_v_heads=num_v_heads,
+            short_conv=use_short_conv,
+            conv_size=conv_size,
+            conv_bias=conv_bias,
             lam0=lam0,
             rho=rho,
             normalizer=normalizer,

@@ -17,6 +17,7 @@ from linattn.layers.base import (
     value_heads,
 )
 from linattn.layers.ccq import CurvatureQuery
+from linattn.layers.short_conv import ShortConv
 from linattn.ops import linear_attention, vla
 from linattn.ops.linear_attention.api import NORMALIZER_EPS
 from linattn.ops.vla.api import check_lam0, check_rho
@@ -33,10 +34,12 @@ class VariationalLinearAttention(Mixer):
     Options: `lam0` (0.1), `rho` (1: no forgetting, the paper's), `normalizer`, `ccq` (+ `ccq_options`: contract q
     by the covariance of `k̂`), `norm_eps` (the LayerNorm's, 1e-5); head sizes `head_dim` (`K`, default
     `d_model // n_heads`), `expand_v` (`V = K · expand_v`, default 1) and `num_v_heads` (GVA, a multiple of
-    `n_heads`: value head `j` reads query / key head `j // G`, `G = num_v_heads / n_heads`). The gate `α̂` depends on
+    `n_heads`: value head `j` reads query / key head `j // G`, `G = num_v_heads / n_heads`); `short_conv` (False: the
+    paper's layer has none; with it `W_q x`, `W_k x`, `W_v x` each pass a causal depthwise convolution of `conv_size`
+    (4) taps, `conv_bias` (False), before the feature maps, as fla's layers convolve theirs). The gate `α̂` depends on
     the keys only, so the `G` value heads of a key head are exactly one head of values `G · V` wide: the op runs
     `n_heads` heads of that width, `A` is formed once per key head, not once per value head.
-    State: `{"S": [B, H, K, G·V], "A": [B, H, K, K][, "z": [B, H, K]][, "ccq"]}`.
+    State: `{"S": [B, H, K, G·V], "A": [B, H, K, K][, "z": [B, H, K]][, "ccq"][, "conv_q", "conv_k", "conv_v"]}`.
     """
 
     def __init__(
@@ -53,6 +56,9 @@ class VariationalLinearAttention(Mixer):
         head_dim: int | None = None,
         expand_v: float = 1.0,
         num_v_heads: int | None = None,
+        short_conv: bool = False,
+        conv_size: int = 4,
+        conv_bias: bool = False,
         backend: str = "auto",
     ):
         super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
@@ -69,6 +75,13 @@ class VariationalLinearAttention(Mixer):
         self.norm = nn.LayerNorm(HV * V, eps=norm_eps)
         self.out = nn.Linear(HV * V, d_model, bias=False)
         self.ccq = CurvatureQuery(n_heads, d, **(ccq_options or {})) if ccq else None
+        self.convs = None
+        if short_conv:
+            dims = {"q": H * d, "k": H * d, "v": HV * V}
+            # linear taps: the feature maps (ELU + 1, u's normalisation) act on the convolved projections
+            self.convs = nn.ModuleDict(
+                {n: ShortConv(dim, conv_size, activation=None, bias=conv_bias) for n, dim in dims.items()}
+            )
 
     def init_state(self, batch_size: int) -> State:
         H, d = self.n_heads, self.head_dim
@@ -78,16 +91,21 @@ class VariationalLinearAttention(Mixer):
             state["z"] = self.zeros(batch_size, H, d)
         if self.ccq is not None:
             state["ccq"] = self.ccq.init_state(batch_size, device=self.W_u.device)
+        for n, conv in (self.convs or {}).items():
+            state[f"conv_{n}"] = conv.init_state(batch_size, device=self.W_u.device)
         return state
 
     def mix(self, x, state, cu_seqlens, backend):
         state = state or {}
         new: State = {}
         H, d = self.n_heads, self.head_dim
-        q = elu_plus_one(split_heads(self.q_proj(x), H))  # [B, T, H, d]
-        k_raw = split_heads(self.k_proj(x), H)
+        h = {"q": self.q_proj(x), "k": self.k_proj(x), "v": self.v_proj(x)}
+        for n, conv in (self.convs or {}).items():
+            h[n], new[f"conv_{n}"] = conv(h[n], state.get(f"conv_{n}"), cu_seqlens)
+        q = elu_plus_one(split_heads(h["q"], H))  # [B, T, H, d]
+        k_raw = split_heads(h["k"], H)
         k = elu_plus_one(k_raw)
-        v = split_heads(self.v_proj(x), H)  # [B, T, H, G·V]: a key head's value heads side by side
+        v = split_heads(h["v"], H)  # [B, T, H, G·V]: a key head's value heads side by side
         u = F.normalize(torch.einsum("bthi,hji->bthj", k_raw, self.W_u.to(k_raw.dtype)), dim=-1) / d**0.5
         q, k, v, u = promote(q, k, v, u)
         if self.ccq is not None:

@@ -23,6 +23,7 @@ CASES = {
     "GLA": (GLA, {"num_heads": 4, "use_short_conv": True}),  # fla's expand_k = 0.5: K = 4, V = 8
     "LinearAttention": (LinearAttention, {"num_heads": 4, "expand_v": 0.5}),
     "VLA": (VLA, {"num_heads": 4, "expand_v": 2, "num_v_heads": 8}),
+    "VLA-conv": (VLA, {"num_heads": 2, "use_short_conv": True, "conv_size": 3}),
     "Mamba2": (Mamba2, {"head_dim": 8, "state_size": 4}),  # expand 2: 8 heads
 }
 

@@ -21,6 +21,7 @@ VARIANTS += [
     ("vla", {"normalizer": "none"}),
     ("vla", {"rho": 0.95}),
     ("vla", {"lam0": 2.0, "ccq": True, "ccq_options": {"centered": False}}),
+    ("vla", {"short_conv": True, "conv_bias": True, "num_v_heads": 8}),
     ("deltanet", {"short_conv": False}),
     ("gated_deltanet", {"ccq": True, "ccq_options": {"normalize_keys": False}}),
     ("gated_deltanet", {"raw_keys": True}),
