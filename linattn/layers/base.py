@@ -57,6 +57,14 @@ class Mixer(nn.Module):
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         self.backend = backend
 
+    def head_sizes(self, num_v_heads: int | None, expand_v: float) -> tuple[int, int, int, int]:
+        """The head sizes `(H, K, HV, V)` of a mixer with value heads of their own: `n_heads`, `head_dim`, then
+        `value_heads(n_heads, num_v_heads)` and `value_head_dim(head_dim, expand_v)`, kept as `num_v_heads` and
+        `head_v_dim`."""
+        self.num_v_heads = value_heads(self.n_heads, num_v_heads)
+        self.head_v_dim = value_head_dim(self.head_dim, expand_v)
+        return self.n_heads, self.head_dim, self.num_v_heads, self.head_v_dim
+
     def forward(
         self,
         x: torch.Tensor,
