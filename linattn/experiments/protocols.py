@@ -99,21 +99,8 @@ def long_budget(
     reaches 0.995. A run that stops has solved the task, and its `steps` are its steps to solve; the lr is chosen
     per mixer from `lrs`. For softmax attention with learned positions, whose MQAR accuracy sits at chance for
     thousands of steps before it jumps."""
-    train = TrainConfig(
-        steps=max_steps,
-        batch_size=batch_size,
-        lr=lrs[0],
-        weight_decay=0.01,
-        warmup_steps=warmup,
-        min_lr_ratio=1.0,
-        clip=1.0,
-        seed=42,
-        eval_every=250,
-        early_stop_metric="acc",
-        early_stop_threshold=0.995,
-        checkpoint_every=1000,
-    )
-    return Protocol("long", train, lrs)
+    base = fair(max_steps, batch_size, warmup, lrs)  # fair's recipe and stopping rule, its lr kept after warmup
+    return replace(base, name="long", train=replace(base.train, min_lr_ratio=1.0, checkpoint_every=1000))
 
 
 def quick(

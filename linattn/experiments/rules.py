@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Iterable
 from itertools import pairwise
 
 from linattn.experiments import paper
@@ -488,27 +489,37 @@ def _not_overfit(r: Results, mixers: tuple[str, ...]) -> tuple[bool, str]:
     return gap <= OVERFIT, f"{m}'s validation loss rose {gap:.2f} nats from its best ({best:.2f}): an overfit corpus"
 
 
-def kla_lower_loss(r: Results) -> Verdict:
+def _kla_loss_against_gdn(at: Callable[[Iterable[int]], int], trained: str, rule: str) -> Judge:
+    """A judge of KLA's median test loss against GDN's at the length `at` picks among those tested (`min`: the
+    training length, `max`: the longest); `trained` ends its reading and `rule` is its docstring (the rule printed)."""
+
+    def judge(r: Results) -> Verdict:
+        T = at(r.row("kla"))
+        gap = r.row("kla")[T] - r.row("gated_deltanet")[T]
+        ours = f"KLA {r.cell('kla', T)} vs GDN {r.cell('gated_deltanet', T)} nats a byte at T = {T:,} ({trained})"
+        v = Verdict(ours, HOLDS if gap <= -LOSS_MARGIN else FAILS if gap >= LOSS_MARGIN else PARTLY)
+        return checked(v, *_not_overfit(r, ("kla", "gated_deltanet")))
+
+    judge.__doc__ = rule
+    return judge
+
+
+kla_lower_loss = _kla_loss_against_gdn(
+    min,
+    "byte LM",
     """KLA's median test loss against GDN's at the training length (in distribution, as the paper's perplexities):
     holds when lower by at least 0.01 nats a byte (1% of perplexity), does not hold when higher by that much, partly
     between. Positive control: neither model overfit its corpus (each run's last validation loss within 0.05 nats
-    of its best)."""
-    T = min(r.row("kla"))
-    gap = r.row("kla")[T] - r.row("gated_deltanet")[T]
-    ours = f"KLA {r.cell('kla', T)} vs GDN {r.cell('gated_deltanet', T)} nats a byte at T = {T:,} (byte LM)"
-    v = Verdict(ours, HOLDS if gap <= -LOSS_MARGIN else FAILS if gap >= LOSS_MARGIN else PARTLY)
-    return checked(v, *_not_overfit(r, ("kla", "gated_deltanet")))
+    of its best).""",
+)
 
-
-def kla_lm_extrapolation(r: Results) -> Verdict:
+kla_lm_extrapolation = _kla_loss_against_gdn(
+    max,
+    "trained at 512",
     """KLA's median test loss against GDN's at the longest test length (8× the training length): holds when lower
     by at least 0.01 nats a byte, does not hold when higher by that much, partly between. Positive control: neither
-    model overfit its corpus (each run's last validation loss within 0.05 nats of its best)."""
-    T = max(r.row("kla"))
-    gap = r.row("kla")[T] - r.row("gated_deltanet")[T]
-    ours = f"KLA {r.cell('kla', T)} vs GDN {r.cell('gated_deltanet', T)} nats a byte at T = {T:,} (trained at 512)"
-    v = Verdict(ours, HOLDS if gap <= -LOSS_MARGIN else FAILS if gap >= LOSS_MARGIN else PARTLY)
-    return checked(v, *_not_overfit(r, ("kla", "gated_deltanet")))
+    model overfit its corpus (each run's last validation loss within 0.05 nats of its best).""",
+)
 
 
 def kla_prefill(r: Results) -> Verdict:

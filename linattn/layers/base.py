@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from linattn.layers.padding import check_mask, run_unpadded
+from linattn.layers.padding import Unpadded, check_padding, run_unpadded
 from linattn.ops.checks import BACKENDS, check_cu_seqlens
 
 State = dict[str, Any]
@@ -57,20 +57,29 @@ class Mixer(nn.Module):
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         self.backend = backend
 
+    def head_sizes(self, num_v_heads: int | None, expand_v: float) -> tuple[int, int, int, int]:
+        """The head sizes `(H, K, HV, V)` of a mixer with value heads of their own: `n_heads`, `head_dim`, then
+        `value_heads(n_heads, num_v_heads)` and `value_head_dim(head_dim, expand_v)`, kept as `num_v_heads` and
+        `head_v_dim`."""
+        self.num_v_heads = value_heads(self.n_heads, num_v_heads)
+        self.head_v_dim = value_head_dim(self.head_dim, expand_v)
+        return self.n_heads, self.head_dim, self.num_v_heads, self.head_v_dim
+
     def forward(
         self,
         x: torch.Tensor,
         state: State | None = None,
         cu_seqlens: torch.Tensor | None = None,
         *,
-        attention_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | Unpadded | None = None,
         backend: str | None = None,
     ) -> tuple[torch.Tensor, State]:
         """`x: [B, T, d_model]` -> `(y: [B, T, d_model], final state)`; `state` continues an earlier call.
 
         `attention_mask: [B, T]` (bool or 0/1; 1 = a real token, 0 = padding, anywhere in a row): the padded
         positions touch neither the state nor a real token's output, and their `y` is zero; a row without a real
-        token keeps its state. Not with `cu_seqlens` (a packed row has no padding).
+        token keeps its state. Not with `cu_seqlens` (a packed row has no padding). An `Unpadded` (`check_padding`'s)
+        stands for a mask already checked: the LM's, checked once for all its layers.
         `backend` overrides the layer's op backend for this call (decoding uses the token-by-token one).
 
         Example:
@@ -91,15 +100,13 @@ class Mixer(nn.Module):
         if backend is not None and backend != DECODE and backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         N = check_cu_seqlens(cu_seqlens, x.shape[0], x.shape[1])  # before any conv reads the offsets
-        mask = check_mask(attention_mask, x.shape[0], x.shape[1])
-        if mask is not None and cu_seqlens is not None:
-            raise ValueError("attention_mask: not with cu_seqlens (a packed row has no padding); pass one of them")
+        padding = check_padding(attention_mask, cu_seqlens, x.shape[0], x.shape[1])
         if state is not None:
             self.check_state(state, N)
         backend = backend or self.backend
-        if mask is None:
+        if padding is None:
             return self.mix(x, state, cu_seqlens, backend)
-        return self.mix_padded(x, state, mask, backend)
+        return self.mix_padded(x, state, padding, backend)
 
     def check_state(self, state: State, batch_size: int) -> None:
         """`state` must be this layer's: the names `init_state` gives (those in `optional_state` may be missing),
@@ -166,11 +173,11 @@ class Mixer(nn.Module):
         raise NotImplementedError
 
     def mix_padded(
-        self, x: torch.Tensor, state: State | None, mask: torch.Tensor, backend: str
+        self, x: torch.Tensor, state: State | None, padding: Unpadded, backend: str
     ) -> tuple[torch.Tensor, State]:
-        """`mix` on a padded batch (`mask: [B, T]` bool, some False): the real tokens as one packed row with
+        """`mix` on a padded batch (`padding.mask: [B, T]` bool, some False): the real tokens as one packed row with
         `cu_seqlens`, the outputs padded back. A layer whose state cannot be packed overrides it (softmax)."""
-        return run_unpadded(lambda xp, s, cu: self.mix(xp, s, cu, backend), x, state, mask, self.init_state)
+        return run_unpadded(lambda xp, s, cu: self.mix(xp, s, cu, backend), x, state, padding, self.init_state)
 
     def op_backend(self, backend: str, x: torch.Tensor, *, fused: bool) -> str:
         """The backend an op runs with: `backend` itself, except when decoding (`DECODE`), where an op with a

@@ -15,8 +15,6 @@ from linattn.layers.base import (
     promote,
     repeat_heads,
     split_heads,
-    value_head_dim,
-    value_heads,
 )
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import delta_rule
@@ -48,9 +46,7 @@ class DeltaNet(Mixer):
         backend: str = "auto",
     ):
         super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
-        H, K = n_heads, self.head_dim
-        self.num_v_heads = HV = value_heads(n_heads, num_v_heads)
-        self.head_v_dim = V = value_head_dim(K, expand_v)
+        H, K, HV, V = self.head_sizes(num_v_heads, expand_v)
         dims = {"q": H * K, "k": H * K, "v": HV * V}
         self.qkv = ConvProjections(d_model, dims, short_conv=short_conv, conv_size=conv_size, conv_bias=conv_bias)
         self.b_proj = nn.Linear(d_model, HV, bias=True)

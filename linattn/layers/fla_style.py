@@ -113,17 +113,28 @@ def _per_head(name: str, hidden_size: int, num_heads: int, expand: object) -> in
     return round(dim)
 
 
-def _head_dims(
-    hidden_size: object, num_heads: object, head_dim: int | None, expand_k: float | None, expand_v: float, default_k
+def _head_sizes(
+    hidden_size: object,
+    num_heads: object,
+    head_dim: int | None,
+    expand_v: float,
+    *,
+    expand_k: float | None = None,
+    default_k: float | None = None,
 ) -> tuple[int, int, int, float]:
-    """`(hidden_size, num_heads, K, V / K)` for the mixer: fla's DeltaNet, GLA and linear attention size their heads by
-    fractions of the width, `K = hidden_size · expand_k / num_heads`, `V = hidden_size · expand_v / num_heads`; with
-    `head_dim` given (fla's GatedDeltaNet's way), `K = head_dim` and `V = head_dim · expand_v`."""
+    """`(hidden_size, num_heads, K, V / K)` for the mixer, from a layer's sizing arguments. With `head_dim` given (fla's
+    GatedDeltaNet's way), `K = head_dim` and `V = head_dim · expand_v`. Otherwise fla's DeltaNet, GLA and linear
+    attention (those with a `default_k`) size their heads by fractions of the width, `K = hidden_size · expand_k /
+    num_heads`, `V = hidden_size · expand_v / num_heads`; the rest split the width, `K = hidden_size / num_heads`."""
     hidden_size, num_heads = _positive_int("hidden_size", hidden_size), _positive_int("num_heads", num_heads)
     if head_dim is not None:
         if expand_k is not None:
             raise ValueError(f"expand_k: give head_dim or expand_k, not both (got {head_dim}, {expand_k})")
         return hidden_size, num_heads, head_dim, expand_v
+    if default_k is None:
+        if hidden_size % num_heads:
+            raise ValueError(f"num_heads: expected a divisor of hidden_size = {hidden_size}, got {num_heads}")
+        return hidden_size, num_heads, hidden_size // num_heads, expand_v
     K = _per_head("expand_k", hidden_size, num_heads, default_k if expand_k is None else expand_k)
     return hidden_size, num_heads, K, _per_head("expand_v", hidden_size, num_heads, expand_v) / K
 
@@ -173,12 +184,13 @@ class GatedDeltaNet(FlaLayer):
         norm_eps: float = 1e-5,
         backend: str = "auto",
     ):
+        hidden_size, num_heads, K, expand = _head_sizes(hidden_size, num_heads, head_dim, expand_v)
         mixer = GatedDeltaNetMixer(
-            _positive_int("hidden_size", hidden_size),
-            _positive_int("num_heads", num_heads),
+            hidden_size,
+            num_heads,
             kaczmarz=self.kaczmarz,
-            head_dim=head_dim,
-            expand_v=expand_v,
+            head_dim=K,
+            expand_v=expand,
             num_v_heads=num_v_heads,
             output_gate=use_gate,
             short_conv=use_short_conv,
@@ -242,7 +254,9 @@ class DeltaNet(FlaLayer):
         norm_eps: float = 1e-5,
         backend: str = "auto",
     ):
-        hidden_size, num_heads, K, expand = _head_dims(hidden_size, num_heads, head_dim, expand_k, expand_v, 1.0)
+        hidden_size, num_heads, K, expand = _head_sizes(
+            hidden_size, num_heads, head_dim, expand_v, expand_k=expand_k, default_k=1.0
+        )
         mixer = DeltaNetMixer(
             hidden_size,
             num_heads,
@@ -300,7 +314,9 @@ class GLA(FlaLayer):
         layer_idx: int | None = None,
         backend: str = "auto",
     ):
-        hidden_size, num_heads, K, expand = _head_dims(hidden_size, num_heads, head_dim, expand_k, expand_v, 0.5)
+        hidden_size, num_heads, K, expand = _head_sizes(
+            hidden_size, num_heads, head_dim, expand_v, expand_k=expand_k, default_k=0.5
+        )
         mixer = GatedLinearAttention(
             hidden_size,
             num_heads,
@@ -353,7 +369,9 @@ class LinearAttention(FlaLayer):
         layer_idx: int | None = None,
         backend: str = "auto",
     ):
-        hidden_size, num_heads, K, expand = _head_dims(hidden_size, num_heads, head_dim, expand_k, expand_v, 1.0)
+        hidden_size, num_heads, K, expand = _head_sizes(
+            hidden_size, num_heads, head_dim, expand_v, expand_k=expand_k, default_k=1.0
+        )
         mixer = LinearAttentionMixer(
             hidden_size,
             num_heads,
@@ -410,16 +428,12 @@ class VLA(FlaLayer):
         layer_idx: int | None = None,
         backend: str = "auto",
     ):
-        hidden_size, num_heads = _positive_int("hidden_size", hidden_size), _positive_int("num_heads", num_heads)
-        if head_dim is None:
-            if hidden_size % num_heads:
-                raise ValueError(f"num_heads: expected a divisor of hidden_size = {hidden_size}, got {num_heads}")
-            head_dim = hidden_size // num_heads
+        hidden_size, num_heads, K, expand = _head_sizes(hidden_size, num_heads, head_dim, expand_v)
         mixer = VariationalLinearAttention(
             hidden_size,
             num_heads,
-            head_dim=head_dim,
-            expand_v=expand_v,
+            head_dim=K,
+            expand_v=expand,
             num_v_heads=num_v_heads,
             short_conv=use_short_conv,
             conv_size=conv_size,

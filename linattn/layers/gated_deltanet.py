@@ -17,8 +17,6 @@ from linattn.layers.base import (
     promote,
     repeat_heads,
     split_heads,
-    value_head_dim,
-    value_heads,
 )
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ConvProjections
@@ -94,9 +92,7 @@ class GatedDeltaNet(Mixer):
             raise ValueError("raw_keys: KLA's keys are raw already (its step divides by ‖k‖²); set it for GDN only")
         self.kaczmarz = kaczmarz
         self.raw_keys = raw_keys
-        H, K = n_heads, self.head_dim
-        self.num_v_heads = HV = value_heads(n_heads, num_v_heads)
-        self.head_v_dim = V = value_head_dim(K, expand_v)
+        H, K, HV, V = self.head_sizes(num_v_heads, expand_v)
         dims = {"q": H * K, "k": H * K, "v": HV * V}
         self.qkv = ConvProjections(d_model, dims, short_conv=short_conv, conv_size=conv_size, conv_bias=conv_bias)
         self.b_proj = nn.Linear(d_model, HV, bias=True)

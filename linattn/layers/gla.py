@@ -14,8 +14,6 @@ from linattn.layers.base import (
     promote,
     repeat_heads,
     split_heads,
-    value_head_dim,
-    value_heads,
 )
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ConvProjections
@@ -55,9 +53,7 @@ class GatedLinearAttention(Mixer):
         backend: str = "auto",
     ):
         super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
-        H, K = n_heads, self.head_dim
-        self.num_v_heads = HV = value_heads(n_heads, num_v_heads)
-        self.head_v_dim = V = value_head_dim(K, expand_v)
+        H, K, HV, V = self.head_sizes(num_v_heads, expand_v)
         if short_conv:
             dims = {"q": H * K, "k": H * K, "v": HV * V}
             self.conv_qkv = ConvProjections(d_model, dims, conv_size=conv_size, conv_bias=conv_bias)

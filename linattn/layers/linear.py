@@ -12,8 +12,6 @@ from linattn.layers.base import (
     promote,
     repeat_heads,
     split_heads,
-    value_head_dim,
-    value_heads,
 )
 from linattn.layers.ccq import CurvatureQuery
 from linattn.ops import linear_attention
@@ -45,9 +43,7 @@ class LinearAttention(Mixer):
     ):
         super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
         self.normalize = normalize
-        H, K = n_heads, self.head_dim
-        self.num_v_heads = HV = value_heads(n_heads, num_v_heads)
-        self.head_v_dim = V = value_head_dim(K, expand_v)
+        H, K, HV, V = self.head_sizes(num_v_heads, expand_v)
         self.q_proj = nn.Linear(d_model, H * K, bias=False)
         self.k_proj = nn.Linear(d_model, H * K, bias=False)
         self.v_proj = nn.Linear(d_model, HV * V, bias=False)

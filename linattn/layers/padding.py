@@ -7,7 +7,8 @@ output (as fla does for its layers).
     y = pad(y, info)                     # back to [B, T, ...], zeros at the padded positions
 
 `run_unpadded` does all of it for a layer's `(x, state, cu_seqlens) -> (y, state)` function, including rows that
-hold no real token (their state is carried over unchanged).
+hold no real token (their state is carried over unchanged). `check_padding` validates a mask and packs it once: the
+LM hands its result to every layer.
 """
 
 from __future__ import annotations
@@ -23,15 +24,23 @@ import torch
 class Unpadded:
     """Where the real tokens of a padded `[B, T]` batch go in the packed row.
 
-    `indices: [n]` the real tokens' flat positions `b·T + t` in row-major order; `cu_seqlens: [N + 1]` the packed
-    row's sequence offsets, one sequence per row in `rows: [N]` (the rows with at least one real token).
+    `mask: [B, T]` bool, True at the real tokens; `indices: [n]` their flat positions `b·T + t` in row-major order;
+    `cu_seqlens: [N + 1]` the packed row's sequence offsets, one sequence per row in `rows: [N]` (the rows with at
+    least one real token).
     """
 
+    mask: torch.Tensor
     indices: torch.Tensor
     cu_seqlens: torch.Tensor
     rows: torch.Tensor
-    batch_size: int
-    seq_len: int
+
+    @property
+    def batch_size(self) -> int:
+        return self.mask.shape[0]
+
+    @property
+    def seq_len(self) -> int:
+        return self.mask.shape[1]
 
     @property
     def all_rows(self) -> bool:
@@ -72,12 +81,27 @@ def unpad_info(mask: torch.Tensor) -> Unpadded:
         >>> info.indices.tolist(), info.cu_seqlens.tolist()
         ([1, 2, 3, 4, 5], [0, 2, 5])
     """
-    B, T = mask.shape
     lengths = mask.sum(dim=1)
     rows = lengths.nonzero().flatten()
     cu = torch.zeros(rows.numel() + 1, dtype=torch.long, device=mask.device)
     cu[1:] = lengths[rows].cumsum(0)
-    return Unpadded(mask.flatten().nonzero().flatten(), cu, rows, B, T)
+    return Unpadded(mask, mask.flatten().nonzero().flatten(), cu, rows)
+
+
+def check_padding(
+    attention_mask: object, cu_seqlens: torch.Tensor | None, batch_size: int, seq_len: int
+) -> Unpadded | None:
+    """The packing (`unpad_info`) of a valid `attention_mask` (`check_mask`), which cannot come with `cu_seqlens`, or
+    None when it pads nothing. An `Unpadded` is taken as checked and returned: the LM checks its mask once and passes
+    this to every layer, which then neither checks it again (`check_mask` waits for the device) nor packs it again."""
+    if isinstance(attention_mask, Unpadded):
+        return attention_mask
+    mask = check_mask(attention_mask, batch_size, seq_len)
+    if mask is None:
+        return None
+    if cu_seqlens is not None:
+        raise ValueError("attention_mask: not with cu_seqlens (a packed row has no padding); pass one of them")
+    return unpad_info(mask)
 
 
 def unpad(x: torch.Tensor, info: Unpadded) -> torch.Tensor:
@@ -124,24 +148,23 @@ def run_unpadded(
     fn: Callable[[torch.Tensor, Any, torch.Tensor], tuple[Any, Any]],
     x: torch.Tensor,
     state: Any,
-    mask: torch.Tensor,
+    info: Unpadded,
     init_state: Callable[[int], Any],
 ) -> tuple[Any, Any]:
-    """`fn(x_packed, state_per_sequence, cu_seqlens) -> (y, state)` on the real tokens of `x: [B, T, ...]`, with
-    `y` (a tensor `[1, n, ...]` or a dict of them) padded back to `[B, T, ...]`. The state keeps its batch dim `B`:
-    a row without a real token keeps `state`'s row (`init_state(B)`'s when `state` is None).
+    """`fn(x_packed, state_per_sequence, cu_seqlens) -> (y, state)` on the real tokens of `x: [B, T, ...]` (`info`
+    says which), with `y` (a tensor `[1, n, ...]` or a dict of them) padded back to `[B, T, ...]`. The state keeps its
+    batch dim `B`: a row without a real token keeps `state`'s row (`init_state(B)`'s when `state` is None).
 
     Example:
         >>> conv = ShortConv(8)
-        >>> mask = torch.tensor([[False, True, True], [True, True, False]])
-        >>> y, state = run_unpadded(conv, torch.randn(2, 3, 8), None, mask, lambda b: conv.init_state(b))
+        >>> info = unpad_info(torch.tensor([[False, True, True], [True, True, False]]))
+        >>> y, state = run_unpadded(conv, torch.randn(2, 3, 8), None, info, lambda b: conv.init_state(b))
     """
-    info = unpad_info(mask)
     if info.rows.numel() == 0:
         # no real token at all: zeros of the shapes that one token's run gives, and the state unchanged
-        one = torch.zeros_like(mask)
+        one = torch.zeros_like(info.mask)
         one[0, 0] = True
-        y, _ = run_unpadded(fn, x, state, one, init_state)
+        y, _ = run_unpadded(fn, x, state, unpad_info(one), init_state)
         return map_state(torch.zeros_like, y), init_state(x.shape[0]) if state is None else state
     packed_state = state if state is None or info.all_rows else select_rows(state, info.rows)
     y, new = fn(unpad(x, info), packed_state, info.cu_seqlens)

@@ -90,10 +90,10 @@ class SoftmaxAttention(Mixer):
             return self.out(merge_heads(o)), {"k": k, "v": v, **convs}
         return self._attend_cache(q, k, v, state, None, convs)
 
-    def mix_padded(self, x, state, mask, backend):
+    def mix_padded(self, x, state, padding, backend):
         """Padding stays in the KV cache, marked by the state's `"mask": [B, P]` (False = padding), which no real
         query reads; the short convolutions run on the real tokens alone (`run_unpadded`)."""
-        convs = {}
+        mask, convs = padding.mask, {}
         if self.conv_qkv is None:
             h = dict(zip("qkv", self.qkv(x).chunk(3, dim=-1)))
         else:
@@ -101,7 +101,7 @@ class SoftmaxAttention(Mixer):
                 lambda xp, s, cu: self.conv_qkv(xp, s or {}, cu),
                 x,
                 None if state is None else {n: s for n, s in state.items() if n.startswith("conv_")},
-                mask,
+                padding,
                 lambda b: self.conv_qkv.init_state(b, device=x.device),
             )
         q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]

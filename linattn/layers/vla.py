@@ -13,8 +13,6 @@ from linattn.layers.base import (
     merge_heads,
     promote,
     split_heads,
-    value_head_dim,
-    value_heads,
 )
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ShortConv
@@ -65,9 +63,7 @@ class VariationalLinearAttention(Mixer):
         if normalizer not in ("sum", "none"):
             raise ValueError(f"normalizer: expected 'sum' or 'none', got {normalizer!r}")
         self.lam0, self.rho, self.normalizer = check_lam0(lam0), check_rho(rho), normalizer
-        H, d = n_heads, self.head_dim
-        self.num_v_heads = HV = value_heads(n_heads, num_v_heads)
-        self.head_v_dim = V = value_head_dim(d, expand_v)
+        H, d, HV, V = self.head_sizes(num_v_heads, expand_v)
         self.q_proj = nn.Linear(d_model, H * d, bias=False)
         self.k_proj = nn.Linear(d_model, H * d, bias=False)
         self.v_proj = nn.Linear(d_model, HV * V, bias=False)

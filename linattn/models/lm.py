@@ -11,7 +11,7 @@ from torch.utils.checkpoint import checkpoint
 from linattn.layers import build_layer
 from linattn.layers.base import DECODE, State
 from linattn.layers.gated_conv import GatedConv
-from linattn.layers.padding import check_mask
+from linattn.layers.padding import Unpadded, check_padding
 from linattn.models.config import ModelConfig
 
 
@@ -46,10 +46,11 @@ class Block(nn.Module):
         state: State | None,
         cu_seqlens: torch.Tensor | None,
         backend: str | None = None,
-        attention_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | Unpadded | None = None,
     ) -> tuple[torch.Tensor, State]:
-        """`x: [B, T, d]` -> `(x: [B, T, d], state)`; `attention_mask: [B, T]` bool (True = a real token) or None:
-        the mixers skip the padded positions (per-token parts compute them, and nothing real reads them)."""
+        """`x: [B, T, d]` -> `(x: [B, T, d], state)`; `attention_mask`: the LM's padding, checked and packed once
+        (`check_padding`; a `[B, T]` mask each mixer checks itself), or None: the mixers skip the padded positions
+        (per-token parts compute them, and nothing real reads them)."""
         state = state or {}
         new = {}
         if self.conv is not None:
@@ -178,9 +179,8 @@ class DecoderLM(nn.Module):
                 f"input_ids: expected token ids in [0, vocab_size = {V}), "
                 f"got min {input_ids.min().item()} max {input_ids.max().item()}"
             )
-        mask = check_mask(attention_mask, B, T)
-        if mask is not None and cu_seqlens is not None:
-            raise ValueError("attention_mask: not with cu_seqlens (a packed row has no padding); pass one of them")
+        padding = check_padding(attention_mask, cu_seqlens, B, T)
+        mask = None if padding is None else padding.mask
         start = state["pos"] if state is not None else None
         positions = self._positions(B, T, start, cu_seqlens, mask, input_ids.device)  # [B, T]
         x = self.embed(input_ids)
@@ -197,9 +197,9 @@ class DecoderLM(nn.Module):
         new_layers = []
         for block, s in zip(self.blocks, layer_states):
             if checkpointing:
-                x, s = self._gradient_checkpointing_func(block, x, s, cu_seqlens, backend, mask)
+                x, s = self._gradient_checkpointing_func(block, x, s, cu_seqlens, backend, padding)
             else:
-                x, s = block(x, s, cu_seqlens, backend, mask)
+                x, s = block(x, s, cu_seqlens, backend, padding)
             new_layers.append(s)
             if all_layers:
                 hidden.append(x)

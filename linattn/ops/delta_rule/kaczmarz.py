@@ -46,6 +46,7 @@ def kaczmarz_step(k: torch.Tensor, eta: torch.Tensor | None, eps: float) -> torc
         )
     # a zero key with ε = 0 has nothing to project onto: β = 0, no write (as the key itself writes nothing); so does
     # a key too small for 1 / ‖k‖² to be finite (‖k‖ ≲ 1e-19 in float32)
+    # (the Triton kernels' twin of these lines: `triton/kaczmarz.py`'s `kaczmarz_reciprocal`)
     invertible = denominator > 1 / torch.finfo(dt).max  # the masked denominators must not reach autograd either
     r = torch.where(invertible, 1.0 / torch.where(invertible, denominator, 1.0), 0.0)
     return r if eta is None else eta.to(dt) * r

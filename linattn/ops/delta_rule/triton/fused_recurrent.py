@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from linattn.ops.delta_rule.triton.kaczmarz import kaczmarz_reciprocal
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.inputs import check_decode_inputs
 
@@ -96,11 +97,8 @@ def fused_recurrent_fwd_kernel(
         if USE_BETA:
             b_v *= tl.load(p_beta).to(tl.float32)
         if KACZMARZ:
-            # [BK] -> scalar ‖k_t‖² (masked columns are 0); a zero or tiny key (1 / (‖k_t‖² + eps) not finite)
-            # writes nothing, as `kaczmarz.kaczmarz_step`
-            b_den = tl.sum(b_k * b_k) + eps
-            b_r = 1.0 / tl.where(b_den > 0, b_den, 1.0)
-            b_v *= tl.where((b_den > 0) & (b_r < float("inf")), b_r, 0.0)
+            # [BK] -> scalar ‖k_t‖² (masked columns are 0)
+            b_v *= kaczmarz_reciprocal(tl.sum(b_k * b_k), eps)
         if USE_W:
             b_k = tl.load(p_w, mask=m_k, other=0).to(tl.float32)
         # rank-one write [BK, 1] x [1, BV]

@@ -43,6 +43,7 @@ import triton
 import triton.language as tl
 
 from linattn.ops.chunking import causal, decay_matrix
+from linattn.ops.delta_rule.triton.kaczmarz import kaczmarz_reciprocal
 from linattn.ops.delta_rule.triton.precision import narrow_launch
 from linattn.ops.utils.grid import next_power_of_2
 from linattn.ops.utils.index import chunk_coords
@@ -85,14 +86,6 @@ def wy_ref(
             u_tilde[b, c] = (T_c @ (beta_c * v_c)).transpose(0, 1)
             k_tilde[b, c] = (T_c @ (beta_c * gamma * k_c)).transpose(0, 1)
     return T_inv, u_tilde, k_tilde
-
-
-@triton.jit
-def _reciprocal_or_zero(x, m):
-    """`1 / x` where `m` and `x > 0` and the quotient is finite, else 0 (padding rows, and a zero or tiny key's
-    `‖k‖² + eps`: no write, as `kaczmarz.kaczmarz_step`)."""
-    r = 1.0 / tl.where(x > 0, x, 1.0)
-    return tl.where(m & (x > 0) & (r < float("inf")), r, 0.0)
 
 
 @triton.jit
@@ -282,11 +275,11 @@ def wy_fwd_kernel(
         a32 += raw_dot(k3, w2, RAW)
         a33 += raw_dot(k3, w3, RAW)
     if KACZMARZ:
-        # [16] r = 1 / (‖k‖² + eps), 0 on padding and where ‖k‖² + eps = 0 (a zero key with eps = 0), and β = η r
-        r0 = _reciprocal_or_zero(n0 + eps, m0)
-        r1 = _reciprocal_or_zero(n1 + eps, m1)
-        r2 = _reciprocal_or_zero(n2 + eps, m2)
-        r3 = _reciprocal_or_zero(n3 + eps, m3)
+        # [16] r = 1 / (‖k‖² + eps), 0 on padding and where that is not finite (a zero key with eps = 0), and β = η r
+        r0 = tl.where(m0, kaczmarz_reciprocal(n0, eps), 0.0)
+        r1 = tl.where(m1, kaczmarz_reciprocal(n1, eps), 0.0)
+        r2 = tl.where(m2, kaczmarz_reciprocal(n2, eps), 0.0)
+        r3 = tl.where(m3, kaczmarz_reciprocal(n3, eps), 0.0)
         p_r = inv_sq_norm + t0 * H + i_h + o_r * H
         tl.store(p_r, r0, mask=m0)
         tl.store(p_r + 16 * H, r1, mask=m1)
