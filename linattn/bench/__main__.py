@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     p_gate.add_argument("--head-dims", type=lambda s: [int(x) for x in s.split(",")], default=[32, 128],
                         help="comma-separated head dims (default 32,128)")  # fmt: skip
     p_gate.add_argument("--rho", type=float, default=1.0, help="the gate's forgetting factor (default 1: none)")
+    p_gate.add_argument(
+        "--conditioning", action="store_true", help="the float32 error against ||u||^2 / lam0 instead (T = 512)"
+    )
     p_ops = sub.add_parser("ops", help="GPU: ours vs SDPA vs fla, bf16, forward and forward+backward")
     p_ops.add_argument(
         "--batch-sweep", action=argparse.BooleanOptionalAction, default=True, help="also the B·T = 32K shapes"
@@ -159,10 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "gate":
         from linattn.bench import gate
 
-        print(f"# linattn VLA gate at length: B=1, H=1, lam0=0.1, rho={args.rho:g}; "
-              + ", ".join(f"{k}: {v}" for k, v in env.items()))  # fmt: skip
-        rows = gate.run(device, head_dims=args.head_dims, lengths=args.lengths, rho=args.rho)
-        print(gate.table(rows))
+        if args.conditioning:
+            print("# linattn VLA gate, float32 error against its conditioning: B=1, H=1, T=512, lam0=0.1; "
+                  + ", ".join(f"{k}: {v}" for k, v in env.items()))  # fmt: skip
+            rows = gate.conditioning_run(device, head_dims=args.head_dims)
+            print(gate.conditioning_table(rows))
+        else:
+            print(f"# linattn VLA gate at length: B=1, H=1, lam0=0.1, rho={args.rho:g}; "
+                  + ", ".join(f"{k}: {v}" for k, v in env.items()))  # fmt: skip
+            rows = gate.run(device, head_dims=args.head_dims, lengths=args.lengths, rho=args.rho)
+            print(gate.table(rows))
         extra = {}
     elif args.command == "verify":
         from linattn.bench import verify

@@ -10,6 +10,10 @@ rounding, ~2e-3, comes on top.) Per token, both
 the largest `|‖α̂‖ − 1|`, and whether `α̂` and the final `A_T` are finite. The bound it checks: relative error
 ≤ 1e-3 at T = 64K (d = 32 and 128), finite and unit-norm at T = 1M. `--rho` runs both gates with a forgetting
 factor (`forgetting.py`'s segments).
+
+`--conditioning`: the gate's float32 error against its conditioning `r = ‖u‖² / λ0` (`head.py`), 1e-1 … 1e6, for
+the token loop (`naive`) and the device's chunked gate, each against the float64 token loop on the same rounded
+inputs (T = 512, 3 seeds, the worst shown); the bound: the chunked gate within 2× the token loop's error (or 1e-6).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from linattn.ops.vla.api import backend_gate
+from linattn.ops.vla.naive import naive_vla_gate
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -69,4 +74,39 @@ def table(rows: list[dict]) -> str:
             f"| {r['K']} | {r['T']:,} | {r['inputs']} | {r['max_err']:.2e} | {r['rms_err']:.2e} | "
             f"{r['max_norm_deviation']:.1e} | {'✓' if r['finite'] else '✗'} | {r['seconds']:.1f} |"
         )
+    return "\n".join(lines)
+
+
+CONDITIONS = (0.1, 1.0, 3.0, 10.0, 100.0, 1e4, 1e6)
+
+
+@torch.no_grad()
+def conditioning_row(d: int, r: float, device: str, *, T: int = 512, lam0: float = 0.1, seeds: int = 3) -> dict:
+    """The worst over `seeds` draws of `max_t ‖α̂_t − α̂₆₄‖` for the float32 token loop and the chunked gate, at
+    `‖u‖² / λ0 = r` (every `u` of norm `√(r λ0)`)."""
+    chunked = "triton" if device == "cuda" else "chunk"
+    row = {"K": d, "r": r, "naive": 0.0, chunked: 0.0}
+    for seed in range(seeds):
+        k, u = inputs(T, d, seed)
+        k, u = k.float().double().to(device), (u * math.sqrt(r * lam0 * d)).float().double().to(device)
+        want, _ = naive_vla_gate(k, u, None, lam0=lam0)
+        for name in ("naive", chunked):
+            alpha, _ = backend_gate(name, lam0)(k.float(), u.float(), None)
+            row[name] = max(row[name], (alpha.double() - want).norm(dim=-1).max().item())
+    row["ratio"] = row[chunked] / max(row["naive"], 1e-6 / 2)
+    return row
+
+
+def conditioning_run(device: str = "cpu", head_dims=(32, 128)) -> list[dict]:
+    return [conditioning_row(d, r, device) for d in head_dims for r in CONDITIONS]
+
+
+def conditioning_table(rows: list[dict]) -> str:
+    chunked = "triton" if "triton" in rows[0] else "chunk"
+    lines = [
+        f"| d | ‖u‖² / λ0 | token loop | {chunked} | {chunked} / max(token loop, 5e-7) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['K']} | {r['r']:g} | {r['naive']:.1e} | {r[chunked]:.1e} | {r['ratio']:.2f} |")
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from linattn.ops.unit_rows import unit_rows
 from linattn.ops.varlen import per_length, per_sequence
 from linattn.ops.vla.chunk import chunk_vla_gate
 from linattn.ops.vla.forgetting import forgetting_gate, max_chunk
+from linattn.ops.vla.head import headed_gate
 from linattn.ops.vla.naive import naive_vla_gate
 
 
@@ -74,7 +75,15 @@ def split_packed(name: str, rho: float):
 def backend_gate(name: str, lam0: float, rho: float = 1.0, unit_keys: bool = False):
     """Backend `name`'s gate as `(k, u, A_0) -> (α̂, A_T)` (`naive_vla_gate`'s contract) at `λ0`, `ρ`: `naive`
     forgets token by token, the others through `forgetting.py`'s rescaled segments (when `ρ < 1`; the PyTorch path's
-    chunks no longer than `forgetting.max_chunk(ρ)`, the Triton kernel's are 16 tokens)."""
+    chunks no longer than `forgetting.max_chunk(ρ)`, the Triton kernel's are 16 tokens), from an ill-conditioned
+    start with `head.py`'s float64 head."""
+    gate = _forgetting(name, lam0, rho, unit_keys)
+    if name == "naive":
+        return gate
+    return partial(headed_gate, gate, _forgetting("chunk", lam0, rho, unit_keys), lam0=lam0)
+
+
+def _forgetting(name: str, lam0: float, rho: float, unit_keys: bool):
     gate = GATES[name]
     if rho == 1.0:
         return lambda k, u, s: gate(k, u, s, lam0=lam0, unit_keys=unit_keys)
