@@ -91,6 +91,9 @@ class Mixer(nn.Module):
             raise ValueError(f"x: expected shape [B, T, d_model={self.d_model}], got {list(x.shape)}")
         if not x.is_floating_point():
             raise TypeError(f"x: expected a floating-point tensor, got {x.dtype}")
+        weight = next(self.parameters(), None)
+        if weight is not None and x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
+            raise TypeError(f"x: expected the layer's dtype {weight.dtype} (or autocast), got {x.dtype}")
         if x.shape[1] == 0:
             raise ValueError(f"x: expected at least one time step (T >= 1), got shape {list(x.shape)}")
         # on CPU tensors only, as the ops' value checks: a NaN input would otherwise be reported by the op as one

@@ -156,6 +156,10 @@ def test_bad_states_and_inputs_get_clear_errors(name, options):
         layer(x_of(2, 5), backend="bogus")
     with pytest.raises(TypeError, match="^x: expected a floating-point tensor"):
         layer(torch.ones(2, 5, D, dtype=torch.long))
+    with pytest.raises(
+        TypeError, match=r"^x: expected the layer's dtype torch.float64 \(or autocast\), got torch.float32"
+    ):
+        layer(x_of(2, 5).float())
     nan = x_of(2, 5)
     nan[1, 2, 3] = float("nan")
     with pytest.raises(ValueError, match="^x: expected finite values"):  # not an error about an inner gate

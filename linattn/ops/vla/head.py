@@ -45,7 +45,7 @@ def headed_gate(
     n = min(T, SPAN * d)
     s = None if initial_state is None else initial_state.double()
     alpha_head, A = head(k[:, :n].double(), u[:, :n].double(), s)
-    alpha_head, A = alpha_head.to(k.dtype), A.to(dt)
+    alpha_head, A = alpha_head.to(dt), A.to(dt)  # the gates compute and return in dt (float32 for bf16 inputs)
     if n == T:
         return alpha_head, A
     alpha, A = gate(k[:, n:], u[:, n:], A)
