@@ -90,7 +90,7 @@ def _parser() -> _Parser:
 
 
 def _text_parsers(sub) -> None:
-    """`train`, `tokenizer train` and `export-hf`: a language model on a text corpus."""
+    """`train`, `tokenizer train`, `corpus build` and `export-hf`: a language model on a text corpus."""
     tr = sub.add_parser("train", help="train (or --resume) a language model on text files (docs/train.md)")
     tr.add_argument("--data", help="the corpus: a text FILE, a DIR (walked for text files) or a GLOB pattern")
     tr.add_argument("--tokenizer", help="'bytes' (the default: 256 ids, no file) or a tokenizers JSON file")
@@ -121,6 +121,18 @@ def _text_parsers(sub) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a data-config field, as for `train`"
     )
     tt.add_argument("--force", action="store_true", help="replace an existing --out")
+    corpus = sub.add_parser("corpus", help="`linattn corpus build`: a text corpus from Debian and Python packages")
+    corpus_sub = corpus.add_subparsers(dest="corpus_command", required=True, parser_class=_Parser)
+    cb = corpus_sub.add_parser("build", help="copy the packages' text files, each content once, with a manifest")
+    cb.add_argument("out", metavar="OUT", help="the corpus folder to write (then --data OUT)")
+    cb.add_argument("--debian", action="append", default=[], metavar="PKG", help="a Debian package (repeatable)")
+    cb.add_argument(
+        "--installed", action="append", default=[], metavar="DIST", help="an installed Python distribution (repeatable)"
+    )
+    cb.add_argument(
+        "--downloads", metavar="DIR", help="where .deb files are kept and reused (default OUT/../.downloads)"
+    )
+    cb.add_argument("--force", action="store_true", help="replace an existing OUT")
     ex = sub.add_parser("export-hf", help="a trained run as a HuggingFace model folder, with its tokenizer")
     ex.add_argument("run_dir", metavar="RUN_DIR", help="the run folder of `linattn train`")
     ex.add_argument("out", metavar="OUT", help="the folder to write")
@@ -158,7 +170,7 @@ def _main(argv: list[str] | None) -> int:
 
         return bench_main(argv[1:])
     args = _parser().parse_args(argv)
-    if args.command in ("train", "tokenizer", "export-hf"):
+    if args.command in ("train", "tokenizer", "export-hf", "corpus"):
         from linattn.train.lock import RunFolderLocked
 
         try:
@@ -270,7 +282,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _text_command(args: argparse.Namespace) -> int:
-    """`train`, `tokenizer train`, `export-hf`; bad input raises `ValueError`."""
+    """`train`, `tokenizer train`, `corpus build`, `export-hf`; bad input raises `ValueError`."""
     from linattn.data.config import DataConfig
     from linattn.train import distributed
 
@@ -281,6 +293,17 @@ def _text_command(args: argparse.Namespace) -> int:
         (config,) = apply_settings((DataConfig(),), args.set)
         tokenizer = train_tokenizer(args.data, args.out, args.vocab_size, config, overwrite=args.force, progress=True)
         print(f"wrote {args.out}: {tokenizer.vocab_size} ids, end of document {tokenizer.eod_token}")
+        return 0
+    if args.command == "corpus":
+        from linattn.data.assemble import build, summary
+
+        manifest = build(
+            args.out, args.debian, args.installed, downloads=args.downloads, force=args.force, progress=True
+        )
+        print("\n".join(summary(manifest)))
+        left_out = manifest["duplicates_left_out"]
+        print(f"wrote {args.out}: {manifest['files']:,} files, {manifest['bytes']:,} bytes ({left_out:,} duplicates "
+              f"left out); sources in {args.out}/MANIFEST.json")  # fmt: skip
         return 0
     if args.command == "export-hf":
         from linattn.models.export import export_hf

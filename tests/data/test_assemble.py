@@ -1,0 +1,101 @@
+"""`linattn corpus build`: sources copied with each content once, a manifest that pins them, nothing overwritten.
+
+The Debian path runs on a `.deb` the test builds with `dpkg-deb` and places in the download folder, so nothing is
+downloaded; it is skipped where `dpkg-deb` is missing.
+"""
+
+import io
+import json
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from linattn.cli import main
+from linattn.data.assemble import LICENCES, MANIFEST, build
+from linattn.data.config import DataConfig
+from linattn.data.corpus import read_corpus
+
+needs_dpkg = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb (Debian) not installed")
+
+
+def make_deb(folder, name="toy-source", version="1.2-3"):
+    """A Debian package shipping a source tarball (as linux-source does), a loose text file and a copyright file."""
+    root = folder / "build"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        f"Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: t <t@t>\nDescription: toy\n"
+    )
+    doc = root / "usr" / "share" / "doc" / name
+    doc.mkdir(parents=True)
+    (doc / "copyright").write_text(
+        "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\n"
+        "Files: *\nLicense: GPL-2\n\nFiles: lib/*\nLicense: MIT\n\nFiles: x/*\nLicense: GPL-2\n"
+    )
+    (doc / "README.txt").write_text("shared text\n")
+    src = root / "usr" / "src"
+    src.mkdir(parents=True)
+    with tarfile.open(src / f"{name}.tar.xz", "w:xz") as tar:
+        for path, text in {"tree/main.c": "int main(void) { return 0; }\n", "tree/copy.h": "shared text\n"}.items():
+            data = text.encode()
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    downloads = folder / "downloads"
+    downloads.mkdir()
+    subprocess.run(["dpkg-deb", "--build", str(root), str(downloads / f"{name}_{version}_all.deb")], check=True,
+                   capture_output=True)  # fmt: skip
+    return downloads
+
+
+@needs_dpkg
+def test_a_debian_package_and_its_tarballs_become_documents_each_content_once(tmp_path):
+    downloads = make_deb(tmp_path)
+    manifest = build(tmp_path / "corpus", ["toy-source"], downloads=downloads)
+    (source,) = manifest["sources"]
+    assert (source["kind"], source["name"], source["version"]) == ("debian", "toy-source", "1.2-3")
+    assert source["licences"] == ["GPL-2", "MIT"]
+    assert len(source["sha256"]) == 64
+    # copy.h repeats README.txt's bytes; README.txt comes first in path order (usr/share < usr/src) and stays
+    assert (source["files"], source["duplicates"]) == (2, 1)
+    kept = sorted(p.relative_to(tmp_path / "corpus").as_posix() for p in (tmp_path / "corpus").rglob("*.*"))
+    assert "debian-toy-source/usr/share/doc/toy-source/README.txt" in kept
+    assert "debian-toy-source/usr/src/tree/main.c" in kept
+    assert not any(k.endswith("copy.h") or k.endswith(".tar.xz") for k in kept)
+    assert (tmp_path / "corpus" / LICENCES / "debian-toy-source" / "copyright.licence").is_file()
+    assert json.loads((tmp_path / "corpus" / MANIFEST).read_text()) == manifest
+    # the corpus reader takes the documents, not the manifest or the licences
+    names = {d.name for d in read_corpus(tmp_path / "corpus", DataConfig()).documents}
+    assert names == {"debian-toy-source/usr/share/doc/toy-source/README.txt", "debian-toy-source/usr/src/tree/main.c"}
+
+
+def test_an_installed_distribution_gives_its_files_version_and_licence(tmp_path):
+    manifest = build(tmp_path / "corpus", installed=["tqdm"])
+    (source,) = manifest["sources"]
+    assert source["kind"] == "installed" and source["version"] and source["licences"]
+    assert source["files"] > 5 and manifest["files"] == source["files"]
+    assert (tmp_path / "corpus" / "installed-tqdm" / "tqdm" / "std.py").is_file()
+
+
+def test_an_existing_corpus_is_not_replaced_without_force(tmp_path):
+    out = tmp_path / "corpus"
+    build(out, installed=["tqdm"])
+    (out / "mine.txt").write_text("kept")
+    with pytest.raises(ValueError, match="^OUT: .* exists \\(--force replaces it\\)"):
+        build(out, installed=["tqdm"])
+    assert (out / "mine.txt").read_text() == "kept"
+    build(out, installed=["tqdm"], force=True)
+    assert not (out / "mine.txt").exists()
+
+
+def test_bad_sources_get_clear_errors(tmp_path, capsys):
+    with pytest.raises(ValueError, match="^corpus build: expected at least one --debian PKG or --installed DIST"):
+        build(tmp_path / "a")
+    with pytest.raises(ValueError, match="^--installed: no installed Python distribution named 'no-such-dist-x'"):
+        build(tmp_path / "b", installed=["no-such-dist-x"])
+    with pytest.raises(ValueError, match="^--debian: expected a Debian package name, got 'Bad Name'"):
+        build(tmp_path / "c", ["Bad Name"], downloads=tmp_path)
+    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # no staging folder left behind
+    assert main(["corpus", "build", str(tmp_path / "d"), "--installed", "no-such-dist-x"]) != 0
+    assert "no installed Python distribution" in capsys.readouterr().err
