@@ -11,7 +11,7 @@ from itertools import pairwise
 
 from linattn.experiments import paper
 from linattn.experiments.verdicts import FAILS, HOLDS, INCONCLUSIVE, PARTLY, Judge, Results, Verdict, checked
-from linattn.experiments.vla_speed import crossover_text
+from linattn.experiments.vla_speed import crossover_text, speedup
 
 LOSS_MARGIN = 0.01  # nats a byte (1% of perplexity): a smaller difference is not read as lower
 OVERFIT = 0.05  # nats a byte: a last validation loss this far above the best one is an overfit model
@@ -320,8 +320,8 @@ GDN, KLA, LINEAR, CCQ_GDN = "GDN (delta_rule)", "KLA (delta_rule)", "linear atte
 VLA_CHUNKED = ("VLA chunk", "VLA triton")
 
 
-def _time(r: Results, names: tuple[str, ...], K: int, pass_: str) -> tuple[int, float]:
-    """`(T, ms)` of the fastest of `names` at head dim `K` at the largest T it was timed: the GPU's busy time where
+def _times(r: Results, names: tuple[str, ...], K: int, pass_: str) -> dict[int, float]:
+    """`{T: ms}` of the fastest of `names` at head dim `K`, at every T it was timed: the GPU's busy time where
     measured (a host-bound call's wall time is the host's), else the wall time."""
     best: dict[int, float] = {}
     for row in r["rows"]:
@@ -330,14 +330,22 @@ def _time(r: Results, names: tuple[str, ...], K: int, pass_: str) -> tuple[int, 
             best[row["T"]] = min(best.get(row["T"], math.inf), ms)
     if not best:
         raise KeyError(names[0])
-    T = max(best)
-    return T, best[T]
+    return best
+
+
+def _ratio(r: Results, ours: tuple[str, ...], base: tuple[str, ...], K: int, pass_: str) -> tuple[int, float]:
+    """`(T, time of ours / time of base)` at the largest T both were timed at head dim `K`: a ratio of two lengths
+    would be a ratio of two workloads."""
+    common = speedup(_times(r, base, K, pass_), _times(r, ours, K, pass_))  # ours / base at their largest shared T
+    if common is None:
+        raise KeyError(base[0])
+    return common["T"], common["ratio"]
 
 
 def _timer_control(r: Results) -> tuple[bool, str]:
     """The speed rules' positive control: KLA's and GDN's forward + backward (the same kernels) within 15% of each
-    other at the largest T of every head dim: the timer tells equal work as equal."""
-    ratios = [_time(r, (KLA,), K, "fwdbwd")[1] / _time(r, (GDN,), K, "fwdbwd")[1] for K in r["config"]["head_dims"]]
+    other at the largest T both were timed, at every head dim: the timer tells equal work as equal."""
+    ratios = [_ratio(r, (KLA,), (GDN,), K, "fwdbwd")[1] for K in r["config"]["head_dims"]]
     worst = max(ratios, key=lambda x: abs(x - 1))
     return abs(worst - 1) <= 0.15, f"KLA / GDN {worst:.2f}×"
 
@@ -387,41 +395,42 @@ def softmax_crossover(r: Results) -> Verdict:
 
 def _ratio_to(r: Results, ours: tuple[str, ...], base: str, pass_: str) -> dict[int, tuple[int, float]]:
     """Per head dim: `(T, time of ours / time of base)` at the largest T both were timed."""
-    out = {}
-    for K in r["config"]["head_dims"]:
-        T, mine = _time(r, ours, K, pass_)
-        T_base, theirs = _time(r, (base,), K, pass_)
-        out[K] = (min(T, T_base), mine / theirs)
-    return out
+    return {K: _ratio(r, ours, (base,), K, pass_) for K in r["config"]["head_dims"]}
+
+
+def _ratios_text(ratios: dict[int, tuple[int, float]], r: Results) -> str:
+    """Each head dim's ratio with the T it was read at, and the device."""
+    return ", ".join(f"{x:.2f}× (K = {K}, T = {T:,})" for K, (T, x) in ratios.items()) + f"; {r['device'].upper()}"
 
 
 def op_overhead(r: Results) -> Verdict:
-    """VLA's forward (its fastest chunked backend) over linear attention's at the largest T, per head dim, the GPU's
-    busy time on CUDA: holds when within a factor of 2 of the paper's 5× (2.5× – 10×) at every head dim; partly at
-    some; does not hold otherwise. Positive control: KLA's and GDN's forward + backward within 15% in the same run."""
+    """VLA's forward (its fastest chunked backend) over linear attention's at the largest T both were timed, per
+    head dim, the GPU's busy time on CUDA: holds when within a factor of 2 of the paper's 5× (2.5× – 10×) at every
+    head dim; partly at some; does not hold otherwise. Positive control: KLA's and GDN's forward + backward within
+    15% in the same run."""
     ratios = _ratio_to(r, VLA_CHUNKED, LINEAR, "fwd")
-    ours = ", ".join(f"{x:.2f}× (K = {K}, T = {T:,})" for K, (T, x) in ratios.items()) + f"; {r['device'].upper()}"
+    ours = _ratios_text(ratios, r)
     within = [2.5 <= x <= 10 for _, x in ratios.values()]
     return checked(Verdict(ours, HOLDS if all(within) else PARTLY if any(within) else FAILS), *_timer_control(r))
 
 
 def over_gdn(r: Results) -> Verdict:
-    """Shown, never decided: VLA's forward over GDN's at the largest T (the GPU's busy time on CUDA). GDN is not the
-    paper's baseline: it does more than linear attention, so VLA / linear attention is at least this. Positive
-    control: KLA's and GDN's forward + backward within 15% in the same run."""
+    """Shown, never decided: VLA's forward over GDN's at the largest T both were timed (the GPU's busy time on
+    CUDA). GDN is not the paper's baseline: it does more than linear attention, so VLA / linear attention is at
+    least this. Positive control: KLA's and GDN's forward + backward within 15% in the same run."""
     ratios = _ratio_to(r, VLA_CHUNKED, GDN, "fwd")
-    ours = "VLA / GDN " + ", ".join(f"{x:.2f}× (K = {K})" for K, (_, x) in ratios.items()) + f"; {r['device'].upper()}"
+    ours = "VLA / GDN " + _ratios_text(ratios, r)
     why = "a different baseline (GDN); VLA / linear attention is at least this"
     return checked(Verdict(ours, INCONCLUSIVE, why), *_timer_control(r))
 
 
 def ccq_cost(r: Results) -> Verdict:
-    """CCQ on GDN over GDN alone at the largest T, forward + backward (a training step's cost), the GPU's busy time
-    on CUDA: holds when ≤ 1.2× at every head dim (a small extra cost); partly when ≤ 2× at every head dim (less than a
-    second mixer); does not hold otherwise. Positive control: KLA's and GDN's forward + backward within 15% in the
-    same run."""
+    """CCQ on GDN over GDN alone at the largest T both were timed, forward + backward (a training step's cost), the
+    GPU's busy time on CUDA: holds when ≤ 1.2× at every head dim (a small extra cost); partly when ≤ 2× at every head
+    dim (less than a second mixer); does not hold otherwise. Positive control: KLA's and GDN's forward + backward
+    within 15% in the same run."""
     ratios = _ratio_to(r, (CCQ_GDN,), GDN, "fwdbwd")
-    ours = ", ".join(f"{x:.2f}× (K = {K}, T = {T:,})" for K, (T, x) in ratios.items()) + f"; {r['device'].upper()}"
+    ours = _ratios_text(ratios, r)
     worst = max(x for _, x in ratios.values())
     return checked(Verdict(ours, HOLDS if worst <= 1.2 else PARTLY if worst <= 2 else FAILS), *_timer_control(r))
 
