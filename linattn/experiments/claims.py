@@ -95,7 +95,7 @@ VLA_CLAIMS = (
         _r(AUTHORS_INIT, STATE_NORM, rules.state_norm_ratio("authors")),
         _r(DEFAULT_INIT, STATE_NORM, rules.state_norm_ratio("default"), decides=False),
     )),
-    Claim("VLA", "VLA's state norm stays below 15", "state norm", "< 15", (
+    Claim("VLA", "VLA's state norm is below 15 at T = 1000", "state norm", "< 15 at T = 1000", (
         _r(AUTHORS_INIT, STATE_NORM, rules.vla_below_15("authors")),
         _r(DEFAULT_INIT, STATE_NORM, rules.vla_below_15("default"), decides=False),
     )),

@@ -132,16 +132,19 @@ def long_baselines(r: Results) -> Verdict:
 
 
 def overload(r: Results) -> Verdict:
-    """With the boundary n = d_h (the paper's 62% point): holds when VLA's median is ≥ 0.99 at every n < d_h and at
-    least linear attention's at every n ≥ d_h; partly when one of the two; does not hold when neither. Positive
-    control: VLA's curve is a capacity curve — it never rises by more than 0.1 from one n to the next larger (a rise
-    means a run at the smaller n failed to train)."""
+    """Exact recall below the capacity boundary n = d_h and a decline beyond it gentler than linear attention's:
+    holds when VLA's median is ≥ 0.99 at every n < d_h and at least linear attention's at every n ≥ d_h; partly when
+    one of the two; does not hold when neither. The paper's one number, 0.62 (its VLA's accuracy at n = d_h, its
+    head dim not stated), is shown beside ours at n = d_h, not judged: a d_h we cannot match to the paper's run
+    would make a miss ours. Positive control: VLA's curve is a capacity curve — it never rises by more than 0.1 from
+    one n to the next larger (a rise means a run at the smaller n failed to train)."""
     d_h = int(next(iter(r["paper"]["vla"])))
     vla, linear = r.row("vla"), r.row("linear")
     exact = all(a >= 0.99 for n, a in vla.items() if n < d_h)
     beyond = all(vla[n] >= a for n, a in linear.items() if n >= d_h and n in vla)
-    ours = f"d_h = {d_h}: VLA " + ", ".join(f"{n}: {a:.2f}" for n, a in vla.items())
-    ours += "; linear " + ", ".join(f"{n}: {a:.2f}" for n, a in linear.items() if n >= d_h)
+    boundary = f"{r.cell('vla', d_h)} (the paper {r['paper']['vla'][str(d_h)]:.3f})" if d_h in vla else "not run"
+    ours = f"d_h = {d_h}, at n = d_h VLA {boundary}; VLA " + ", ".join(f"{n}: {a:.3f}" for n, a in vla.items())
+    ours += "; linear " + ", ".join(f"{n}: {a:.3f}" for n, a in linear.items() if n >= d_h)
     ns = sorted(vla)
     rise, at = max((vla[b] - vla[a], b) for a, b in pairwise(ns))
     v = Verdict(ours, HOLDS if exact and beyond else PARTLY if exact or beyond else FAILS)
@@ -175,7 +178,10 @@ def copies(converged: bool) -> Judge:
 
 
 def _last_layer(r: Results, init: str, mixer: str) -> list[float]:
-    """Each seed's last-layer `‖S_T‖_F` of `mixer` under the initialisation `init`."""
+    """Each seed's last-layer `‖S_T‖_F` of `mixer` under the initialisation `init`, at the paper's T = 1000 (its
+    numbers are at that length only; a KeyError, read as not yet measured, where the run read another)."""
+    if r["config"]["T"] != paper.VLA_STATE_NORM_T:
+        raise KeyError(f"T = {paper.VLA_STATE_NORM_T}")
     return [layers[-1] for layers in r["inits"][init]["final"][mixer]["per_seed"]]
 
 
@@ -220,12 +226,13 @@ def state_norm_ratio(init: str) -> Judge:
 
 def vla_below_15(init: str) -> Judge:
     def judge(r: Results) -> Verdict:
-        """VLA's last-layer norm at T = 1000: holds when below 15 in every seed; partly when the median is; does not
-        hold when the median is ≥ 15. Positive control: linear attention's norm exceeds 10× DeltaNet's in the same
-        models."""
+        """VLA's last-layer norm at T = 1000, the one length the paper gives it at (its growth beyond is
+        Proposition 1's): holds when below 15 in every seed; partly when the median is; does not hold when the median
+        is ≥ 15. Positive control: linear attention's norm exceeds 10× DeltaNet's in the same models."""
         seeds = _last_layer(r, init, "vla")
         v = HOLDS if max(seeds) < 15 else PARTLY if statistics.median(seeds) < 15 else FAILS
-        return checked(Verdict(_norm_text(seeds), v), *_separates(r, init))
+        ours = f"{_norm_text(seeds)} at T = {r['config']['T']:,}"
+        return checked(Verdict(ours, v), *_separates(r, init))
 
     return judge
 
@@ -304,13 +311,15 @@ def _grad_slopes(r: Results, mixer: str) -> list[float]:
 
 def gradient_flow(r: Results) -> Verdict:
     """‖∂L/∂x_0‖ of a loss on the last token against T, the median over seeds of each mixer's slope over the last two
-    lengths: holds when VLA's falls no faster than 1/√T (slope ≥ −0.5); partly when it falls slower than DeltaNet's;
-    does not hold otherwise. Positive control: linear attention, whose state Jacobian is the identity, keeps a
-    slope ≥ −1 in the same models (the measurement sees a gradient that reaches the first token)."""
+    lengths. "No vanishing" is read against linear attention in the same models, whose state Jacobian is the
+    identity: its gradient still falls (the readout averages over T tokens), so a fixed slope such as −0.5 would fail
+    the reference itself. Holds when VLA's slope is at least linear attention's less 0.1 (it falls no faster than
+    through an identity Jacobian); partly when it falls slower than DeltaNet's; does not hold otherwise. Positive
+    control: linear attention keeps a slope ≥ −1 (the measurement sees a gradient that reaches the first token)."""
     slope = {m: statistics.median(_grad_slopes(r, m)) for m in ("vla", "deltanet", "linear")}
     T = r["T"]
     ours = ", ".join(f"{m} {s:+.2f}" for m, s in slope.items()) + f" (median slope, T {T[-2]}→{T[-1]})"
-    v = HOLDS if slope["vla"] >= -0.5 else PARTLY if slope["vla"] > slope["deltanet"] else FAILS
+    v = HOLDS if slope["vla"] >= slope["linear"] - 0.1 else PARTLY if slope["vla"] > slope["deltanet"] else FAILS
     return checked(Verdict(ours, v), slope["linear"] >= -1, f"linear's slope {slope['linear']:+.2f}")
 
 
