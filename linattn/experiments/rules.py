@@ -664,7 +664,7 @@ def ccq_extrapolates(r: Results) -> Verdict:
 
 
 def transformer_beyond(r: Results) -> Verdict:
-    """The paper: a transformer trained at 4K scores 0% at 8K, where the CCQ variants keep substantial accuracy.
+    """The paper: a transformer trained at 4K scores 0.000 at 8K, where the CCQ variants keep substantial accuracy.
     At 2× the training length, the medians: holds when softmax attention is ≤ 0.05 and some CCQ variant ≥ 0.5; partly
     when one of the two; does not hold when neither. Positive control: softmax attention solves the training length
     (≥ 0.9), so a failure beyond is the length's."""

@@ -334,3 +334,13 @@ def test_cli_writes_the_report(tmp_path):
 def test_committed_report_is_generated(monkeypatch):
     monkeypatch.chdir(REPO)  # the links are relative to the repository root
     assert (REPO / "REPORT.md").read_text() == report.report(Path("results")), "run `linattn report`"
+
+
+def test_accuracies_are_fractions_in_every_claim():
+    # the report's unit: a paper's percentage shown as a fraction, beside ours (a fraction) and its rule's threshold
+    for c in claims.CLAIMS:
+        assert "%" not in c.claim + c.paper_value, f"{c.claim}: {c.paper_value}"
+    assert _claim("KLA extrapolates best on MQAR at 8× the training length").paper_value == (
+        "KLA 0.738 / GDN 0.668 / Mamba-2 0.643"
+    )
+    assert "Units: accuracies are fractions" in report.report(Path("no-results"))
