@@ -9,8 +9,9 @@ import statistics
 from collections.abc import Callable, Iterable
 from itertools import pairwise
 
-from linattn.experiments import paper
+from linattn.experiments import paper, vla_state_norm
 from linattn.experiments.verdicts import FAILS, HOLDS, INCONCLUSIVE, PARTLY, Judge, Results, Verdict, checked
+from linattn.experiments.vla_gradient_flow import log_slope
 from linattn.experiments.vla_speed import crossover_text, speedup
 
 LOSS_MARGIN = 0.01  # nats a byte (1% of perplexity): a smaller difference is not read as lower
@@ -240,9 +241,7 @@ def vla_below_15(init: str) -> Judge:
 def _seed_slopes(r: Results, init: str, mixer: str) -> list[float]:
     """Each seed's log-log slope of the last layer's `‖S_t‖_F` over the last decade of `t`."""
     curve = r["inits"][init]["curve"]
-    t = curve["t"]
-    i = next(j for j, tj in enumerate(t) if tj >= t[-1] / 10)
-    return [(math.log(n[-1]) - math.log(n[i])) / (math.log(t[-1]) - math.log(t[i])) for n in curve["norms"][mixer]]
+    return [vla_state_norm.log_slope(curve["t"], n) for n in curve["norms"][mixer]]
 
 
 def plateau(init: str) -> Judge:
@@ -305,8 +304,7 @@ def unnormalised_growth(r: Results) -> Verdict:
 
 def _grad_slopes(r: Results, mixer: str) -> list[float]:
     """Each seed's slope of log ‖∂L/∂x_0‖ against log T over the last two lengths."""
-    T = r["T"]
-    return [math.log(g[-1] / g[-2]) / math.log(T[-1] / T[-2]) for g in r["grad_norm"][mixer]]
+    return [log_slope(r["T"], g) for g in r["grad_norm"][mixer]]
 
 
 def gradient_flow(r: Results) -> Verdict:
