@@ -60,7 +60,7 @@ def _parser() -> _Parser:
     run.add_argument(
         "--seeds",
         type=int,
-        help="train every run this many times (the protocol's seed, then the next ones; default 1), report the mean",
+        help="train every run this many times (the protocol's seed, then the next ones; default 1), report the median",
     )
     run.add_argument(
         "--start-by",

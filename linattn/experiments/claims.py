@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from linattn.experiments import rules
+from linattn.experiments import paper, rules
 from linattn.experiments.verdicts import Claim, Judge, Reading
 
 PAPER_VLA = "the paper's recipe (3,000 steps of 64, lr 3e-4)"
@@ -24,6 +24,12 @@ SCALE = "the paper's 0.4B-parameter models on 1B tokens are beyond the scale tra
 CCQ_SCALE = "the paper's 500M / 1.3B-parameter models are beyond the scale trained here"
 LM = "byte-level LM on the Python manual (373 KB), trained at 512, best-validation weights"
 LM_LARGER = "a training corpus the models do not overfit (not in the repository)"
+
+
+def _accuracies(x: int, mixers: tuple[str, ...] = ("kla", "gated_deltanet", "mamba2")) -> str:
+    """The KLA paper's MQAR accuracies at `x` as fractions (the report's unit), in the order of our row for it."""
+    names = {"kla": "KLA", "gated_deltanet": "GDN", "mamba2": "Mamba-2"}
+    return " / ".join(f"{names[m]} {paper.KLA_MQAR[m][x]:.3f}" for m in mixers if x in paper.KLA_MQAR[m])
 
 
 def _r(protocol: str, results: str | None, judge: Judge | None = None, **kw) -> Reading:
@@ -71,15 +77,15 @@ VLA_CLAIMS = (
            rules.long_baselines, decides=False),
     )),
     Claim("VLA", "exact recall while n < d_h, graceful degradation beyond, better than linear attention (d_h = 16)",
-          "capacity and overload", "62% at n = d_h", (
+          "capacity and overload", "0.620 at n = d_h", (
         _r(PAPER_VLA, "vla-mqar-overload-dh16/paper", rules.overload),
         _r(FAIR_VLA, "vla-mqar-overload-dh16/fair", rules.overload),
     )),
-    Claim("VLA", "the same at d_h = 32", "capacity and overload", "62% at n = d_h", (
+    Claim("VLA", "the same at d_h = 32", "capacity and overload", "0.620 at n = d_h", (
         _r(PAPER_VLA, "vla-mqar-overload/paper", rules.overload),
         _r(FAIR_VLA, "vla-mqar-overload/fair", rules.overload),
     )),
-    Claim("VLA", "every mixer copies 31 tokens", "Copy", "1.0 for all", (
+    Claim("VLA", "every mixer copies 31 tokens", "Copy", "1.000 for all", (
         _r("a real copy (each target the next token), the paper's budget (1,500 steps of 32, lr 3e-4)",
            "vla-copy/paper", rules.copies(converged=False)),
         _r("a real copy, fair: lr swept, up to 3,000 steps of 256", "vla-copy/fair", rules.copies(converged=True)),
@@ -95,7 +101,7 @@ VLA_CLAIMS = (
         _r(AUTHORS_INIT, STATE_NORM, rules.state_norm_ratio("authors")),
         _r(DEFAULT_INIT, STATE_NORM, rules.state_norm_ratio("default"), decides=False),
     )),
-    Claim("VLA", "VLA's state norm stays below 15", "state norm", "< 15", (
+    Claim("VLA", "VLA's state norm is below 15 at T = 1000", "state norm", "< 15 at T = 1000", (
         _r(AUTHORS_INIT, STATE_NORM, rules.vla_below_15("authors")),
         _r(DEFAULT_INIT, STATE_NORM, rules.vla_below_15("default"), decides=False),
     )),
@@ -128,18 +134,18 @@ VLA_CLAIMS = (
 
 KLA_CLAIMS = (
     Claim("KLA", "KLA extrapolates best on MQAR at 8× the training length", "MQAR, T = 2048",
-          "KLA 73.84 / GDN 66.81 / Mamba-2 64.29", (
+          _accuracies(2048), (
         _r(KLA_AUTHORS, "kla-mqar/authors", rules.kla_extrapolates),
         _r(KLA_PAPER, "kla-mqar/paper", rules.kla_extrapolates),
         _r(KLA_FAIR, "kla-mqar/fair", rules.kla_extrapolates),
     )),
-    Claim("KLA", "in distribution KLA ≈ GDN on MQAR", "MQAR, T = 256", "GDN 98.72 / KLA 98.39", (
+    Claim("KLA", "in distribution KLA ≈ GDN on MQAR", "MQAR, T = 256", _accuracies(256, ("gated_deltanet", "kla")), (
         _r(KLA_AUTHORS, "kla-mqar/authors", rules.kla_matches_gdn),
         _r(KLA_PAPER, "kla-mqar/paper", rules.kla_matches_gdn),
         _r(KLA_FAIR, "kla-mqar/fair", rules.kla_matches_gdn),
     )),
     Claim("KLA", "KLA solves S-NIAH at every length; Mamba-2 does not", "S-NIAH proxy, 1K–8K",
-          "KLA 100 / GDN ≈ 98.5 / Mamba-2 ≈ 0", (
+          "KLA 1.000 / GDN ≈ 0.985 / Mamba-2 ≈ 0.000", (
         _r(KLA_PAPER, "kla-sniah/paper", rules.kla_solves_sniah),
         _r(KLA_FAIR, "kla-sniah/fair", rules.kla_solves_sniah),
     )),
@@ -151,7 +157,8 @@ KLA_CLAIMS = (
           "competitive or better", (
         _r(KLA_PAPER + "; our reversed copy (the paper gives no format)", "kla-palindrome/paper", rules.state_tracking),
     )),
-    Claim("KLA", "without key normalisation MQAR collapses", "ablation", "0.03%", (
+    Claim("KLA", "without key normalisation MQAR collapses", "ablation",
+          f"{paper.KLA_ABLATION['gated_deltanet-raw_keys'][256]:.4f}", (
         _r(KLA_PAPER, "kla-ablation/paper", rules.raw_keys_collapse),
     )),
     Claim("KLA", "the Kaczmarz step is an orthogonal projection, an exact line search and a normalised gradient step",
@@ -188,7 +195,7 @@ KLA_CLAIMS = (
 
 CCQ_CLAIMS = (
     Claim("CCQ", "CCQ-GLA improves perplexity and downstream scores at 500M / 1.3B", "headline results",
-          "WikiText 16.92, LAMBADA 47.82%, LongBench 15.77", (
+          "WikiText PPL 16.92, LAMBADA accuracy 0.478, LongBench 15.77", (
         _r("500M / 1.3B parameters on FineWeb-Edu", None, reason=CCQ_SCALE),
     )),
     Claim("CCQ", "CCQ lifts S-NIAH-1 at 4K by 49 points over GLA", "headline results", "+49.0 points", (
@@ -199,8 +206,8 @@ CCQ_CLAIMS = (
            needs="linattn run ccq-sniah --protocol fair --mixers gla,ccq-gla --seeds 3 --device cuda"),
         _r("the same recipe, GLA with a short convolution", "ccq-sniah/paper", rules.ccq_lifts_sniah("gla-conv")),
     )),
-    Claim("CCQ", "a transformer trained at 4K scores 0% at 8K; the CCQ variants keep substantial accuracy",
-          "headline results", "0% at 8K", (
+    Claim("CCQ", "a transformer trained at 4K scores 0.000 at 8K; the CCQ variants keep substantial accuracy",
+          "headline results", "0.000 at 8K", (
         _r("the S-NIAH recipe, softmax attention with no position embeddings, trained at 1K", "ccq-sniah/paper",
            rules.transformer_beyond, needs="linattn run ccq-sniah --mixers softmax --seeds 3 --device cuda"),
     )),

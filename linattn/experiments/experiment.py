@@ -6,7 +6,8 @@
 the learning rate with the best validation score is chosen (with `Experiment.lr_below`, from one more rate below
 the grid where its lowest was the best), and its test score (a held-out set) reported: the accuracy, or for
 language modelling the mean loss (`Experiment.metric`). With `--seeds N` every run is trained N times
-(`RunSpec.replicate`): the scores are the replicates' means, with their range in the table.
+(`RunSpec.replicate`): the scores are the replicates' medians (what REPORT.md's rules judge), with their range in
+the table.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from statistics import fmean
+from statistics import fmean, median
 
 import torch
 
@@ -69,7 +70,7 @@ class Experiment:
         start_by: float | None = None,
     ) -> Path:
         """Run (or resume) every training run and write the report; returns the output folder. `seeds > 1` trains
-        each run that many times (`RunSpec.replicate`) and reports their mean, with the range beside it. Past
+        each run that many times (`RunSpec.replicate`) and reports their median, with the range beside it. Past
         `start_by` (a `time.time()`) no run begins to train (`run_all`), and the report waits for a later call."""
         out = self.output_dir(root, protocol, quick)
         lr_below = None if quick else self.lr_below  # a quick run's grid is one lr: no edge to look below
@@ -190,9 +191,10 @@ def edge_runs(specs: list[RunSpec], records: list[dict], lr: float, metric: str)
 
 def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, dict]]:
     """Per mixer and setting: the test `metric` (and lr) of the learning rate with the best validation `metric` (the
-    highest accuracy, the lowest loss), each averaged over the lr's replicates (`RunSpec.replicate`). A run
+    highest accuracy, the lowest loss, averaged over the lr's replicates), its test `metric` the replicates' median
+    (`RunSpec.replicate`; the statistic the claims' rules judge, so the table shows what a verdict reads). A run
     evaluated at other settings too (`test_at`, length extrapolation) fills those settings from the same runs.
-    Returns `{"acc" or "loss": {mixer: {setting: mean}}, "lr": …, "spread": {mixer: {setting: [min, max]}}}`, the
+    Returns `{"acc" or "loss": {mixer: {setting: median}}, "lr": …, "spread": {mixer: {setting: [min, max]}}}`, the
     spread only where there are several replicates."""
     groups: dict[tuple[str, str], dict[float, list[dict]]] = {}
     for r in records:
@@ -206,7 +208,7 @@ def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, d
         tests = [{x: r["test"], **r.get("test_at", {})} for r in runs]
         for setting in tests[0]:
             values = [t[setting][metric] for t in tests if setting in t]
-            scores.setdefault(mixer, {})[setting] = fmean(values)
+            scores.setdefault(mixer, {})[setting] = median(values)
             lr.setdefault(mixer, {})[setting] = best_lr
             if len(values) > 1:
                 spread.setdefault(mixer, {})[setting] = [min(values), max(values)]
@@ -262,7 +264,7 @@ def table_markdown(results: dict) -> str:
     lines = [
         *report_header(results, title),
         f"{MEASURES[metric][0]} (ours), with the paper's number in parentheses where it reports one."
-        + (f" Ours: the mean of {seeds} training seeds, [lowest – highest] beside it." if seeds > 1 else ""),
+        + (f" Ours: the median of {seeds} training seeds, [lowest – highest] beside it." if seeds > 1 else ""),
         "",
         f"| {results['x_name']} | " + " | ".join(mixers) + " |",
         "|---:|" + "---:|" * len(mixers),

@@ -33,6 +33,7 @@ VLA_COPY = {m: {31: 1.0} for m in ("softmax", "linear", "deltanet", "vla")}
 # heads ("109× lower than linear attention", "VLA < 15")
 VLA_STATE_NORM = {"linear": 1634.0, "deltanet": 1.2, "vla": 14.5}
 VLA_STATE_NORM_RATIO = 109.0  # linear / VLA
+VLA_STATE_NORM_T = 1000  # the one length the paper gives these norms at
 
 # VLA paper, Jacobian: Proposition 2 says ‖I − α̂_t k̂_tᵀ‖₂ = 1; the unnormalised write α_t = A_t k̂_t grows
 # "~d_h/λ0 per step, 1e32 after 25 steps at d_h = 96"

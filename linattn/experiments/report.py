@@ -38,6 +38,10 @@ LEGEND = (
     f"**{NOT_AT_SCALE}** (a model or data scale we do not train); **{NOT_YET}** (no committed result yet: the row "
     "names the run that would measure it)."
 )
+UNITS = (
+    "Units: accuracies are fractions from 0 to 1, ours and the papers' alike (a paper's percentage divided by 100); "
+    "a difference of two accuracies given as a percentage gain is in points (0.01 = 1 point)."
+)
 RULES = [
     f"Seeds: no single seed decides a trained result. A rule reads the median over seeds of each test score (at the "
     f"learning rate the experiment chose), shown with the seeds' range in brackets, and needs at least {MIN_SEEDS} "
@@ -117,6 +121,8 @@ def report(root: Path = Path("results")) -> str:
         "archive of its training runs.",
         "",
         LEGEND,
+        "",
+        UNITS,
         "",
         *RULES,
         "",

@@ -16,7 +16,7 @@ so `g` measures the sensitivity of the last output to the first input along a di
 path from `x_0` to the last output goes through a mixer (the MLPs and norms act per token), and in one layer of a
 recurrent mixer it passes through the state transitions `∂S_t/∂S_{t−1}`: `I` for linear attention, `I − β_t k̂_t k̂_tᵀ`
 for DeltaNet, `I − α̂_t k̂_tᵀ` for VLA (whose normalised form the paper argues keeps `‖J_t‖₂ = 1`, so the gradient
-does not vanish with depth T). Reported: `g(T)` averaged over seeds (and its min/max), `g(T) / g(T_0)` at the first
+does not vanish with depth T). Reported: `g(T)`, the median over seeds (and its min/max), `g(T) / g(T_0)` at the first
 length (16), and the log-log slope `d log g / d log T` over the last two lengths (0: no decay, −1: `g ∝ 1/T`).
 At `T = 1` the first token is the last one, and `g` is the direct (per-token) path alone.
 
@@ -29,6 +29,7 @@ Full run: T = 16, 64, 256, 1024, 4096, seeds 0–2 (9 s on a 2-core CPU). `--qui
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -108,57 +109,58 @@ def log_slope(Ts: list[int], norms: list[float]) -> float:
     return (math.log(norms[-1]) - math.log(norms[-2])) / (math.log(Ts[-1]) - math.log(Ts[-2]))
 
 
+def summary(Ts: list[int], grads: list[list[float]]) -> dict:
+    """One mixer's seeds (`seed -> T -> g`) as the report reads them: the median `g(T)` over seeds, its ratio to the
+    first length, and the median of the seeds' slopes over the last two lengths (what REPORT.md's rule judges)."""
+    med = [statistics.median(col) for col in zip(*grads)]
+    return {"median": med, "ratio": [g / med[0] for g in med],
+            "slope": statistics.median(log_slope(Ts, g) for g in grads)}  # fmt: skip
+
+
 def measure(quick: bool, device: str, config: GradientFlowConfig | None = None) -> dict:
-    """Every mixer, seed and `T`; the JSON body of results.json."""
+    """Every mixer, seed and `T`; the JSON body of results.json (`grad_norm`: mixer -> seed -> T -> g)."""
     config = config or (QUICK if quick else FULL)
-    Ts = list(config.Ts)
-    grads, mean, ratio, slope = {}, {}, {}, {}
-    for m in MIXERS:
-        grads[m] = [measure_model(m, config, s, device) for s in config.seeds]  # seed -> T -> g
-        mean[m] = [sum(col) / len(col) for col in zip(*grads[m])]
-        ratio[m] = [g / mean[m][0] for g in mean[m]]
-        slope[m] = log_slope(Ts, mean[m])
+    grads = {m: [measure_model(m, config, s, device) for s in config.seeds] for m in MIXERS}
     cfg = model_config("vla", config)
     return {
         "config": asdict(config),
         "model": {k: v for k, v in asdict(cfg).items() if k not in ("mixer", "mixer_options")},
         "mixers": list(MIXERS),
         "loss": "<logits of the last token, a random unit direction over the vocabulary>",
-        "T": Ts,
+        "T": list(config.Ts),
         "grad_norm": grads,
-        "mean": mean,
-        "ratio_to_first": ratio,
-        "slope_last_two": slope,
     }
 
 
 def table(results: dict) -> str:
-    """`g(T)` (mean over seeds) and `g(T) / g(T_0)` per mixer, with the slope over the last two lengths."""
+    """`g(T)` (median over seeds) and `g(T) / g(T_0)` per mixer, with the seeds' median slope over the last two
+    lengths."""
     c, Ts = results["config"], results["T"]
+    s = {m: summary(Ts, results["grad_norm"][m]) for m in results["mixers"]}
     header = "| mixer | " + " | ".join(f"T = {T:,}" for T in Ts) + " | slope (last two) |"
     rule = "|---|" + "---:|" * (len(Ts) + 1)
     lines = [
         "## ‖∂L/∂x_0‖₂: gradient reaching the first token's input from a loss on the last token",
         "",
         f"Untrained `{c['model']}`, float64, random tokens, batch 1; `x_0` = embedding + position of token 0 (the "
-        "first block's input), `L = ⟨logits_{T−1}, r⟩` with `r` a random unit vector over the vocabulary; mean over "
-        f"seeds {c['seeds']}. Slope: `Δ log g / Δ log T` over the last two lengths.",
+        "first block's input), `L = ⟨logits_{T−1}, r⟩` with `r` a random unit vector over the vocabulary; median "
+        f"over seeds {tuple(c['seeds'])}. Slope: `Δ log g / Δ log T` over the last two lengths, each seed's, their "
+        "median (what REPORT.md judges).",
         "",
         header,
         rule,
     ]
-    for m in results["mixers"]:
-        row = " | ".join(f"{g:.3g}" for g in results["mean"][m])
-        lines.append(f"| {m} | {row} | {results['slope_last_two'][m]:+.2f} |")
-    lines += ["", f"## Ratio to T = {Ts[0]:,}", "", header, rule]
-    for m in results["mixers"]:
-        row = " | ".join(f"{r:.3g}" for r in results["ratio_to_first"][m])
-        lines.append(f"| {m} | {row} | {results['slope_last_two'][m]:+.2f} |")
+    for key, title in (("median", None), ("ratio", f"## Ratio to T = {Ts[0]:,}")):
+        if title:
+            lines += ["", title, "", header, rule]
+        for m in results["mixers"]:
+            row = " | ".join(f"{g:.3g}" for g in s[m][key])
+            lines.append(f"| {m} | {row} | {s[m]['slope']:+.2f} |")
     return "\n".join(lines) + "\n"
 
 
 def plot(results: dict, path: Path) -> None:
-    """Log-log `g(T)` against `T`: the mean over seeds with its min–max band, and a `∝ 1/T` guide."""
+    """Log-log `g(T)` against `T`: the median over seeds with its min–max band, and a `∝ 1/T` guide."""
     plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.5, 4.6))
@@ -167,8 +169,8 @@ def plot(results: dict, path: Path) -> None:
     for i, m in enumerate(results["mixers"]):
         runs = torch.tensor(results["grad_norm"][m])  # [seeds, T]
         ax.fill_between(Ts, runs.min(0).values, runs.max(0).values, color=colors[i], alpha=0.2)
-        ax.loglog(Ts, results["mean"][m], marker="o", ms=4, color=colors[i], label=m)
-    first = results["mean"][results["mixers"][0]][0]
+        ax.loglog(Ts, runs.median(0).values, marker="o", ms=4, color=colors[i], label=m)
+    first = summary(Ts, results["grad_norm"][results["mixers"][0]])["median"][0]
     ax.loglog(Ts, [first * Ts[0] / T for T in Ts], "k:", lw=0.8, label="∝ 1/T")
     c = results["config"]
     ax.set_xlabel("sequence length T (tokens)")

@@ -4,8 +4,9 @@
 seed, a fresh `vla-tinylm` `DecoderLM` (`torch.manual_seed(seed)`, eval mode) reads `T = 1000` uniformly random
 tokens, batch 1, in one forward call. The model returns every block's final recurrent state, so no hook is needed:
 `state["layers"][i]["mixer"]["S"]: [B, H, d, d]` is the matrix state `S_T` of each of these mixers (VLA's state also
-holds its inverse penalty `A_T`, which is not measured). Reported: the last layer's `mean_h ‖S_T^{(h)}‖_F` (and
-every layer's), beside the paper's linear 1634, DeltaNet 1.2, VLA 14.5 ("109× lower than linear attention").
+holds its inverse penalty `A_T`, which is not measured). Reported: the median over seeds of the last layer's
+`mean_h ‖S_T^{(h)}‖_F` (and every layer's), beside the paper's linear 1634, DeltaNet 1.2, VLA 14.5 ("109× lower than
+linear attention").
 
 (b) Growth. The same models go on over a stream of random tokens up to `long_T` (100K) in forward calls of at most
 `segment` tokens, each starting from the previous call's state (the one-call forward, up to rounding), and the
@@ -32,6 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from statistics import median
 
 import torch
 from torch import nn
@@ -127,32 +129,34 @@ def log_slope(t: list[int], norms: list[float], decades: float = 1.0) -> float:
 
 
 def measure_init(config: StateNormModelConfig, device: str) -> dict:
-    """Every mixer and seed at model level under `config.init_std`: the final norms, their ratio, the curves."""
+    """Every mixer and seed at model level under `config.init_std`: the final norms and the curves, per seed."""
     runs = {m: [measure_model(m, config, s, device) for s in config.seeds] for m in MIXERS}
     t = runs[MIXERS[0]][0]["t"]
     i_T = t.index(config.T)
-    final, curves = {}, {}
-    for m, rs in runs.items():
-        last = [r["final"][-1] for r in rs]
-        final[m] = {
-            "last_layer": {"mean": sum(last) / len(last), "min": min(last), "max": max(last)},
-            "per_seed": [r["final"] for r in rs],  # seed -> layer -> norm
-        }
-        curves[m] = [r["curve"] for r in rs]  # seed -> t -> norm
     consistency = max(abs(r["curve"][i_T] / r["final"][-1] - 1) for rs in runs.values() for r in rs)
-    mean_curve = {m: [sum(c) / len(c) for c in zip(*curves[m])] for m in MIXERS}
     return {
         "init_std": config.init_std,
-        "final": final,
-        "ratio_linear_over_vla": final["linear"]["last_layer"]["mean"] / final["vla"]["last_layer"]["mean"],
-        "curve": {
-            "t": t,
-            "norms": curves,
-            "mean": mean_curve,
-            "slope_last_decade": {m: log_slope(t, mean_curve[m]) for m in MIXERS},
-        },
+        "final": {m: {"per_seed": [r["final"] for r in rs]} for m, rs in runs.items()},  # seed -> layer -> norm
+        "curve": {"t": t, "norms": {m: [r["curve"] for r in rs] for m, rs in runs.items()}},  # seed -> t -> norm
         "consistency": consistency,
     }
+
+
+def summary(run: dict) -> dict:
+    """One initialisation's seeds (`measure_init`'s) as REPORT.md's rules read them: per mixer the last layer's
+    median norm with the seeds' range, every layer's median, the median curve and the median of the seeds'
+    last-decade slopes; and linear attention's median over VLA's."""
+    t, out = run["curve"]["t"], {}
+    for m, final in run["final"].items():
+        last, curves = [layers[-1] for layers in final["per_seed"]], run["curve"]["norms"][m]
+        out[m] = {
+            "last_layer": {"median": median(last), "min": min(last), "max": max(last)},
+            "per_layer": [median(col) for col in zip(*final["per_seed"])],
+            "curve": [median(col) for col in zip(*curves)],
+            "slope": median(log_slope(t, c) for c in curves),
+        }
+    ratio = out["linear"]["last_layer"]["median"] / out["vla"]["last_layer"]["median"]
+    return {"mixers": out, "ratio_linear_over_vla": ratio}
 
 
 def measure(quick: bool, device: str, config: StateNormModelConfig | None = None) -> dict:
@@ -189,44 +193,45 @@ INIT_TITLES = {"default": "PyTorch's default init", "authors": "The authors' ini
 
 def _model_tables(results: dict, label: str) -> list[str]:
     """(a) against the paper and (b) at a few `t` with the last decade's slope, of one initialisation."""
-    c, run = results["config"], results["inits"][label]
-    final, curve, paper_values = run["final"], run["curve"], results["paper"]
+    c, run, paper_values = results["config"], results["inits"][label], results["paper"]
+    s = summary(run)
     lines = [
         f"## {INIT_TITLES.get(label, label)}",
         "",
         f"### Final state: last layer `‖S_T‖_F` at T = {c['T']:,}, mean over heads",
         "",
-        f"Untrained `{c['model']}`, random tokens, batch 1; mean (min – max) over seeds {c['seeds']}.",
+        f"Untrained `{c['model']}`, random tokens, batch 1; median (min – max) over seeds {tuple(c['seeds'])}, the "
+        "statistic REPORT.md judges.",
         "",
-        "| mixer | ours | paper | every layer (mean over seeds) |",
+        "| mixer | ours | paper | every layer (median over seeds) |",
         "|---|---:|---:|---|",
     ]
     for m in results["mixers"]:
-        s = final[m]["last_layer"]
-        per_layer = [sum(col) / len(col) for col in zip(*final[m]["per_seed"])]
+        last = s["mixers"][m]["last_layer"]
         lines.append(
-            f"| {m} | {s['mean']:.4g} ({s['min']:.4g} – {s['max']:.4g}) | {paper_values[m]:g} | "
-            + ", ".join(f"{x:.4g}" for x in per_layer)
+            f"| {m} | {last['median']:.4g} ({last['min']:.4g} – {last['max']:.4g}) | {paper_values[m]:g} | "
+            + ", ".join(f"{x:.4g}" for x in s["mixers"][m]["per_layer"])
             + " |"
         )
     lines += [
-        f"| linear / VLA | {run['ratio_linear_over_vla']:.3g}× | {paper_values['linear/vla']:g}× | |",
+        f"| linear / VLA | {s['ratio_linear_over_vla']:.3g}× | {paper_values['linear/vla']:g}× | |",
         "",
-        f"### Growth: last layer `‖S_t‖_F` against t (mean over seeds), to {c['long_T']:,} tokens",
+        f"### Growth: last layer `‖S_t‖_F` against t (median over seeds), to {c['long_T']:,} tokens",
         "",
         f"State carried across forward calls of ≤ {c['segment']:,} tokens; at t = T it differs from the one-call "
-        f"value by at most {run['consistency']:.1e} (relative).",
+        f"value by at most {run['consistency']:.1e} (relative). Slope: each seed's over the last decade, their "
+        "median.",
         "",
     ]
-    t = curve["t"]
+    t = run["curve"]["t"]
     shown = _shown(t)
     lines += [
         "| mixer | " + " | ".join(f"t = {x:,}" for x in shown) + " | slope (last decade) |",
         "|---|" + "---:|" * (len(shown) + 1),
     ]
     for m in results["mixers"]:
-        row = " | ".join(f"{curve['mean'][m][t.index(x)]:.4g}" for x in shown)
-        lines.append(f"| {m} | {row} | {curve['slope_last_decade'][m]:+.2f} |")
+        row = " | ".join(f"{s['mixers'][m]['curve'][t.index(x)]:.4g}" for x in shown)
+        lines.append(f"| {m} | {row} | {s['mixers'][m]['slope']:+.2f} |")
     return [*lines, ""]
 
 
@@ -243,7 +248,7 @@ def table(results: dict) -> str:
 
 
 def plot(results: dict, path: Path) -> None:
-    """Log-log `‖S_t‖_F` against `t`: the models under each initialisation (mean, min–max band over seeds, the
+    """Log-log `‖S_t‖_F` against `t`: the models under each initialisation (median, min–max band over seeds, the
     paper's T = 1000 values as stars), then one panel per op-level stream."""
     plt = pyplot()
 
@@ -257,7 +262,7 @@ def plot(results: dict, path: Path) -> None:
         for i, m in enumerate(results["mixers"]):
             runs = torch.tensor(curve["norms"][m])  # [seeds, t]
             ax.fill_between(curve["t"], runs.min(0).values, runs.max(0).values, color=colors[i], alpha=0.2)
-            ax.loglog(curve["t"], curve["mean"][m], marker="o", ms=3, color=colors[i], label=m)
+            ax.loglog(curve["t"], runs.median(0).values, marker="o", ms=3, color=colors[i], label=m)
             ax.loglog([1000], [results["paper"][m]], "*", ms=12, color=colors[i], mec="k", label=f"{m} (paper)")
         ax.set_title(f"untrained {c['model']}, {label} init, {len(c['seeds'])} seeds", fontsize=9)
     for ax, stream in zip(axes[len(inits) :], state_norm.STREAMS):

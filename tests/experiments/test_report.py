@@ -153,12 +153,13 @@ def test_state_norm_rules_read_the_authors_init(tmp_path):
         norms = {"linear": [[float(x) for x in t]] * 3, "vla": [[1, 5, 10, 14, 14.05]] * 3}
         return {"final": final, "curve": {"t": t, "norms": norms}}
 
-    results = {"inits": {"authors": run([1700, 1600, 1650], [1.2, 1.3, 1.25], [14.0, 14.4, 14.6]),
+    results = {"config": {"T": 1000},
+               "inits": {"authors": run([1700, 1600, 1650], [1.2, 1.3, 1.25], [14.0, 14.4, 14.6]),
                          "default": run([2e4] * 3, [4.2] * 3, [29.0, 29.4, 29.7])}}  # fmt: skip
     _write(tmp_path, "vla-state-norm/default", results)
-    claim = _claim("VLA's state norm stays below 15")
+    claim = _claim("VLA's state norm is below 15 at T = 1000")
     assert claim.decide(tmp_path)[0].protocol.startswith("untrained, the authors' init")
-    assert claim.evaluate(tmp_path) == verdicts.Verdict("14.4 [14 – 14.6]", verdicts.HOLDS)
+    assert claim.evaluate(tmp_path) == verdicts.Verdict("14.4 [14 – 14.6] at T = 1,000", verdicts.HOLDS)
     assert [v.verdict for _, v in claim.rows(tmp_path)] == [verdicts.HOLDS, verdicts.FAILS]
     assert (
         _claim("untrained last-layer ‖S_T‖_F at T = 1000: linear / DeltaNet / VLA").evaluate(tmp_path).verdict
@@ -167,6 +168,33 @@ def test_state_norm_rules_read_the_authors_init(tmp_path):
     assert _claim("VLA's state is 109× smaller than linear attention's").evaluate(tmp_path).verdict == "holds"
     plateau = _claim("Proposition 1: VLA's state norm converges to a plateau").evaluate(tmp_path)
     assert plateau.verdict == verdicts.HOLDS and plateau.ours.startswith("slope +0.002")
+    # the paper's norms are at T = 1000 only: a run that read the state at another length does not answer them
+    _write(tmp_path / "longer", "vla-state-norm/default", {**results, "config": {"T": 2000}})
+    assert claim.evaluate(tmp_path / "longer").verdict == verdicts.NOT_YET
+
+
+def test_gradient_flow_reads_vanishing_against_the_identity_jacobian(tmp_path):
+    def judged(vla: float, linear: float) -> str:
+        slopes = {"vla": vla, "deltanet": -2.5, "linear": linear}  # g ∝ T^slope, the same in three seeds
+        T = [256, 1024]
+        results = {"T": T, "grad_norm": {m: [[t**s for t in T]] * 3 for m, s in slopes.items()}}
+        _write(tmp_path, "vla-gradient-flow/default", results)
+        return _claim("with ‖J_t‖ = 1, gradients reach early tokens over long sequences").evaluate(tmp_path).verdict
+
+    # linear attention, the identity Jacobian, falls as 1/T^0.8 (its readout's averaging): VLA as steep holds
+    assert judged(vla=-0.85, linear=-0.8) == verdicts.HOLDS
+    assert judged(vla=-1.5, linear=-0.8) == verdicts.PARTLY  # steeper than the identity, gentler than DeltaNet
+    assert judged(vla=-3.0, linear=-0.8) == verdicts.FAILS
+
+
+def test_overload_shows_the_papers_boundary_number_beside_ours(tmp_path):
+    ns = (8, 16, 24, 32, 40)
+    rows = {"vla": {n: [1.0 if n < 32 else 0.62 if n == 32 else 0.5] * 3 for n in ns},
+            "linear": {n: [0.1] * 3 for n in ns}}  # fmt: skip
+    _write(tmp_path, "vla-mqar-overload/paper", _trained(rows, paper={"vla": {"32": 0.62}}))
+    v = _claim("the same at d_h = 32").evaluate(tmp_path)
+    assert v.verdict == verdicts.HOLDS
+    assert v.ours.startswith("d_h = 32, at n = d_h VLA 0.620 [0.620 – 0.620] (the paper 0.620); VLA 8: 1.000")
 
 
 def test_kla_rules(tmp_path):
@@ -306,3 +334,13 @@ def test_cli_writes_the_report(tmp_path):
 def test_committed_report_is_generated(monkeypatch):
     monkeypatch.chdir(REPO)  # the links are relative to the repository root
     assert (REPO / "REPORT.md").read_text() == report.report(Path("results")), "run `linattn report`"
+
+
+def test_accuracies_are_fractions_in_every_claim():
+    # the report's unit: a paper's percentage shown as a fraction, beside ours (a fraction) and its rule's threshold
+    for c in claims.CLAIMS:
+        assert "%" not in c.claim + c.paper_value, f"{c.claim}: {c.paper_value}"
+    assert _claim("KLA extrapolates best on MQAR at 8× the training length").paper_value == (
+        "KLA 0.738 / GDN 0.668 / Mamba-2 0.643"
+    )
+    assert "Units: accuracies are fractions" in report.report(Path("no-results"))

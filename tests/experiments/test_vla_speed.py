@@ -183,3 +183,17 @@ def test_against_gdn_shows_the_gpu_busy_ratio_where_both_have_one():
     results = {"config": {"head_dims": [32], "Ts": [8192]}, "rows": rows}
     line = vla_speed.against_gdn(results)[-1]
     assert line == "| 8,192 | — | 1.00× / 1.00× | 1.50× / 1.50× (GPU 1.20× / 1.20×) |"
+
+
+def test_speed_ratios_are_read_at_the_largest_length_both_were_timed(tmp_path):
+    # linear attention timed to 64, VLA to 128 as well: the ratio is read at 64 (5×), not VLA's 128 over linear's 64
+    results = _results("cuda", {}, {}, **{"VLA triton": 5.0, "linear attention": 1.0})
+    results["rows"].append({"contender": "VLA triton", "K": 32, "T": 128, "fwd_ms": 20.0, "fwdbwd_ms": 20.0})
+    overhead = next(c for c in claims.CLAIMS if c.claim.startswith("the Sherman–Morrison gate costs"))
+    folder = tmp_path / overhead.readings[0].results
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(results))
+    v = overhead.evaluate(tmp_path)
+    assert (v.verdict, v.ours) == ("holds", "5.00× (K = 32, T = 64); CUDA")
+    beside = overhead.rows(tmp_path)[1][1]  # against GDN, also read at the length GDN shares, and saying which
+    assert beside.ours == "VLA / GDN 5.00× (K = 32, T = 64); CUDA"
