@@ -90,7 +90,7 @@ def _parser() -> _Parser:
 
 
 def _text_parsers(sub) -> None:
-    """`train`, `tokenizer train`, `corpus build` and `export-hf`: a language model on a text corpus."""
+    """`train`, `tokenizer train`, `corpus build`, `probe` and `export-hf`: a language model on a text corpus."""
     tr = sub.add_parser("train", help="train (or --resume) a language model on text files (docs/train.md)")
     tr.add_argument("--data", help="the corpus: a text FILE, a DIR (walked for text files) or a GLOB pattern")
     tr.add_argument("--tokenizer", help="'bytes' (the default: 256 ids, no file) or a tokenizers JSON file")
@@ -133,6 +133,14 @@ def _text_parsers(sub) -> None:
         "--downloads", metavar="DIR", help="where .deb files are kept and reused (default OUT/../.downloads)"
     )
     cb.add_argument("--force", action="store_true", help="replace an existing OUT")
+    pr = sub.add_parser("probe", help="a trained text run's loss at several lengths and its passkey recall")
+    pr.add_argument("run_dir", metavar="RUN_DIR", help="the run folder of `linattn train`")
+    pr.add_argument("--lengths", required=True, help="comma-separated context lengths in tokens, e.g. 512,2048,8192")
+    pr.add_argument("--split", default="val", help="val (default), test or train")
+    pr.add_argument("--windows", type=int, default=8, help="documents read for the loss at each length (default 8)")
+    pr.add_argument("--trials", type=int, default=20, help="passkey trials at each length (default 20)")
+    pr.add_argument("--device", default="auto", help="'cpu', 'cuda' or 'auto' (cuda when available)")
+    pr.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
     ex = sub.add_parser("export-hf", help="a trained run as a HuggingFace model folder, with its tokenizer")
     ex.add_argument("run_dir", metavar="RUN_DIR", help="the run folder of `linattn train`")
     ex.add_argument("out", metavar="OUT", help="the folder to write")
@@ -170,7 +178,7 @@ def _main(argv: list[str] | None) -> int:
 
         return bench_main(argv[1:])
     args = _parser().parse_args(argv)
-    if args.command in ("train", "tokenizer", "export-hf", "corpus"):
+    if args.command in ("train", "tokenizer", "export-hf", "corpus", "probe"):
         from linattn.train.lock import RunFolderLocked
 
         try:
@@ -282,7 +290,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _text_command(args: argparse.Namespace) -> int:
-    """`train`, `tokenizer train`, `corpus build`, `export-hf`; bad input raises `ValueError`."""
+    """`train`, `tokenizer train`, `corpus build`, `probe`, `export-hf`; bad input raises `ValueError`."""
     from linattn.data.config import DataConfig
     from linattn.train import distributed
 
@@ -304,6 +312,22 @@ def _text_command(args: argparse.Namespace) -> int:
         left_out = manifest["duplicates_left_out"]
         print(f"wrote {args.out}: {manifest['files']:,} files, {manifest['bytes']:,} bytes ({left_out:,} duplicates "
               f"left out); sources in {args.out}/MANIFEST.json")  # fmt: skip
+        return 0
+    if args.command == "probe":
+        from linattn.io import write_atomic
+        from linattn.textlm.probes import probe_run, probes_table
+
+        try:
+            lengths = [int(x) for x in args.lengths.split(",")]
+        except ValueError:
+            raise ValueError(f"--lengths: expected comma-separated integers, got {args.lengths!r}") from None
+        if not lengths or min(lengths) < 2:
+            raise ValueError(f"--lengths: expected lengths of at least 2 tokens, got {args.lengths!r}")
+        result = probe_run(args.run_dir, lengths, split=args.split, windows=args.windows, trials=args.trials,
+                           device=_device(args.device))  # fmt: skip
+        print(f"# {args.run_dir}, {args.split} split\n\n" + probes_table(result["loss"], result["passkey"]))
+        if args.json:
+            write_atomic(args.json, json.dumps(result, indent=1) + "\n")
         return 0
     if args.command == "export-hf":
         from linattn.models.export import export_hf

@@ -1,0 +1,168 @@
+"""What a trained text LM does with its context: its loss at lengths past the training window, and passkey recall.
+
+- `loss_at_lengths`: for each length `L`, windows of `L + 1` tokens from inside single documents of a split (the
+  first `windows` documents that long, in order: the same windows for every model on the same cache). Reported:
+  the mean next-token loss over all `L` positions and over the last quarter (tokens with at least `3L/4` of
+  context). A model that uses a long context keeps the second at or below the first; one that breaks past its
+  training length shows it there first.
+- `passkey_recall`: RULER's passkey on real text. A random five-digit key is stated at `depth · L` into `L` tokens
+  of the split's text (`The pass key is 71432. Remember it. 71432 is the pass key.`) and asked at the end
+  (`What is the pass key? The pass key is `); each trial is one teacher-forced forward, scored on the key's
+  tokens: `exact` (every token the model's top choice) and `token` (the fraction that are), both means over trials.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from linattn.data.cache import TokenSplit, cached_split
+from linattn.data.corpus import SPLITS, read_corpus
+from linattn.data.tokenizer import Tokenizer
+from linattn.textlm.run import CACHE_NAME, load_run
+
+HEAD_ROWS = 4096  # positions whose logits are formed at once: [4096, vocab] float32 stays far below the model's size
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def token_losses(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """`ids: [L + 1]` int64: the next-token losses `[L]` (float32) of one sequence, the head run `HEAD_ROWS` rows at a
+    time so that a long window never holds `[L, vocab]` logits."""
+    ids = ids.to(_device(model))
+    h, _, _ = model.features(ids[None, :-1])  # [1, L, d]
+    targets = ids[1:]
+    losses = [
+        F.cross_entropy(model.head(h[0, i : i + HEAD_ROWS]).float(), targets[i : i + HEAD_ROWS], reduction="none")
+        for i in range(0, targets.numel(), HEAD_ROWS)
+    ]
+    return torch.cat(losses).cpu()
+
+
+def _documents(split: TokenSplit, length: int, count: int) -> list[int]:
+    """The first `count` documents of `split` with at least `length` tokens (their indices)."""
+    sizes = np.diff(split.offsets)
+    return [int(d) for d in np.flatnonzero(sizes >= length)[:count]]
+
+
+def loss_at_lengths(model: nn.Module, split: TokenSplit, lengths: list[int], windows: int = 8) -> dict[int, dict]:
+    """`{L: {"loss", "tail_loss", "windows"}}` (nats a token) over up to `windows` documents of at least `L + 1`
+    tokens, one window each, from the document's start. `ValueError` when no document is that long."""
+    out = {}
+    for L in lengths:
+        docs = _documents(split, L + 1, windows)
+        if not docs:
+            longest = int(np.diff(split.offsets).max(initial=0))
+            raise ValueError(
+                f"lengths: no document of the {split.name} split has {L + 1} tokens (the longest has {longest}); "
+                "a larger max_doc_bytes keeps longer documents"
+            )
+        all_, tail = [], []
+        for d in docs:
+            start = int(split.offsets[d])
+            losses = token_losses(model, torch.from_numpy(split.tokens[start : start + L + 1].astype(np.int64)))
+            all_.append(losses.mean().item())
+            tail.append(losses[-(L // 4) or None :].mean().item())
+        out[L] = {"loss": float(np.mean(all_)), "tail_loss": float(np.mean(tail)), "windows": len(docs)}
+    return out
+
+
+def passkey_prompt(tokenizer: Tokenizer, filler: np.ndarray, key: str, depth: float) -> tuple[list[int], int]:
+    """`(ids, answer_start)`: `filler`'s tokens with the key stated at `depth` of the way in, the question, and the
+    key's tokens from `answer_start` on."""
+    needle = tokenizer.encode(f"\nThe pass key is {key}. Remember it. {key} is the pass key.\n")
+    question = tokenizer.encode("\nWhat is the pass key? The pass key is ")
+    answer = tokenizer.encode(key)
+    at = int(depth * len(filler))
+    ids = [*filler[:at].tolist(), *needle, *filler[at:].tolist(), *question]
+    return ids + answer, len(ids)
+
+
+@torch.no_grad()
+def passkey_recall(
+    model: nn.Module,
+    tokenizer: Tokenizer,
+    split: TokenSplit,
+    lengths: list[int],
+    trials: int = 20,
+    depth: float = 0.1,
+    seed: int = 0,
+) -> dict[int, dict]:
+    """`{L: {"exact", "token", "trials"}}`: the passkey asked after about `L` tokens of the split's text (its token
+    stream from a random offset, the same for every model given the seed)."""
+    if not 0 <= depth <= 1:
+        raise ValueError(f"depth: expected a fraction in [0, 1], got {depth}")
+    rng = np.random.default_rng(seed)
+    out = {}
+    for L in lengths:
+        keys = [f"{k:05d}" for k in rng.integers(10_000, 100_000, trials)]
+        overhead = len(passkey_prompt(tokenizer, np.zeros(0, dtype=np.int64), keys[0], depth)[0])
+        n = L - overhead
+        if n < 1 or len(split.tokens) < n:
+            raise ValueError(
+                f"lengths: {L} tokens leave {n} for text around the passkey's {overhead} (the {split.name} split has "
+                f"{len(split.tokens)})"
+            )
+        exact, token = [], []
+        for key in keys:
+            start = int(rng.integers(0, len(split.tokens) - n + 1))
+            ids, answer_start = passkey_prompt(tokenizer, split.tokens[start : start + n].astype(np.int64), key, depth)
+            ids = torch.tensor(ids, device=_device(model))[None]  # [1, L]
+            at = torch.zeros_like(ids, dtype=torch.bool)
+            at[0, answer_start - 1 : -1] = True  # the positions that predict the key's tokens
+            logits, _ = model(ids[:, :-1], logits_at=at[:, :-1])  # [len(key tokens), vocab]
+            hits = logits.argmax(-1) == ids[0, answer_start:]
+            exact.append(bool(hits.all()))
+            token.append(hits.float().mean().item())
+        out[L] = {"exact": float(np.mean(exact)), "token": float(np.mean(token)), "trials": trials}
+    return out
+
+
+def probes_table(losses: dict[int, dict], passkey: dict[int, dict]) -> str:
+    """Markdown: one row a length."""
+    lines = [
+        "| L | loss | last quarter | windows | passkey exact | passkey tokens |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for L in sorted(set(losses) | set(passkey)):
+        lo, pk = losses.get(L), passkey.get(L)
+        cells = [f"{lo['loss']:.3f}", f"{lo['tail_loss']:.3f}", str(lo["windows"])] if lo else ["–"] * 3
+        cells += [f"{pk['exact']:.3f}", f"{pk['token']:.3f}"] if pk else ["–"] * 2
+        lines.append(f"| {L:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def probe_run(
+    run_dir: str | os.PathLike,
+    lengths: list[int],
+    *,
+    split: str = "val",
+    windows: int = 8,
+    trials: int = 20,
+    cache_dir: str | os.PathLike | None = None,
+    device: str = "cpu",
+) -> dict:
+    """Both probes on the trained run in `run_dir`, on its corpus's `split` (tokenised into the run's cache once:
+    `test`, which training never reads, included). Returns `{"split", "lengths", "loss": …, "passkey": …}`."""
+    if split not in SPLITS:
+        raise ValueError(f"split: expected one of {SPLITS}, got {split!r}")
+    run, model, tokenizer = load_run(run_dir)
+    documents = read_corpus(run.data, run.data_config).split(run.data_config)[split]
+    if not documents:
+        raise ValueError(f"split: the run's corpus has no {split} documents (its {split}_fraction is 0)")
+    tokens = cached_split(Path(cache_dir or Path(run_dir) / CACHE_NAME), split, documents, tokenizer)
+    model = model.to(device)
+    return {
+        "split": split,
+        "lengths": list(lengths),
+        "loss": loss_at_lengths(model, tokens, lengths, windows),
+        "passkey": passkey_recall(model, tokenizer, tokens, lengths, trials),
+    }
