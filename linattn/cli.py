@@ -127,7 +127,11 @@ def _text_parsers(sub) -> None:
     cb.add_argument("out", metavar="OUT", help="the corpus folder to write (then --data OUT)")
     cb.add_argument("--debian", action="append", default=[], metavar="PKG", help="a Debian package (repeatable)")
     cb.add_argument(
-        "--installed", action="append", default=[], metavar="DIST", help="an installed Python distribution (repeatable)"
+        "--installed",
+        action="append",
+        default=[],
+        metavar="DIST",
+        help="an installed Python distribution (repeatable; '*': all)",
     )
     cb.add_argument(
         "--downloads", metavar="DIR", help="where .deb files are kept and reused (default OUT/../.downloads)"

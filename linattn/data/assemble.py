@@ -5,7 +5,8 @@ Sources, each pinned by what it records:
   files unpacked with `dpkg-deb`, and the source tarballs it ships (`linux-source-6.1`: the kernel's tree) unpacked
   in turn. Recorded: the version, the `.deb`'s SHA-256, and the licences its `copyright` file names.
 - `--installed DIST`: the files of an installed Python distribution (`importlib.metadata`: what `pip` recorded),
-  which works offline, on a machine without a registry too. Recorded: the version and its declared licence.
+  which works offline, on a machine without a registry too (`*`: every installed one). Recorded: the version and
+  its declared licence.
 
 The text files of every source (`DataConfig.extensions`) are copied to `OUT/<source>/<path>` in path order, each
 content once: a file whose bytes an earlier one had is left out and counted (vendored copies, generated headers).
@@ -85,6 +86,8 @@ def build(
         raise ValueError(f"OUT: {out} exists (--force replaces it)")
     downloads = Path(downloads) if downloads else out.parent / ".downloads"
     endings = tuple(e.lower() for e in extensions)
+    if "*" in installed:  # every installed distribution, each once
+        installed = sorted({d.metadata["Name"].lower() for d in metadata.distributions() if d.metadata["Name"]})
     parts = [_debian(name, downloads) for name in debian] + [_installed(name) for name in installed]
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # beside out: renamed into place

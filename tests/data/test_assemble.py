@@ -78,6 +78,15 @@ def test_an_installed_distribution_gives_its_files_version_and_licence(tmp_path)
     assert (tmp_path / "corpus" / "installed-tqdm" / "tqdm" / "std.py").is_file()
 
 
+def test_star_takes_every_installed_distribution_once(tmp_path):
+    from importlib import metadata
+
+    manifest = build(tmp_path / "corpus", installed=["*"])
+    names = [s["name"].lower() for s in manifest["sources"]]
+    assert len(names) == len(set(names)) == len({d.metadata["Name"].lower() for d in metadata.distributions()})
+    assert "torch" in names and manifest["bytes"] > 10_000_000
+
+
 def test_an_existing_corpus_is_not_replaced_without_force(tmp_path):
     out = tmp_path / "corpus"
     build(out, installed=["tqdm"])
