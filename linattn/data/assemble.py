@@ -88,11 +88,14 @@ def build(
     endings = tuple(e.lower() for e in extensions)
     if "*" in installed:  # every installed distribution, each once
         installed = sorted({d.metadata["Name"].lower() for d in metadata.distributions() if d.metadata["Name"]})
-    parts = [_debian(name, downloads) for name in debian] + [_installed(name) for name in installed]
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # beside out: renamed into place
+    parts: list[_Files] = []
     seen: set[str] = set()
     try:
+        for name in debian:  # one by one, so that a failure still removes what the earlier ones unpacked
+            parts.append(_debian(name, downloads))
+        parts += [_installed(name) for name in installed]
         for part in parts:
             folder = f"{part.source.kind}-{part.source.name}"
             _copy(part, staging / folder, endings, seen, progress)
