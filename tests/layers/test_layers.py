@@ -208,7 +208,7 @@ def test_without_the_output_gate_the_layer_is_the_gated_one_with_its_gate_taken_
 
 
 @pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
-def test_runs_under_autocast_with_float32_norms(name, options, monkeypatch):
+def test_trains_under_autocast_with_float32_norms(name, options, monkeypatch):
     """CUDA's bf16 autocast runs norms in float32 and matmuls in bfloat16: the layers must hand the ops one dtype.
     (CPU autocast keeps normalize in bfloat16, so the float32 norm is imposed here.) RMSNorm gets its input in its
     weight's dtype: torch's fused kernel needs that, and falls back with a warning otherwise."""
@@ -223,8 +223,11 @@ def test_runs_under_autocast_with_float32_norms(name, options, monkeypatch):
     torch.manual_seed(0)
     layer = build_layer(name, D, H, **options)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        y, _ = layer(torch.randn(2, 20, D))
+        y, _ = layer(torch.randn(2, 40, D))
     assert torch.isfinite(y).all()
+    y.float().square().sum().backward()  # outside autocast, as training loops call it
+    grads = [p.grad for p in layer.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
 
 
 @pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)

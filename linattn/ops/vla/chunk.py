@@ -240,11 +240,14 @@ class _ChunkGate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, k_hat, u, M0, grouping: Grouping, kernels: GateKernels, keep: bool):
-        A_starts, A_final = group_inverses(u, M0, grouping.L, kernels.inverse, kernels.group_sums)
-        # α's rows normalised (`unit_rows`' value), and their norms; a tensor of its own, as the delta rule after the
-        # gate keeps it
-        alpha_hat, n, factors = kernels.apply(k_hat, u, A_starts, grouping, True, keep=keep)
-        norms = n.to(k_hat.dtype)  # [B, T, H]; α̂ may be in a lower precision under autocast
+        # the gate computes in k̂'s dtype throughout: autocast's bfloat16 products would break its Woodbury updates
+        # and mix dtypes between its forward and backward
+        with torch.autocast(k_hat.device.type, enabled=False):
+            A_starts, A_final = group_inverses(u, M0, grouping.L, kernels.inverse, kernels.group_sums)
+            # α's rows normalised (`unit_rows`' value), and their norms; a tensor of its own, as the delta rule after
+            # the gate keeps it
+            alpha_hat, n, factors = kernels.apply(k_hat, u, A_starts, grouping, True, keep=keep)
+        norms = n.to(k_hat.dtype)  # [B, T, H]
         ctx.save_for_backward(u, A_starts, alpha_hat, norms, A_final, factors)
         ctx.grouping, ctx.kernels, ctx.u_dtype = grouping, kernels, u.dtype
         ctx.m0_grad = isinstance(M0, torch.Tensor)
@@ -253,6 +256,11 @@ class _ChunkGate(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, d_alpha_hat, d_A_final):
+        with torch.autocast(ctx.saved_tensors[0].device.type, enabled=False):
+            return _ChunkGate._backward(ctx, d_alpha_hat, d_A_final)
+
+    @staticmethod
+    def _backward(ctx, d_alpha_hat, d_A_final):
         u, A_starts, alpha_hat, norms, A_final, factors = ctx.saved_tensors
         n = norms[..., None]
         # a_t = A_t g_t, `[B, T, H, d]`, with g = ∂L/∂α through the normalisation (as `unit_rows`' backward), which
