@@ -313,6 +313,9 @@ def _text_command(args: argparse.Namespace) -> int:
             args.out, args.debian, args.installed, downloads=args.downloads, force=args.force, progress=True
         )
         print("\n".join(summary(manifest)))
+        for source in manifest["sources"]:
+            if not source["files"]:
+                print(f"linattn: warning: {source['kind']} {source['name']} gave no new text file", file=sys.stderr)
         left_out = manifest["duplicates_left_out"]
         print(f"wrote {args.out}: {manifest['files']:,} files, {manifest['bytes']:,} bytes ({left_out:,} duplicates "
               f"left out); sources in {args.out}/MANIFEST.json")  # fmt: skip

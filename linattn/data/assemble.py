@@ -10,8 +10,9 @@ Sources, each pinned by what it records:
 
 The text files of every source (`DataConfig.extensions`) are copied to `OUT/<source>/<path>` in path order, each
 content once: a file whose bytes an earlier one had is left out and counted (vendored copies, generated headers).
-`OUT/MANIFEST.json` lists the sources, their versions and licences, and the counts; `OUT/LICENCES/<source>/` holds
-their licence texts (the `copyright` file, a distribution's `LICENSE`). `linattn tokenizer train` and
+Hidden files and packaging metadata (`*.dist-info`) are left out. `OUT/MANIFEST.json` lists the sources, their
+versions and licences, and the counts; `OUT/LICENCES/<source>/<path>.licence` holds every licence text a source
+ships (the `copyright` file, each `LICENSE`), none of them read as a document. `linattn tokenizer train` and
 `linattn train --data OUT` then split it by document, train the tokenizer on `train` and tokenise once.
 """
 
@@ -36,6 +37,7 @@ from linattn.io import write_atomic
 MANIFEST = "MANIFEST.json"
 LICENCES = "LICENCES"  # the sources' licence texts, named `*.licence` so that no corpus reader takes them as text
 _LICENCE_NAME = re.compile(r"(LICEN[CS]E|COPYING|NOTICE)", re.IGNORECASE)
+_METADATA = (".dist-info", ".egg-info")
 _TARBALL = re.compile(r"\.tar(\.(gz|xz|bz2))?$")
 
 
@@ -60,7 +62,6 @@ class _Files:
 
     source: Source
     files: list[tuple[str, Path]]
-    licence_files: list[Path]
     scratch: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
 
 
@@ -79,17 +80,18 @@ def build(
     `downloads`: where `.deb` files are kept (default `out/../.downloads`); one there already is used as it is.
     """
     out = Path(out)
-    debian, installed = list(debian), list(installed)
+    # each source once (a name given twice would be its own duplicate)
+    debian, installed = list(dict.fromkeys(debian)), list(dict.fromkeys(n.lower() for n in installed))
     if not debian and not installed:
         raise ValueError("corpus build: expected at least one --debian PKG or --installed DIST")
-    if out.exists() and not force:
-        raise ValueError(f"OUT: {out} exists (--force replaces it)")
+    _check_out(out, force)
     downloads = Path(downloads) if downloads else out.parent / ".downloads"
     endings = tuple(e.lower() for e in extensions)
     if "*" in installed:  # every installed distribution, each once
         installed = sorted({d.metadata["Name"].lower() for d in metadata.distributions() if d.metadata["Name"]})
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # beside out: renamed into place
+    staging.chmod(0o755)  # a corpus others may read, not mkdtemp's private folder
     parts: list[_Files] = []
     seen: set[str] = set()
     try:
@@ -98,10 +100,7 @@ def build(
         parts += [_installed(name) for name in installed]
         for part in parts:
             folder = f"{part.source.kind}-{part.source.name}"
-            _copy(part, staging / folder, endings, seen, progress)
-            for licence in part.licence_files:  # beside the documents, in no folder read as text
-                (staging / LICENCES / folder).mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(licence, staging / LICENCES / folder / f"{licence.name}.licence")
+            _copy(part, staging / folder, staging / LICENCES / folder, endings, seen, progress)
         manifest = _manifest([p.source for p in parts], extensions)
         write_atomic(staging / MANIFEST, json.dumps(manifest, indent=1) + "\n")
         if out.exists():
@@ -115,10 +114,36 @@ def build(
     return manifest
 
 
-def _copy(part: _Files, into: Path, endings: tuple[str, ...], seen: set[str], progress: bool) -> None:
-    """Copy `part`'s text files not seen before (by content) to `into`, counting what is kept and left out."""
+def _check_out(out: Path, force: bool) -> None:
+    """`out` may be written: new, or (with `force`) a corpus this command built, never the folder we stand in."""
+    if not out.exists():
+        return
+    if not out.is_dir() or not (out / MANIFEST).is_file():
+        raise ValueError(
+            f"OUT: {out} exists and is not a corpus of `linattn corpus build` (no {MANIFEST}): not replaced"
+        )
+    if not force:
+        raise ValueError(f"OUT: {out} exists (--force replaces it)")
+    if out.resolve() in (Path.cwd(), *Path.cwd().parents):
+        raise ValueError(f"OUT: {out} holds the current folder: not replaced")
+
+
+def _copy(part: _Files, into: Path, licences: Path, endings: tuple[str, ...], seen: set[str], progress: bool) -> None:
+    """Copy `part`'s text files not seen before (by content) to `into`, counting what is kept and left out, and its
+    licence texts to `licences` (as `<path>.licence`, so that no corpus reader takes them as text). Hidden files and
+    packaging metadata (`*.dist-info`, `*.egg-info`) are no documents."""
     source = part.source
-    files = sorted((rel, path) for rel, path in part.files if rel.lower().endswith(endings) and path.is_file())
+    files = []
+    for rel, path in sorted(part.files):
+        if not path.is_file():
+            continue
+        if _is_licence(rel):
+            (licences / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, licences / f"{rel}.licence")
+        elif rel.lower().endswith(endings) and not any(
+            p.startswith(".") or p.endswith(_METADATA) for p in rel.split("/")
+        ):
+            files.append((rel, path))
     with tqdm(total=len(files), desc=f"{source.kind} {source.name}", unit="file", disable=not progress) as bar:
         for rel, path in files:
             bar.update(1)
@@ -165,7 +190,7 @@ def _debian(name: str, downloads: Path) -> _Files:
         tarball.unlink()
     source = Source("debian", name, version, licences, sha256=_sha256(deb))
     files = [(p.relative_to(root).as_posix(), p) for p in root.rglob("*")]
-    return _Files(source, files, [copyright_file] if copyright_file.is_file() else [], scratch)
+    return _Files(source, files, scratch)
 
 
 def _download(name: str, downloads: Path) -> Path:
@@ -199,9 +224,13 @@ def _installed(name: str) -> _Files:
     licences = [declared.splitlines()[0].strip()] if declared.strip() else []
     licences += [c.split("::")[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
     source = Source("installed", meta["Name"], dist.version, list(dict.fromkeys(licences)))
-    files = [(f.as_posix(), Path(dist.locate_file(f))) for f in dist.files or [] if not f.as_posix().startswith("..")]
-    licence_files = [path for rel, path in files if ".dist-info/" in rel and _LICENCE_NAME.match(path.name)]
-    return _Files(source, files, licence_files)
+    # paths outside the distribution's folder (scripts in ../../bin) or absolute ones are not its sources
+    files = [
+        (f.as_posix(), Path(dist.locate_file(f)))
+        for f in dist.files or []
+        if ".." not in f.parts and not f.is_absolute()
+    ]
+    return _Files(source, files)
 
 
 def _sha256(path: Path) -> str:
@@ -227,3 +256,10 @@ def summary(manifest: dict) -> Iterator[str]:
     for s in manifest["sources"]:
         licences = ", ".join(s["licences"]) or "licence not stated"
         yield f"{s['kind']} {s['name']} {s['version']} ({licences}): {s['files']:,} files, {s['bytes']:,} bytes"
+
+
+def _is_licence(rel: str) -> bool:
+    """A licence text: a file named for one (`LICENSE`, `COPYING.md`, `dragon4_LICENSE.txt`, …) or a Debian package's
+    `usr/share/doc/<pkg>/copyright`."""
+    name = rel.rsplit("/", 1)[-1]
+    return bool(_LICENCE_NAME.search(name)) or (rel.startswith("usr/share/doc/") and name == "copyright")

@@ -63,7 +63,8 @@ def test_a_debian_package_and_its_tarballs_become_documents_each_content_once(tm
     assert "debian-toy-source/usr/share/doc/toy-source/README.txt" in kept
     assert "debian-toy-source/usr/src/tree/main.c" in kept
     assert not any(k.endswith("copy.h") or k.endswith(".tar.xz") for k in kept)
-    assert (tmp_path / "corpus" / LICENCES / "debian-toy-source" / "copyright.licence").is_file()
+    licence = tmp_path / "corpus" / LICENCES / "debian-toy-source" / "usr/share/doc/toy-source/copyright.licence"
+    assert licence.read_text().startswith("Format: https://www.debian.org")
     assert json.loads((tmp_path / "corpus" / MANIFEST).read_text()) == manifest
     # the corpus reader takes the documents, not the manifest or the licences
     names = {d.name for d in read_corpus(tmp_path / "corpus", DataConfig()).documents}
@@ -71,11 +72,17 @@ def test_a_debian_package_and_its_tarballs_become_documents_each_content_once(tm
 
 
 def test_an_installed_distribution_gives_its_files_version_and_licence(tmp_path):
-    manifest = build(tmp_path / "corpus", installed=["tqdm"])
+    manifest = build(tmp_path / "corpus", installed=["tqdm", "TQDM"])  # one source, however it is spelled
     (source,) = manifest["sources"]
     assert source["kind"] == "installed" and source["version"] and source["licences"]
-    assert source["files"] > 5 and manifest["files"] == source["files"]
+    assert source["files"] > 5 and manifest["files"] == source["files"] and source["duplicates"] == 0
     assert (tmp_path / "corpus" / "installed-tqdm" / "tqdm" / "std.py").is_file()
+    # its metadata is no document; its licence text is kept, under its own path
+    assert not list((tmp_path / "corpus" / "installed-tqdm").glob("*.dist-info"))
+    assert [p.name for p in (tmp_path / "corpus" / LICENCES / "installed-tqdm").rglob("*.licence")] == [
+        "LICENCE.licence"
+    ]
+    assert oct((tmp_path / "corpus").stat().st_mode & 0o777) == "0o755"
 
 
 def test_star_takes_every_installed_distribution_once(tmp_path):
@@ -96,6 +103,23 @@ def test_an_existing_corpus_is_not_replaced_without_force(tmp_path):
     assert (out / "mine.txt").read_text() == "kept"
     build(out, installed=["tqdm"], force=True)
     assert not (out / "mine.txt").exists()
+
+
+def test_force_replaces_only_a_corpus_and_never_the_current_folder(tmp_path, monkeypatch):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "precious.txt").write_text("kept")
+    with pytest.raises(ValueError, match=r"^OUT: .* exists and is not a corpus of `linattn corpus build`"):
+        build(mine, installed=["tqdm"], force=True)
+    (tmp_path / "file").write_text("kept")
+    with pytest.raises(ValueError, match=r"^OUT: .* exists and is not a corpus"):
+        build(tmp_path / "file", installed=["tqdm"], force=True)
+    corpus = tmp_path / "corpus"
+    build(corpus, installed=["tqdm"])
+    monkeypatch.chdir(corpus / "installed-tqdm")
+    with pytest.raises(ValueError, match=r"^OUT: .* holds the current folder: not replaced"):
+        build(corpus, installed=["tqdm"], force=True)
+    assert (mine / "precious.txt").read_text() == "kept" and (corpus / MANIFEST).is_file()
 
 
 def test_bad_sources_get_clear_errors(tmp_path, capsys):
