@@ -1,14 +1,17 @@
 """What a trained text LM does with its context: its loss at lengths past the training window, and passkey recall.
 
-- `loss_at_lengths`: for each length `L`, windows of `L + 1` tokens from inside single documents of a split (the
-  first `windows` documents that long, in order: the same windows for every model on the same cache). Reported:
-  the mean next-token loss over all `L` positions and over the last quarter (tokens with at least `3L/4` of
-  context). A model that uses a long context keeps the second at or below the first; one that breaks past its
-  training length shows it there first.
+- `loss_at_lengths`: the first `windows` documents of a split long enough for the largest length, in order (the
+  same documents for every length and every model on the same cache); at each length `L` their first `L + 1`
+  tokens. Reported: the mean next-token loss (nats a token) over all `L` positions and over the last quarter
+  (tokens with at least `3L/4` of context). A model that uses a long context keeps the second at or below the
+  first; one that breaks past its training length shows it there first.
 - `passkey_recall`: RULER's passkey on real text. A random five-digit key is stated at `depth · L` into `L` tokens
   of the split's text (`The pass key is 71432. Remember it. 71432 is the pass key.`) and asked at the end
-  (`What is the pass key? The pass key is `); each trial is one teacher-forced forward, scored on the key's
+  (`What is the pass key? The pass key is`); each trial is one teacher-forced forward, scored on the key's
   tokens: `exact` (every token the model's top choice) and `token` (the fraction that are), both means over trials.
+  The text around it is the split's token stream without its end-of-document tokens: training resets the state at
+  every document start, so a model never sees text after one. The key is asked as it was stated, after a space
+  (`is 71432`), so that a GPT-2-style BPE gives it the same tokens both times.
 """
 
 from __future__ import annotations
@@ -47,24 +50,25 @@ def token_losses(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
     return torch.cat(losses).cpu()
 
 
-def _documents(split: TokenSplit, length: int, count: int) -> list[int]:
-    """The first `count` documents of `split` with at least `length` tokens (their indices)."""
-    sizes = np.diff(split.offsets)
-    return [int(d) for d in np.flatnonzero(sizes >= length)[:count]]
+def _at_least_one(**counts: int) -> None:
+    for name, value in counts.items():
+        if value < 1:
+            raise ValueError(f"{name}: expected at least 1, got {value}")
 
 
 def loss_at_lengths(model: nn.Module, split: TokenSplit, lengths: list[int], windows: int = 8) -> dict[int, dict]:
-    """`{L: {"loss", "tail_loss", "windows"}}` (nats a token) over up to `windows` documents of at least `L + 1`
-    tokens, one window each, from the document's start. `ValueError` when no document is that long."""
+    """`{L: {"loss", "tail_loss", "windows"}}` (nats a token) over up to `windows` documents of at least
+    `max(lengths) + 1` tokens, at each `L` their first `L + 1`. `ValueError` when no document is that long."""
+    _at_least_one(windows=windows)
+    sizes = np.diff(split.offsets)
+    docs = [int(d) for d in np.flatnonzero(sizes > max(lengths))[:windows]]
+    if not docs:
+        raise ValueError(
+            f"lengths: no document of the {split.name} split has {max(lengths) + 1} tokens (the longest has "
+            f"{int(sizes.max(initial=0))}): probe shorter lengths (documents are cut at the run's max_doc_bytes)"
+        )
     out = {}
     for L in lengths:
-        docs = _documents(split, L + 1, windows)
-        if not docs:
-            longest = int(np.diff(split.offsets).max(initial=0))
-            raise ValueError(
-                f"lengths: no document of the {split.name} split has {L + 1} tokens (the longest has {longest}); "
-                "a larger max_doc_bytes keeps longer documents"
-            )
         all_, tail = [], []
         for d in docs:
             start = int(split.offsets[d])
@@ -79,8 +83,8 @@ def passkey_prompt(tokenizer: Tokenizer, filler: np.ndarray, key: str, depth: fl
     """`(ids, answer_start)`: `filler`'s tokens with the key stated at `depth` of the way in, the question, and the
     key's tokens from `answer_start` on."""
     needle = tokenizer.encode(f"\nThe pass key is {key}. Remember it. {key} is the pass key.\n")
-    question = tokenizer.encode("\nWhat is the pass key? The pass key is ")
-    answer = tokenizer.encode(key)
+    question = tokenizer.encode("\nWhat is the pass key? The pass key is")
+    answer = tokenizer.encode(f" {key}")
     at = int(depth * len(filler))
     ids = [*filler[:at].tolist(), *needle, *filler[at:].tolist(), *question]
     return ids + answer, len(ids)
@@ -100,21 +104,24 @@ def passkey_recall(
     stream from a random offset, the same for every model given the seed)."""
     if not 0 <= depth <= 1:
         raise ValueError(f"depth: expected a fraction in [0, 1], got {depth}")
+    _at_least_one(trials=trials)
+    eod = getattr(tokenizer, "eod_id", None)
+    text = split.tokens if eod is None else split.tokens[split.tokens != eod]
     rng = np.random.default_rng(seed)
     out = {}
     for L in lengths:
         keys = [f"{k:05d}" for k in rng.integers(10_000, 100_000, trials)]
         overhead = len(passkey_prompt(tokenizer, np.zeros(0, dtype=np.int64), keys[0], depth)[0])
         n = L - overhead
-        if n < 1 or len(split.tokens) < n:
+        if n < 1 or len(text) < n:
             raise ValueError(
                 f"lengths: {L} tokens leave {n} for text around the passkey's {overhead} (the {split.name} split has "
-                f"{len(split.tokens)})"
+                f"{len(text)})"
             )
         exact, token = [], []
         for key in keys:
-            start = int(rng.integers(0, len(split.tokens) - n + 1))
-            ids, answer_start = passkey_prompt(tokenizer, split.tokens[start : start + n].astype(np.int64), key, depth)
+            start = int(rng.integers(0, len(text) - n + 1))
+            ids, answer_start = passkey_prompt(tokenizer, text[start : start + n].astype(np.int64), key, depth)
             ids = torch.tensor(ids, device=_device(model))[None]  # [1, L]
             at = torch.zeros_like(ids, dtype=torch.bool)
             at[0, answer_start - 1 : -1] = True  # the positions that predict the key's tokens
@@ -129,6 +136,9 @@ def passkey_recall(
 def probes_table(losses: dict[int, dict], passkey: dict[int, dict]) -> str:
     """Markdown: one row a length."""
     lines = [
+        "Loss in nats a token, over the same documents at every length; passkey: the fraction of trials recalled "
+        "exactly, and of the key's tokens.",
+        "",
         "| L | loss | last quarter | windows | passkey exact | passkey tokens |",
         "|---:|---:|---:|---:|---:|---:|",
     ]

@@ -30,10 +30,10 @@ def split_of(texts: list[str]) -> TokenSplit:
 
 
 class Induction(nn.Module):
-    """Predicts the token that followed the last earlier occurrence of the preceding 16 tokens (or token 0): it
+    """Predicts the token that followed the last earlier occurrence of the preceding 12 tokens (or token 0): it
     recalls a key stated after the same words as the question."""
 
-    def __init__(self, vocab: int = 256, span: int = 16):
+    def __init__(self, vocab: int = 256, span: int = 12):
         super().__init__()
         self.vocab, self.span = vocab, span
         self.unused = nn.Parameter(torch.zeros(()))
@@ -64,12 +64,24 @@ def test_the_passkey_scorer_separates_a_model_that_recalls_from_one_that_does_no
     assert blank[300]["exact"] == 0.0 and blank[300]["token"] < 0.5
 
 
+def test_the_passkey_text_leaves_out_end_of_document_tokens():
+    class Recording(Blank):
+        def forward(self, ids, logits_at):
+            seen.append(ids)
+            return super().forward(ids, logits_at)
+
+    seen, tokenizer = [], ByteTokenizer()
+    tokenizer.eod_id = ord("#")  # as a trained BPE's <|endoftext|>, appended to every document
+    probes.passkey_recall(Recording(), tokenizer, split_of(["lorem ipsum dolor#"] * 40), [300], trials=2)
+    assert len(seen) == 2 and not any((ids == ord("#")).any() for ids in seen)
+
+
 def test_the_passkey_prompt_states_the_key_at_its_depth_and_asks_it_last():
     filler = np.frombuffer(b"x" * 1000, dtype=np.uint8).astype(np.int64)
     ids, answer_start = probes.passkey_prompt(ByteTokenizer(), filler, "12345", depth=0.5)
     text = bytes(ids).decode()
     assert text.index("The pass key is 12345.") == 501  # 500 filler bytes, then the needle's line break
-    assert text.endswith("What is the pass key? The pass key is 12345") and bytes(ids[answer_start:]) == b"12345"
+    assert text.endswith("What is the pass key? The pass key is 12345") and bytes(ids[answer_start:]) == b" 12345"
 
 
 def test_loss_at_lengths_is_the_cross_entropy_of_the_full_logits(monkeypatch):
@@ -82,11 +94,17 @@ def test_loss_at_lengths_is_the_cross_entropy_of_the_full_logits(monkeypatch):
     ids = torch.from_numpy(split.tokens[5 : 5 + 151].astype(np.int64))
     with torch.no_grad():
         want = F.cross_entropy(model(ids[None, :-1])[0][0], ids[1:], reduction="none")
-    assert got[150]["windows"] == 1 and got[64]["windows"] == 2  # documents of at least L + 1 tokens only
+    # the one document long enough for the largest length, read at every length
+    assert got[150]["windows"] == got[64]["windows"] == 1
     assert got[150]["loss"] == pytest.approx(want.mean().item(), rel=1e-5)
     assert got[150]["tail_loss"] == pytest.approx(want[-37:].mean().item(), rel=1e-5)
+    assert got[64]["loss"] == pytest.approx(want[:64].mean().item(), rel=1e-5)  # causal: the same first 64
     with pytest.raises(ValueError, match=r"^lengths: no document of the val split has 1001 tokens \(the longest has"):
         probes.loss_at_lengths(model, split, [1000])
+    with pytest.raises(ValueError, match=r"^windows: expected at least 1, got 0"):
+        probes.loss_at_lengths(model, split, [64], windows=0)
+    with pytest.raises(ValueError, match=r"^trials: expected at least 1, got 0"):
+        probes.passkey_recall(model, ByteTokenizer(), split, [200], trials=0)
 
 
 def test_probe_runs_on_a_trained_runs_test_split(tmp_path, capsys):
