@@ -17,7 +17,7 @@ class ShortConv(nn.Module):
     def __init__(self, dim: int, kernel_size: int = 4, *, activation: str | None = "silu", bias: bool = False):
         super().__init__()
         if kernel_size < 1:
-            raise ValueError(f"kernel_size: expected >= 1, got {kernel_size}")
+            raise ValueError(f"conv_size (the short convolution's kernel_size): expected >= 1, got {kernel_size}")
         if activation not in (None, "silu"):
             raise ValueError(f"activation: expected None or 'silu', got {activation!r}")
         self.dim, self.kernel_size, self.activation = dim, kernel_size, activation
