@@ -39,6 +39,7 @@ norms `‖α_t‖`, not `α`. `k̂`'s normalisation stays outside (`unit_rows`, 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -229,6 +230,13 @@ def _ungroup(rows: list[torch.Tensor], N: int) -> torch.Tensor:
     return torch.stack(rows, 3).flatten(2, 3)[:, :, :N]
 
 
+def _no_autocast(device: torch.device):
+    """Autocast off on `device` (meta tensors have no autocast to turn off)."""
+    if torch.amp.is_autocast_available(device.type):
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
+
+
 class _ChunkGate(torch.autograd.Function):
     """`(k̂, u, M_0) -> (α̂, A_T)` with `α̂_t = α_t / ‖α_t‖`, `α_t = M_t⁻¹ k̂_t`; `k̂: [B, T, H, d]` and
     `M_0: [B, H, d, d]` in the compute dtype (or the number `λ0`, `M_0 = λ0 I`), `u: [B, T, H, d]` in its own (kept
@@ -242,7 +250,7 @@ class _ChunkGate(torch.autograd.Function):
     def forward(ctx, k_hat, u, M0, grouping: Grouping, kernels: GateKernels, keep: bool):
         # the gate computes in k̂'s dtype throughout: autocast's bfloat16 products would break its Woodbury updates
         # and mix dtypes between its forward and backward
-        with torch.autocast(k_hat.device.type, enabled=False):
+        with _no_autocast(k_hat.device):
             A_starts, A_final = group_inverses(u, M0, grouping.L, kernels.inverse, kernels.group_sums)
             # α's rows normalised (`unit_rows`' value), and their norms; a tensor of its own, as the delta rule after
             # the gate keeps it
@@ -256,7 +264,7 @@ class _ChunkGate(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, d_alpha_hat, d_A_final):
-        with torch.autocast(ctx.saved_tensors[0].device.type, enabled=False):
+        with _no_autocast(ctx.saved_tensors[0].device):
             return _ChunkGate._backward(ctx, d_alpha_hat, d_A_final)
 
     @staticmethod
