@@ -30,6 +30,11 @@ from linattn.ops.vla.naive import naive_vla_gate
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
+def _chunked(device: str) -> str:
+    """The chunked gate this device runs: the Triton kernel on CUDA, the PyTorch chunk path on the CPU."""
+    return "triton" if device == "cuda" else "chunk"
+
+
 def inputs(T: int, d: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """`(k, u): [1, T, 1, d]` float64 on the CPU."""
     gen = torch.Generator().manual_seed(seed)
@@ -44,7 +49,7 @@ def measure(T: int, d: int, dtype: str, device: str, *, lam0: float = 0.1, rho: 
     k, u = inputs(T, d)
     k, u = k.to(DTYPES[dtype]).to(device), u.to(DTYPES[dtype]).to(device)
     start = time.perf_counter()
-    gate = backend_gate("triton" if device == "cuda" else "chunk", lam0, rho)
+    gate = backend_gate(_chunked(device), lam0, rho)
     alpha, A = gate(k, u, None)  # float32 for float32 and bfloat16 inputs
     if device == "cuda":
         torch.cuda.synchronize()
@@ -84,7 +89,7 @@ CONDITIONS = (0.1, 1.0, 3.0, 10.0, 100.0, 1e4, 1e6)
 def conditioning_row(d: int, r: float, device: str, *, T: int = 512, lam0: float = 0.1, seeds: int = 3) -> dict:
     """The worst over `seeds` draws of `max_t ‖α̂_t − α̂₆₄‖` for the float32 token loop and the chunked gate, at
     `‖u‖² / λ0 = r` (every `u` of norm `√(r λ0)`)."""
-    chunked = "triton" if device == "cuda" else "chunk"
+    chunked = _chunked(device)
     row = {"K": d, "r": r, "naive": 0.0, chunked: 0.0}
     for seed in range(seeds):
         k, u = inputs(T, d, seed)

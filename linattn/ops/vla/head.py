@@ -3,7 +3,7 @@
 From `A_0 = I / λ0`, the tokens that first visit a direction shrink `A` there by up to `‖u‖² / λ0`. A chunked gate
 forms `A_t k̂_t` as `A_c k̂_t − Σ_{s≤t} w_s (w_sᵀ k̂_t)`, a difference of terms up to `‖u‖² λmax(A_c)` times larger
 than the result, so float32 keeps about `ε · ‖u‖² λmax(A_0)` of it, and the downdates carry that relative error
-along the whole group (at K = 16, `‖u‖² / λ0 = 6·10⁵`: `α̂` 0.35 off where the float32 token loop is 0.015 off).
+along the whole group (`python -m linattn.bench gate --conditioning` with `CONDITION = inf` shows it).
 Once `u` has spanned the space, `A` shrinks by about `(t + C) / t` a chunk and the chunked gate is as accurate as
 the token loop. So when `r = max_t ‖u_t‖² · λmax(A_0)` exceeds `CONDITION`, the first `SPAN · K` tokens run in
 float64 and the backend continues from their `A`. Data whose `u` keeps leaving directions unvisited stays
@@ -21,7 +21,7 @@ from linattn.ops.checks import compute_dtype
 # `r` above which the float64 head of SPAN · K tokens runs: with it, and below it without, the chunked float32 gates
 # are within 2× the float32 token loop's error (`python -m linattn.bench gate --conditioning`)
 CONDITION = 1.0
-SPAN = 4  # with 2 · K, the chunk after the head still lost 2 – 3× the token loop's error
+SPAN = 4  # with 2 · K the chunk after the head still loses accuracy (the same bench with SPAN = 2)
 
 Gate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]]
 
