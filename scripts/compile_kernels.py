@@ -76,6 +76,12 @@ def _calls() -> None:
         for wk in (w, None):  # training calls: `o` the only output
             o, _ = delta_rule(q, k, v, w=wk, beta=beta, g=g, backend="triton")
             o.float().sum().backward()
+        if dtype == torch.bfloat16:  # the fast level: bfloat16 intermediates and products
+            for wk in (w, None):
+                o, _ = delta_rule(q, k, v, w=wk, beta=beta, g=g, backend="triton", precision="fast")
+                o.float().sum().backward()
+            o, _ = linear_attention(q, k, v, backend="triton", precision="fast")
+            o.float().sum().backward()
         o, _ = delta_rule(q, k, v, beta=beta, g=g, kaczmarz_eps=1e-6, backend="triton")
         o.float().sum().backward()
         lam = torch.rand(*shape, requires_grad=True)
@@ -127,14 +133,16 @@ def _as_on_the_gpu() -> None:
     for info in pkgutil.walk_packages(linattn.ops.__path__, "linattn.ops."):
         if ".triton" in info.name:
             importlib.import_module(info.name)
-    device_aware = precision.raw_operands
+    # and `precision.fast_precision` likewise: bfloat16 operands on a GPU, an emulation of them on the CPU
+    for name in ("raw_operands", "fast_precision"):
+        device_aware = getattr(precision, name)
 
-    def raw_operands(device, *dtypes):
-        return device_aware(torch.device("cuda"), *dtypes)
+        def on_the_gpu(device, *dtypes, choose=device_aware):
+            return choose(torch.device("cuda"), *dtypes)
 
-    for module in list(sys.modules.values()):
-        if getattr(module, "raw_operands", None) is device_aware:
-            module.raw_operands = raw_operands
+        for module in list(sys.modules.values()):
+            if getattr(module, name, None) is device_aware:
+                setattr(module, name, on_the_gpu)
 
 
 def record(path: Path) -> None:

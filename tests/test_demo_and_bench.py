@@ -133,6 +133,8 @@ def test_stage_profile_times_every_kernel():
     assert "**stages, total**" in stages.table(rows)
     batched = stages.profile(70, timer, B=2, H=1, K=16, dtype=torch.float32, device="cpu")
     assert {r["B"] for r in batched} == {2} and "| 2 × 70 | wy_fwd |" in stages.table(batched)
+    fast = stages.profile(70, timer, H=1, K=16, dtype=torch.bfloat16, device="cpu", fast=True)
+    assert [r["stage"] for r in fast] == names
 
 
 def test_gate_stage_profile_times_every_step():

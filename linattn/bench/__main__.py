@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_ops = sub.add_parser("ops", help="GPU: ours vs SDPA vs fla, bf16, forward and forward+backward")
     p_ops.add_argument(
-        "--batch-sweep", action=argparse.BooleanOptionalAction, default=True, help="also the B·T = 32K shapes"
+        "--batch-sweep", action=argparse.BooleanOptionalAction, default=True, help="also B·T = 64K (B = 4, 16, 64)"
     )
     p_ops.add_argument(
         "--only", help="comma-separated: only the contenders whose name contains one of these (SDPA always runs)"
@@ -85,12 +85,21 @@ def main(argv: list[str] | None = None) -> int:
     p_verify.add_argument(
         "--ops", default=",".join(VERIFY_OPS), help="comma-separated: only these ops' cases (default all)"
     )
+    p_verify.add_argument(
+        "--precision",
+        choices=("exact", "fast"),
+        default="exact",
+        help="the level under test and its contract (default exact; fast: the ops that take the keyword)",
+    )
     p_decode = sub.add_parser("decode", help="GPU: per-token decode step, ours vs SDPA with a KV cache")
     p_stages = sub.add_parser("stages", help="GPU: each Triton delta-rule kernel (or VLA gate step) on its own")
     p_stages.add_argument("--op", choices=("delta_rule", "vla-gate"), default="delta_rule", help="what to profile")
     p_stages.add_argument("--K", type=int, default=128, help="head dim of the vla-gate profile (default 128)")
     p_stages.add_argument("--device", default="cuda", help="'cuda' (default), or 'cpu' for --op vla-gate")
     p_stages.add_argument("--batch", type=int, default=1, help="delta_rule: sequences of each length at once")
+    p_stages.add_argument(
+        "--precision", choices=("exact", "fast"), default="exact", help="delta_rule: the level (default exact)"
+    )
     p_prof = sub.add_parser("profile", help="a contender's kernels by time, and its memory at the peak")
     p_prof.add_argument(
         "--contenders", default="VLA triton", help="comma-separated vla-speed contenders (CUDA: or ops contenders)"
@@ -177,12 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         from linattn.bench import verify
 
         print(
-            f"# linattn verify: backend {args.backend} against float64; "
+            f"# linattn verify: backend {args.backend}, precision {args.precision}, against float64; "
             + ", ".join(f"{k}: {v}" for k, v in env.items())
         )
-        rows = verify.run(args.backend, jobs=args.jobs, quick=args.quick, ops=tuple(args.ops.split(",")))
-        print(verify.table(rows))
-        extra = {"backend": args.backend}
+        ops = tuple(args.ops.split(","))
+        rows = verify.run(args.backend, jobs=args.jobs, quick=args.quick, ops=ops, precision=args.precision)
+        print(verify.table(rows, args.precision))
+        extra = {"backend": args.backend, "precision": args.precision}
     elif args.command == "ops":
         from linattn.bench import ops
 
@@ -214,10 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         what = (
             f"VLA chunk gate, float32, B=1, H=16, K={args.K}"
             if args.op == "vla-gate"
-            else f"Triton delta rule, GDN configuration, bf16, B={args.batch}, H=16, K=V=128"
+            else f"Triton delta rule, GDN configuration, bf16, B={args.batch}, H=16, K=V=128, {args.precision}"
         )
         print(f"# linattn stage profile: {what}; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
-        rows = stages.run(args.lengths, op=args.op, K=args.K, device=device, batch=args.batch)
+        rows = stages.run(args.lengths, op=args.op, K=args.K, device=device, batch=args.batch, precision=args.precision)
         print(stages.table(rows))
         extra = {}
     elif args.command == "profile":

@@ -106,14 +106,18 @@ def _sdpa(s, dtype):
     return fn, [q, k, v]
 
 
-def _ours(backend: str, two_key: bool):
+def _ours(backend: str, two_key: bool, precision: str = "exact", gated: bool = True):
+    """Our delta rule: GDN (or without the decay DeltaNet, or the two-key rule) at a precision level."""
+
     def build(s, dtype):
         q, v = _randn(s, dtype), _randn(s, dtype)
         k = _randn(s, dtype, unit=True)
         w = _randn(s, dtype, unit=True) if two_key else None
         beta, g = _gates(s)
-        leaves = [q, k, v, beta, g] + ([w] if w is not None else [])
-        return (lambda: delta_rule(q, k, v, w=w, beta=beta, g=g, backend=backend)[0]), leaves
+        if not gated:
+            g = None
+        leaves = [x for x in (q, k, v, beta, g, w) if x is not None]
+        return (lambda: delta_rule(q, k, v, w=w, beta=beta, g=g, backend=backend, precision=precision)[0]), leaves
 
     return build
 
@@ -159,7 +163,11 @@ def _gla(backend: str):
 CONTENDERS = [
     Contender("sdpa (flash)", _sdpa, _sdpa_flops, 3),
     Contender("ours triton GDN", _ours("triton", False), _delta_flops, 3),
+    Contender("ours triton GDN fast", _ours("triton", False, "fast"), _delta_flops, 3),
+    Contender("ours triton DeltaNet", _ours("triton", False, gated=False), _delta_flops, 3),
+    Contender("ours triton DeltaNet fast", _ours("triton", False, "fast", gated=False), _delta_flops, 3),
     Contender("ours triton two-key", _ours("triton", True), _delta_flops, 4),
+    Contender("ours triton two-key fast", _ours("triton", True, "fast"), _delta_flops, 4),
     Contender("ours chunk GDN (PyTorch)", _ours("chunk", False), _delta_flops, 3),
     Contender("naive token loop GDN (PyTorch)", _ours("naive", False), _delta_flops, 3, max_tokens=4096),
     Contender("fla GDN", _fla("gdn"), _delta_flops, 3),
@@ -203,7 +211,7 @@ def measure(contender: Contender, shape: Shape, dtype: torch.dtype, limits: dict
     return {**row, **fractions(contender, row, limits, dtype.itemsize)}
 
 
-BATCH_SWEEP = ((16, 2048), (4, 8192), (1, 32768))  # B·T = 32K
+BATCH_SWEEP = ((4, 16384), (16, 4096), (64, 1024))  # B·T = 64K: the GPU full (with B = 1, T = 64K)
 
 
 def run(

@@ -25,13 +25,13 @@ from linattn.ops import delta_rule
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd
 from linattn.ops.delta_rule.triton.output import output_fwd
+from linattn.ops.delta_rule.triton.precision import backward_precision, forward_precision
 from linattn.ops.delta_rule.triton.recompute import wy_apply
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
 from linattn.ops.delta_rule.triton.wy import wy_fwd
 from linattn.ops.utils.grid import cdiv
 from linattn.ops.utils.layout import chunk_layout
-from linattn.ops.utils.precision import grad_precision, state_precision
 
 SEQUENTIAL = ("state_fwd", "state_fwd (recompute)", "state_bwd")
 
@@ -53,41 +53,42 @@ def inputs(B: int, T: int, H: int, K: int, dtype: torch.dtype, device) -> dict[s
     }
 
 
-def stage_calls(x: dict[str, torch.Tensor]) -> list[tuple[str, Callable[[], object]]]:
+def stage_calls(x: dict[str, torch.Tensor], fast: bool = False) -> list[tuple[str, Callable[[], object]]]:
     """`(stage, call)` for every launch of the forward, then of the backward, in order; each call repeats its
-    stage on inputs computed once here (the intermediates of one forward and backward). The forward's state stage
-    runs in the precision `delta_rule` gives it without a final state, the backward's in the one it gives them."""
+    stage on inputs computed once here (the intermediates of one forward and backward). Each stage runs in the
+    precision and stores in the dtype `delta_rule` gives it without a final state (`fast`: at the fast level)."""
     q, k, v, beta, g, do = (x[n] for n in ("q", "k", "v", "beta", "g", "do"))
     B, T, _, K = q.shape
     scale = K**-0.5
     layout = chunk_layout(B, T, None, q.device)
     G = chunk_cumsum(g, layout)
-    fwd_precision = state_precision(v.dtype, output_final_state=False)
-    T_inv, u_tilde, k_tilde, _ = wy_fwd(k, v, k, beta, G, layout, precision=fwd_precision)
-    bwd = grad_precision((q, k, v, do), final_state_grad=False)
-    h, U, _ = state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bwd)
-    k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, precision=bwd)[2]
-    dh, dv_tilde, _ = state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bwd)
-    _, _, _, _, _, dG = local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bwd)
+    fp = forward_precision(q, k, v, k, v.dtype, False, fast)
+    T_inv, u_tilde, k_tilde, _ = wy_fwd(k, v, k, beta, G, layout, None, fp.rows, fp.store)
+    h, U, _ = state_fwd(k_tilde, u_tilde, k, G, None, False, layout, fp.state, fp.store)
+    bp = backward_precision((q, k, v, do), False, fast=fast)
+    k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, precision=bp.wy)[2]
+    dh, dv_tilde, _ = state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk)
+    local = partial(local_bwd, q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bp.local)
+    dG = local()[-1]
     return [
         ("chunk_cumsum", lambda: chunk_cumsum(g, layout)),
-        ("wy_fwd", lambda: wy_fwd(k, v, k, beta, G, layout, precision=fwd_precision)),
-        ("state_fwd", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, fwd_precision)),
-        ("output_fwd", lambda: output_fwd(q, k, G, h, U, scale, layout, v.dtype, fwd_precision)),
-        ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout, precision=bwd)),
-        ("state_fwd (recompute)", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bwd)),
-        ("state_bwd", lambda: state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bwd)),
-        ("local_bwd", lambda: local_bwd(q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bwd)),
+        ("wy_fwd", lambda: wy_fwd(k, v, k, beta, G, layout, None, fp.rows, fp.store)),
+        ("state_fwd", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, fp.state, fp.store)),
+        ("output_fwd", lambda: output_fwd(q, k, G, h, U, scale, layout, v.dtype, fp.output)),
+        ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout, precision=bp.wy)),
+        ("state_fwd (recompute)", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bp.state, bp.states)),
+        ("state_bwd", lambda: state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk)),
+        ("local_bwd", local),
         ("chunk_cumsum (reverse)", lambda: chunk_cumsum(dG, layout, reverse=True)),
     ]
 
 
-def end_to_end(x: dict[str, torch.Tensor]) -> dict[str, Callable[[], object]]:
+def end_to_end(x: dict[str, torch.Tensor], fast: bool = False) -> dict[str, Callable[[], object]]:
     """`delta_rule(backend="triton")`'s forward, and its forward + backward through autograd."""
     leaves = {n: x[n].detach().clone().requires_grad_() for n in ("q", "k", "v", "beta", "g")}
 
     def forward():
-        return delta_rule(**leaves, backend="triton")[0]
+        return delta_rule(**leaves, backend="triton", precision="fast" if fast else "exact")[0]
 
     def forward_backward():
         for t in leaves.values():
@@ -97,33 +98,40 @@ def end_to_end(x: dict[str, torch.Tensor]) -> dict[str, Callable[[], object]]:
     return {"forward": forward, "forward + backward": forward_backward}
 
 
-def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dtype=torch.bfloat16, device="cuda"):
+def profile(
+    T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dtype=torch.bfloat16, device="cuda", fast=False
+):
     """Rows `{B, T, stage, ms}` (and `us_per_chunk` for the sequential stages: per step of one program's walk), the
-    end-to-end rows last; `timer(fn) -> ms`."""
+    end-to-end rows last; `timer(fn) -> ms`; `fast`: the fast precision level's stages."""
     x = inputs(B, T, H, K, dtype, device)
     NT = cdiv(T, 64)
     rows = []
-    for stage, call in stage_calls(x):
+    for stage, call in stage_calls(x, fast):
         row = {"B": B, "T": T, "stage": stage, "kind": "stage", "ms": timer(call)}
         if stage in SEQUENTIAL:
             row["us_per_chunk"] = row["ms"] * 1e3 / NT
         rows.append(row)
-    for name, call in end_to_end(x).items():
+    for name, call in end_to_end(x, fast).items():
         rows.append({"B": B, "T": T, "stage": f"delta_rule {name}", "kind": "end to end", "ms": timer(call)})
     return rows
 
 
 def run(
-    lengths=(8192, 65536), op: str = "delta_rule", K: int = 128, device: str = "cuda", batch: int = 1
+    lengths=(8192, 65536),
+    op: str = "delta_rule",
+    K: int = 128,
+    device: str = "cuda",
+    batch: int = 1,
+    precision: str = "exact",
 ) -> list[dict]:
-    """`op`: `delta_rule` (the Triton kernels, K = V = 128, `batch` sequences of each length, on CUDA) or `vla-gate`
-    (`gate_stages`, head dim `K`, on `device`)."""
+    """`op`: `delta_rule` (the Triton kernels, K = V = 128, `batch` sequences of each length, on CUDA, at
+    `precision`) or `vla-gate` (`gate_stages`, head dim `K`, on `device`)."""
     if op == "vla-gate":
         from linattn.bench import gate_stages
 
         profiler = partial(gate_stages.profile, K=K, device=device)
     elif device == "cuda" and torch.cuda.is_available():
-        profiler = partial(profile, B=batch)
+        profiler = partial(profile, B=batch, fast=precision == "fast")
     else:
         raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU for the delta rule's kernels")
     rows = []

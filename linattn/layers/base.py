@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from linattn.layers.padding import Unpadded, check_padding, run_unpadded
-from linattn.ops.checks import BACKENDS, check_cu_seqlens
+from linattn.ops.checks import BACKENDS, check_cu_seqlens, check_precision
 
 State = dict[str, Any]
 
@@ -38,9 +38,19 @@ class Mixer(nn.Module):
     # "fused_recurrent" or "naive" forces one (e.g. to test the kernel in Triton's interpreter)
     decode_backend: str | None = None
 
-    def __init__(self, d_model: int, n_heads: int, *, head_dim: int | None = None, backend: str = "auto"):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        head_dim: int | None = None,
+        backend: str = "auto",
+        precision: str = "exact",
+    ):
         """`head_dim`: the (key) dim of a head; None (the default) means `d_model // n_heads`, and then `n_heads`
-        must divide `d_model`."""
+        must divide `d_model`. `precision`: `"exact"` or `"fast"`, passed to the ops that take it (`delta_rule`,
+        `linear_attention`, `gated_linear_attention`: docs/design.md §4); a mixer whose ops have no fast level
+        (VLA, CCQ, softmax) takes no such argument."""
         super().__init__()
         if not isinstance(d_model, int) or d_model <= 0:
             raise ValueError(f"d_model: expected a positive int, got {d_model!r}")
@@ -56,6 +66,8 @@ class Mixer(nn.Module):
         if backend not in BACKENDS:  # now, not at the first forward
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         self.backend = backend
+        check_precision(precision)
+        self.precision = precision
 
     def head_sizes(self, num_v_heads: int | None, expand_v: float) -> tuple[int, int, int, int]:
         """The head sizes `(H, K, HV, V)` of a mixer with value heads of their own: `n_heads`, `head_dim`, then

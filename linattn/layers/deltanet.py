@@ -44,8 +44,9 @@ class DeltaNet(Mixer):
         expand_v: float = 1.0,
         num_v_heads: int | None = None,
         backend: str = "auto",
+        precision: str = "exact",
     ):
-        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend, precision=precision)
         H, K, HV, V = self.head_sizes(num_v_heads, expand_v)
         dims = {"q": H * K, "k": H * K, "v": HV * V}
         self.qkv = ConvProjections(d_model, dims, short_conv=short_conv, conv_size=conv_size, conv_bias=conv_bias)
@@ -76,5 +77,6 @@ class DeltaNet(Mixer):
             output_final_state=True,
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
+            precision=self.precision,
         )
         return self.out(merge_heads(gate_output(self.o_norm(o), self.g_proj, x, self.num_v_heads))), new

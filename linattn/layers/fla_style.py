@@ -159,6 +159,7 @@ class GatedDeltaNet(FlaLayer):
         norm_eps: the output RMSNorm's ε (1e-5).
         backend: the ops' backend (this package's): `"auto"` (Triton on CUDA, the chunked PyTorch form elsewhere),
             `"chunk"`, `"naive"` or `"triton"`.
+        precision: `"exact"` (default) or `"fast"` (bfloat16 intermediates in the Triton kernels, docs/design.md §4).
 
     Example:
         >>> layer = GatedDeltaNet(hidden_size=64, num_heads=2, head_dim=16, expand_v=2, num_v_heads=4)
@@ -183,6 +184,7 @@ class GatedDeltaNet(FlaLayer):
         layer_idx: int | None = None,
         norm_eps: float = 1e-5,
         backend: str = "auto",
+        precision: str = "exact",
     ):
         hidden_size, num_heads, K, expand = _head_sizes(hidden_size, num_heads, head_dim, expand_v)
         mixer = GatedDeltaNetMixer(
@@ -198,6 +200,7 @@ class GatedDeltaNet(FlaLayer):
             conv_bias=conv_bias,
             norm_eps=norm_eps,
             backend=backend,
+            precision=precision,
         )
         super().__init__(mixer, layer_idx=layer_idx, mode=mode)
 
@@ -229,7 +232,7 @@ class DeltaNet(FlaLayer):
             DeltaNet).
         use_gate: the output gate (False).
         use_short_conv, conv_size, conv_bias: as `GatedDeltaNet` (True, 4, False).
-        mode, layer_idx, norm_eps (1e-5), backend: as `GatedDeltaNet`.
+        mode, layer_idx, norm_eps (1e-5), backend, precision: as `GatedDeltaNet`.
 
     Example:
         >>> layer = DeltaNet(hidden_size=64, num_heads=4)   # K = V = 16
@@ -253,6 +256,7 @@ class DeltaNet(FlaLayer):
         layer_idx: int | None = None,
         norm_eps: float = 1e-5,
         backend: str = "auto",
+        precision: str = "exact",
     ):
         hidden_size, num_heads, K, expand = _head_sizes(
             hidden_size, num_heads, head_dim, expand_v, expand_k=expand_k, default_k=1.0
@@ -269,6 +273,7 @@ class DeltaNet(FlaLayer):
             conv_bias=conv_bias,
             norm_eps=norm_eps,
             backend=backend,
+            precision=precision,
         )
         super().__init__(mixer, layer_idx=layer_idx, mode=mode)
 
@@ -287,7 +292,7 @@ class GLA(FlaLayer):
         use_short_conv, conv_size, conv_bias: as `GatedDeltaNet` (False, 4, False).
         use_output_gate: the output gate (True).
         gate_logit_normalizer, gate_low_rank_dim: the decay's divisor and the rank of `W_2 W_1` (16, 16).
-        mode, layer_idx, norm_eps (1e-5), backend: as `GatedDeltaNet`.
+        mode, layer_idx, norm_eps (1e-5), backend, precision: as `GatedDeltaNet`.
 
     Example:
         >>> layer = GLA(hidden_size=64, num_heads=4, expand_k=0.5)   # K = 8, V = 16
@@ -313,6 +318,7 @@ class GLA(FlaLayer):
         gate_low_rank_dim: int = 16,
         layer_idx: int | None = None,
         backend: str = "auto",
+        precision: str = "exact",
     ):
         hidden_size, num_heads, K, expand = _head_sizes(
             hidden_size, num_heads, head_dim, expand_v, expand_k=expand_k, default_k=0.5
@@ -331,6 +337,7 @@ class GLA(FlaLayer):
             output_gate=use_output_gate,
             norm_eps=norm_eps,
             backend=backend,
+            precision=precision,
         )
         super().__init__(mixer, layer_idx=layer_idx, mode=mode)
 
@@ -347,7 +354,7 @@ class LinearAttention(FlaLayer):
         num_heads: query / key heads (8).
         num_v_heads: value heads, None (`num_heads`) or a multiple of it (GVA).
         normalize: the sum normaliser `z_tᵀ φ(q_t)` (True; this package's option).
-        mode, layer_idx, norm_eps (the LayerNorm's, 1e-5), backend: as `GatedDeltaNet`.
+        mode, layer_idx, norm_eps (the LayerNorm's, 1e-5), backend, precision: as `GatedDeltaNet`.
 
     Example:
         >>> layer = LinearAttention(hidden_size=64, num_heads=4)
@@ -368,6 +375,7 @@ class LinearAttention(FlaLayer):
         norm_eps: float = 1e-5,
         layer_idx: int | None = None,
         backend: str = "auto",
+        precision: str = "exact",
     ):
         hidden_size, num_heads, K, expand = _head_sizes(
             hidden_size, num_heads, head_dim, expand_v, expand_k=expand_k, default_k=1.0
@@ -381,6 +389,7 @@ class LinearAttention(FlaLayer):
             normalize=normalize,
             norm_eps=norm_eps,
             backend=backend,
+            precision=precision,
         )
         super().__init__(mixer, layer_idx=layer_idx, mode=mode)
 
@@ -460,7 +469,7 @@ class Mamba2(FlaLayer):
         expand: the inner width `expand · hidden_size = num_heads · head_dim` (2).
         n_groups: groups of heads sharing one `B, C` (1; a divisor of `num_heads`).
         conv_kernel, use_conv_bias: the causal depthwise convolution of `x, B, C` (4, True).
-        mode, layer_idx, norm_eps (1e-5), backend: as `GatedDeltaNet`.
+        mode, layer_idx, norm_eps (1e-5), backend, precision: as `GatedDeltaNet`.
     Its call is the others' `(o, None, past_key_values)`, not HF's `Mamba2Mixer` one (`cache_params`).
 
     Example:
@@ -483,6 +492,7 @@ class Mamba2(FlaLayer):
         norm_eps: float = 1e-5,
         layer_idx: int | None = None,
         backend: str = "auto",
+        precision: str = "exact",
     ):
         hidden_size, head_dim = _positive_int("hidden_size", hidden_size), _positive_int("head_dim", head_dim)
         if isinstance(expand, bool) or not isinstance(expand, (int, float)) or not 0 < expand < math.inf:
@@ -507,5 +517,6 @@ class Mamba2(FlaLayer):
             conv_bias=use_conv_bias,
             norm_eps=norm_eps,
             backend=backend,
+            precision=precision,
         )
         super().__init__(mixer, layer_idx=layer_idx, mode=mode)

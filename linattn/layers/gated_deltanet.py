@@ -86,8 +86,9 @@ class GatedDeltaNet(Mixer):
         expand_v: float = 1.0,
         num_v_heads: int | None = None,
         backend: str = "auto",
+        precision: str = "exact",
     ):
-        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend, precision=precision)
         if kaczmarz and raw_keys:
             raise ValueError("raw_keys: KLA's keys are raw already (its step divides by ‖k‖²); set it for GDN only")
         self.kaczmarz = kaczmarz
@@ -135,5 +136,6 @@ class GatedDeltaNet(Mixer):
             output_final_state=True,
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
+            precision=self.precision,
         )
         return self.out(merge_heads(gate_output(self.o_norm(o), self.g_proj, x, self.num_v_heads))), new

@@ -40,8 +40,9 @@ class LinearAttention(Mixer):
         expand_v: float = 1.0,
         num_v_heads: int | None = None,
         backend: str = "auto",
+        precision: str = "exact",
     ):
-        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend, precision=precision)
         self.normalize = normalize
         H, K, HV, V = self.head_sizes(num_v_heads, expand_v)
         self.q_proj = nn.Linear(d_model, H * K, bias=False)
@@ -82,9 +83,17 @@ class LinearAttention(Mixer):
                 output_final_state=True,
                 cu_seqlens=cu_seqlens,
                 backend=backend,
+                precision=self.precision,
             )
         else:
             o, new["S"] = linear_attention(
-                q, k, v, initial_state=state.get("S"), output_final_state=True, cu_seqlens=cu_seqlens, backend=backend
+                q,
+                k,
+                v,
+                initial_state=state.get("S"),
+                output_final_state=True,
+                cu_seqlens=cu_seqlens,
+                backend=backend,
+                precision=self.precision,
             )
         return self.out(self.norm(merge_heads(o))), new

@@ -36,8 +36,9 @@ class Mamba2(Mixer):
         head_dim: int | None = None,
         n_groups: int = 1,
         backend: str = "auto",
+        precision: str = "exact",
     ):
-        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend, precision=precision)
         if not isinstance(n_groups, int) or isinstance(n_groups, bool) or n_groups <= 0 or n_heads % n_groups:
             raise ValueError(f"n_groups: expected a positive divisor of the {n_heads} heads, got {n_groups!r}")
         self.d_state = d_state or self.head_dim
@@ -78,6 +79,7 @@ class Mamba2(Mixer):
             output_final_state=True,
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
+            precision=self.precision,
         )
         y = y + self.D.to(y.dtype)[:, None] * xs
         return self.out(self.norm(merge_heads(y) * F.silu(self.z_proj(x)))), new

@@ -215,6 +215,17 @@ def check_backend(
     return backend
 
 
+PRECISIONS = ("exact", "fast")
+
+
+def check_precision(precision: object) -> bool:
+    """`precision` of an op with a Triton path: `"exact"` (docs/design.md §4, the default) or `"fast"` (16-bit
+    intermediates and tensor-core products, §4's second level); returns whether it is `"fast"`."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
+    return precision == "fast"
+
+
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
     """States and accumulation run in float64 for float64 inputs, float32 otherwise."""
     return torch.float64 if x.dtype == torch.float64 else torch.float32

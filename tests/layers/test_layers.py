@@ -192,6 +192,32 @@ def test_raw_keys_reach_the_delta_rule_unnormalised(monkeypatch):
 
 
 @pytest.mark.parametrize(
+    ("name", "module", "op"),
+    [
+        ("deltanet", "deltanet", "delta_rule"),
+        ("gated_deltanet", "gated_deltanet", "delta_rule"),
+        ("kla", "gated_deltanet", "delta_rule"),
+        ("linear", "linear", "linear_attention"),
+        ("gla", "gla", "gated_linear_attention"),
+        ("mamba2", "mamba2", "gated_linear_attention"),
+    ],
+)
+def test_the_precision_level_reaches_the_op(name, module, op, monkeypatch):
+    """A layer's `precision` (also a model config's, through `mixer_options`) is what its op is called with; a
+    mixer whose ops have no fast level takes no such argument, and a bad level is refused when the layer is built."""
+    module = importlib.import_module(f"linattn.layers.{module}")
+    seen = []
+    original = getattr(module, op)
+    monkeypatch.setattr(module, op, lambda *a, **k: seen.append(k["precision"]) or original(*a, **k))
+    make(name, {"precision": "fast"})(x_of(1, 5))
+    assert seen == ["fast"]
+    with pytest.raises(ValueError, match="precision: expected one of"):
+        make(name, {"precision": "quick"})
+    with pytest.raises(TypeError, match="precision"):
+        make("vla", {"precision": "fast"})
+
+
+@pytest.mark.parametrize(
     ("name", "module"), [("gated_deltanet", "gated_deltanet"), ("kla", "gated_deltanet"), ("gla", "gla")]
 )
 def test_without_the_output_gate_the_layer_is_the_gated_one_with_its_gate_taken_out(name, module, monkeypatch):

@@ -8,6 +8,7 @@ from linattn.ops.checks import (
     check_backend,
     check_gate,
     check_head_first,
+    check_precision,
     check_qk,
     check_qkv,
     check_scale,
@@ -38,6 +39,7 @@ def delta_rule(
     output_final_state: bool = False,
     cu_seqlens: torch.Tensor | None = None,
     backend: str = "auto",
+    precision: str = "exact",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The two-key gated delta rule (DeltaNet, Gated DeltaNet, KLA and VLA's state are configurations of it).
 
@@ -65,6 +67,11 @@ def delta_rule(
             or `"triton"` (float32 / bfloat16 / float16 inputs; on CPU it needs `TRITON_INTERPRET=1` set before
             the first call), or `"fused_recurrent"` (one launch for a few tokens on a carried state: decoding;
             forward only).
+        precision: `"exact"` (default): every backend within twice the naive recurrence's error in the inputs'
+            dtype (docs/design.md §4). `"fast"`: the `triton` backend stores its intermediates (chunk states,
+            pseudo-values, the WY factors) in the inputs' 16-bit dtype and multiplies them on its tensor cores, as
+            fla does; outputs and gradients within 3× the naive recurrence's error, final states within that
+            dtype's rounding. The other backends compute as at `"exact"`, which meets the looser contract too.
     Returns:
         `(o, final_state)`, `o: [B, T, H, V]` in v's dtype; `final_state` is None unless requested.
 
@@ -87,6 +94,7 @@ def delta_rule(
         check_kaczmarz_eps("kaczmarz_eps", kaczmarz_eps)
     check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]", dims.device)
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
+    fast = check_precision(precision)
     scale = check_scale(scale, dims.K)
     if name == "fused_recurrent":
         from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent
@@ -116,7 +124,7 @@ def delta_rule(
             beta = beta.to(q.dtype)
 
         return delta_rule_triton(
-            q, k, v, w, beta, g, scale, initial_state, output_final_state, cu_seqlens, kaczmarz_eps
+            q, k, v, w, beta, g, scale, initial_state, output_final_state, cu_seqlens, kaczmarz_eps, fast=fast
         )
     if kaczmarz_eps is not None:
         beta = kaczmarz_step(k, beta, kaczmarz_eps)  # per token, so packed sequences need no split

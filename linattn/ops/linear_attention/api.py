@@ -8,6 +8,7 @@ from linattn.ops.checks import (
     check_backend,
     check_head_first,
     check_log_decay,
+    check_precision,
     check_qkv,
     check_scale,
     check_shape,
@@ -41,6 +42,7 @@ def gated_linear_attention(
     output_final_state: bool = False,
     cu_seqlens: torch.Tensor | None = None,
     backend: str = "auto",
+    precision: str = "exact",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Gated linear attention: `S_t = exp(g_t) ⊙ S_{t-1} + k_t v_tᵀ`, `o_t = scale · S_tᵀ q_t`.
 
@@ -56,6 +58,9 @@ def gated_linear_attention(
             `"naive"`, `"chunk"`, `"triton"` (float32 / bfloat16 / float16 inputs, head dims up to 256; on CPU
             it needs `TRITON_INTERPRET=1` set before the first call), or
             `"fused_recurrent"` (decoding: a few tokens on a carried state in one launch, forward only).
+        precision: `"exact"` (default) or `"fast"`: with a scalar decay or none, the `triton` backend's chunk
+            states in bfloat16 for bfloat16 inputs, as `delta_rule`'s (which says the contract); a per-channel
+            decay's kernels and the other backends compute as at `"exact"`.
     Returns:
         `(o, final_state)`, `o: [B, T, H, V]` in v's dtype; `final_state` is None unless requested.
 
@@ -71,7 +76,8 @@ def gated_linear_attention(
     else:
         check_shape("g", g, (dims.B, dims.T, dims.H, dims.K), "[B, T, H] or [B, T, H, K]", dims.device)
     check_log_decay("g", g)
-    return _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims)
+    fast = check_precision(precision)
+    return _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims, fast=fast)
 
 
 def linear_attention(
@@ -85,6 +91,7 @@ def linear_attention(
     output_final_state: bool = False,
     cu_seqlens: torch.Tensor | None = None,
     backend: str = "auto",
+    precision: str = "exact",
 ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None]:
     """Linear attention: `S_t = S_{t-1} + k_t v_tᵀ`, `o_t = scale · S_tᵀ q_t`.
 
@@ -102,8 +109,9 @@ def linear_attention(
     """
     dims = check_qkv(q, k, v, cu_seqlens)
     check_head_first(dims, ("initial_state", initial_state, "NHKV"))
+    fast = check_precision(precision)
     if not normalize:
-        return _run(q, k, v, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims)
+        return _run(q, k, v, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims, fast=fast)
     if initial_state is not None:
         if not isinstance(initial_state, tuple) or len(initial_state) != 2:
             raise TypeError("initial_state: with normalize=True expected a pair (S [N, H, K, V], z [N, H, K])")
@@ -114,15 +122,16 @@ def linear_attention(
     # The normaliser is one more value column of ones: z_t is the state's last column.
     v_aug = torch.cat([v, v.new_ones(*v.shape[:3], 1)], dim=-1)
     o_aug, S_aug = _run(
-        q, k, v_aug, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims, cast=False
+        q, k, v_aug, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims, cast=False, fast=fast
     )
     o = o_aug[..., : dims.V] / o_aug[..., dims.V :].clamp_min(NORMALIZER_EPS)
     state = None if S_aug is None else (S_aug[..., : dims.V], S_aug[..., dims.V])
     return o.to(v.dtype), state
 
 
-def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims, *, cast=True):
-    """The op on validated inputs; with `cast=False`, `o` stays in the compute dtype (float32, or float64)."""
+def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims, *, cast=True, fast=False):
+    """The op on validated inputs; with `cast=False`, `o` stays in the compute dtype (float32, or float64); `fast`:
+    the triton backend's fast level where the engine runs it (no decay or a scalar one)."""
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     V = v.shape[-1]
     check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, V), "[N, H, K, V]", dims.device)
@@ -142,7 +151,7 @@ def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backe
 
         out_dtype = None if cast else torch.float32
         return linear_attention_triton(
-            q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, out_dtype=out_dtype
+            q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, out_dtype=out_dtype, fast=fast
         )
     if name == "fused_recurrent":
         from linattn.ops.linear_attention.triton import fused_recurrent_linear_attention

@@ -66,6 +66,42 @@ def raw_dot(a, b, RAW: tl.constexpr):
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=RAW)
 
 
+# the fast level's products (`fast_precision`): operands rounded to bfloat16, exact products, float32 accumulation;
+# the intermediates they read are stored in bfloat16 (`buffer_dtype`)
+FAST = ("bf16", "bf16-emulated")
+
+
+def fast_precision(device: torch.device, *dtypes: torch.dtype) -> str | None:
+    """The products of the `precision="fast"` level for token inputs of these dtypes: `"bf16"` (bfloat16 tensor-core
+    operands) when all are bfloat16, else None (the exact level's choices hold). float32 inputs would leave float32's
+    error for tf32's 2⁻¹¹, far outside 3× the naive recurrence's; a float16 state, sums of `k vᵀ` over a whole
+    sequence without the erase term, would overflow at 65,504. On the CPU it is `"bf16-emulated"`: the interpreter
+    multiplies bfloat16 tiles wrongly (`raw_operands`), so the operands are rounded to bfloat16 and multiplied exactly
+    in float32, which is what the tensor cores compute."""
+    if any(dtype != torch.bfloat16 for dtype in dtypes):
+        return None
+    return "bf16" if device.type == "cuda" else "bf16-emulated"
+
+
+def buffer_dtype(precision: str) -> torch.dtype:
+    """The dtype a stage stores its intermediates in (`Ũ`, `K̃`, `T`, states, their gradients) for products of this
+    precision: bfloat16 for the fast level's, float32 otherwise."""
+    return torch.bfloat16 if precision in FAST else torch.float32
+
+
+@triton.jit
+def mma(a, b, PRECISION: tl.constexpr):
+    """`a @ b` with float32 accumulation, operands as `PRECISION` says: `"tf32x3"`, `"tf32"`, `"ieee"` (float32
+    copies, Triton's `input_precision`), or the fast level's `"bf16"` (rounded to bfloat16, tensor-core products) and
+    `"bf16-emulated"` (rounded to bfloat16, multiplied in float32: the interpreter's stand-in)."""
+    if PRECISION == "bf16":
+        return tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
+    elif PRECISION == "bf16-emulated":
+        return tl.dot(a.to(tl.bfloat16).to(tl.float32), b.to(tl.bfloat16).to(tl.float32), input_precision="ieee")
+    else:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=PRECISION)
+
+
 def state_precision(out_dtype: torch.dtype, output_final_state: bool) -> str:
     """`input_precision` of the forward state pass's products (stage 3) for the outputs asked of the forward."""
     return "tf32" if out_dtype == torch.bfloat16 and not output_final_state else "tf32x3"

@@ -54,7 +54,7 @@ from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
 from linattn.ops.utils.layout import ChunkLayout, chunk_layout
 
-# a single sequence whose float32 chunk states `h` would take at least this many bytes is cut in two for the
+# a single sequence whose chunk states `h` would take at least this many bytes is cut in two for the
 # backward (module docstring): the cut spares about a third of the backward's buffers at their peak for 1.5 – 4%
 # more time (`python -m linattn.bench ops`, with this threshold raised), worth it once `h` and `dh` together would
 # take a GiB
@@ -102,7 +102,15 @@ class _Span:
     def states(self, u_tilde, k_tilde, h0: torch.Tensor | None, output_final_state: bool):
         """B1 from B0's outputs: `(h, U, the state after the span)` (the last None unless asked)."""
         h, U, ht = state_fwd(
-            k_tilde, u_tilde, self.w_or_k, self.G, h0, output_final_state, self.layout, self.precision.state
+            k_tilde,
+            u_tilde,
+            self.w_or_k,
+            self.G,
+            h0,
+            output_final_state,
+            self.layout,
+            self.precision.state,
+            self.precision.states,
         )
         return h, self.v if U is None else U, ht
 
@@ -135,7 +143,8 @@ def _tokens(xs: tuple[torch.Tensor | None, ...], t0: int, t1: int) -> tuple[torc
 
 def _cut(layout: ChunkLayout, chunk_state_bytes: int) -> int | None:
     """Where to cut the sequence for the backward (the chunk boundary nearest `CUT · T`), or None to run it whole;
-    `chunk_state_bytes`: one chunk's float32 state over all heads, `4 · H · K · V`."""
+    `chunk_state_bytes`: one chunk's state over all heads as stored, `H · K · V` elements (float32, or the fast
+    level's 16-bit dtype)."""
     whole = layout.cu_seqlens is not None or layout.B != 1 or layout.NT < 2
     if whole or layout.NT * chunk_state_bytes < SPLIT_BYTES:
         return None
@@ -155,6 +164,7 @@ def delta_rule_bwd(
     do: torch.Tensor,
     dht: torch.Tensor | None,
     derived_keys: bool = False,
+    fast: bool = False,
 ) -> tuple[torch.Tensor | None, ...]:
     """Gradients of the chunked forward `delta_rule_fwd` for the same inputs.
 
@@ -165,6 +175,7 @@ def delta_rule_bwd(
         dht: `[N, H, K, V]` gradient of the final state (contiguous), or None (none was output, or it is unused).
         derived_keys: `k`, `w` are float32 keys the caller derived from bfloat16 tokens, whose gradients it rounds
             to bfloat16 (VLA's `k̂`, `α̂`): the backward's precision follows `q`, `v`, `dO` (`backward_precision`).
+        fast: the `precision="fast"` level, as the forward ran (`backward_precision`).
     Returns:
         `(dq, dk, dv, dw, dβ, dg, dh_0)`, each in its input's dtype, None where that input is None; with `w` None
         the gradient of the shared key is all in `dk`. For KLA (`saved.inv_sq_norm`) `dβ` is the gradient of the
@@ -175,9 +186,9 @@ def delta_rule_bwd(
         tokens = (q, v, do)
     else:
         tokens = tuple(x for x in (q, k, v, w, do) if x is not None)
-    precision = backward_precision(tokens, dht is not None, derived_keys, initial_state is not None)
+    precision = backward_precision(tokens, dht is not None, derived_keys, initial_state is not None, fast)
     x = _Span(q, k, v, w, beta, saved.G, saved.T_inv, saved.inv_sq_norm, do, layout, precision)
-    cut = _cut(layout, 4 * q.shape[2] * q.shape[3] * v.shape[3])
+    cut = _cut(layout, precision.states.itemsize * q.shape[2] * q.shape[3] * v.shape[3])
     if cut is None:
         walked, dh0 = _span_walk(x, dht, initial_state is not None, scale, h0=initial_state)
         grads = _span_local(x, walked, scale)

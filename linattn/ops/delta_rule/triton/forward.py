@@ -25,12 +25,11 @@ import torch
 
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum
 from linattn.ops.delta_rule.triton.output import output_fwd
-from linattn.ops.delta_rule.triton.precision import apply_precision
+from linattn.ops.delta_rule.triton.precision import forward_precision
 from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.wy import wy_fwd
 from linattn.ops.utils.inputs import INPUT_DTYPES
 from linattn.ops.utils.layout import ChunkLayout, chunk_layout
-from linattn.ops.utils.precision import state_precision
 
 MAX_HEAD_DIM = 256
 # The value dim is only ever split into blocks, so its bound is not structural: one more than the head dim lets
@@ -112,6 +111,7 @@ def delta_rule_fwd(
     erase: bool = True,
     out_dtype: torch.dtype | None = None,
     kaczmarz_eps: float | None = None,
+    fast: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None, ForwardSaved]:
     """The chunked forward: `(o, final_state, saved)`.
 
@@ -128,6 +128,8 @@ def delta_rule_fwd(
         erase: False drops the erase term, `S_t = exp(g_t) S_{t-1} + k_t v_tᵀ` (then `w` and `beta` must be None).
         out_dtype: dtype of `o`, default v's.
         kaczmarz_eps: a number `ε`: KLA's step `β = beta / (‖k‖² + ε)` (`beta` None meaning 1), of the erase key `k`.
+        fast: the `precision="fast"` level: for bfloat16 tokens, intermediates (`T`, `Ũ`, `K̃`, `h`, `U`) stored in
+            bfloat16 and multiplied on its tensor cores (`utils.precision.fast_precision`); other dtypes as exact.
     Returns:
         `o: [B, T, H, V]` in `out_dtype`; the final state `[N, H, K, V]` float32 (None unless requested); and
         `ForwardSaved` for the backward. States and accumulation are float32 throughout; products as
@@ -139,15 +141,12 @@ def delta_rule_fwd(
     layout = chunk_layout(B, T, cu_seqlens, q.device)
     G = None if g is None else chunk_cumsum(g, layout)
     out_dtype = out_dtype or v.dtype
-    # one tf32 pass for the products of Ũ, K̃, the states and o when a bfloat16 o is the only output (precision.py)
-    precision = state_precision(out_dtype, output_final_state)
+    p = forward_precision(q, k, v, w, out_dtype, output_final_state, fast)
     if erase:
-        rows = apply_precision(precision, k.dtype, w.dtype)
-        T_inv, u_tilde, k_tilde, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, kaczmarz_eps, rows)
+        T_inv, u_tilde, k_tilde, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, kaczmarz_eps, p.rows, p.store)
     else:
         # T = I, K̃ = 0: stage 3 reads the values as Ũ and the pseudo-values are the values
         T_inv, u_tilde, k_tilde, inv_sq_norm = None, v, None, None
-    h, U, final_state = state_fwd(k_tilde, u_tilde, w, G, initial_state, output_final_state, layout, precision)
-    o_precision = apply_precision(precision, q.dtype, w.dtype)
-    o = output_fwd(q, w, G, h, v if U is None else U, scale, layout, out_dtype, o_precision)
+    h, U, final_state = state_fwd(k_tilde, u_tilde, w, G, initial_state, output_final_state, layout, p.state, p.store)
+    o = output_fwd(q, w, G, h, v if U is None else U, scale, layout, out_dtype, p.output)
     return o, final_state, ForwardSaved(G=G, T_inv=T_inv, layout=layout, inv_sq_norm=inv_sq_norm)

@@ -28,6 +28,7 @@ class Options:
     out_dtype: torch.dtype | None = None  # dtype of o, default v's
     kaczmarz_eps: float | None = None  # a number: KLA's step β = beta / (‖k‖² + ε) (beta is η)
     derived_keys: bool = False  # k, w: float32 keys derived from bfloat16 tokens (backward.delta_rule_bwd)
+    fast: bool = False  # the precision="fast" level: 16-bit intermediates and tensor-core products
 
 
 class DeltaRuleTriton(torch.autograd.Function):
@@ -38,10 +39,10 @@ class DeltaRuleTriton(torch.autograd.Function):
     def forward(ctx, q, k, v, w, beta, g, initial_state, options: Options):
         o, final_state, saved = delta_rule_fwd(
             q, k, v, w, beta, g, options.scale, initial_state, options.output_final_state, options.cu_seqlens,
-            erase=options.erase, out_dtype=options.out_dtype, kaczmarz_eps=options.kaczmarz_eps,
+            erase=options.erase, out_dtype=options.out_dtype, kaczmarz_eps=options.kaczmarz_eps, fast=options.fast,
         )  # fmt: skip
         ctx.save_for_backward(q, k, v, w, beta, g, initial_state, saved.G, saved.T_inv, saved.inv_sq_norm)
-        ctx.layout, ctx.scale, ctx.derived_keys = saved.layout, options.scale, options.derived_keys
+        ctx.layout, ctx.scale, ctx.options = saved.layout, options.scale, options
         # an unused output's gradient arrives as None instead of a tensor of zeros
         ctx.set_materialize_grads(False)
         return o, final_state
@@ -52,7 +53,9 @@ class DeltaRuleTriton(torch.autograd.Function):
         do = torch.zeros_like(v) if do is None else do.contiguous()
         dht = None if dht is None else dht.contiguous()
         saved = ForwardSaved(G=G, T_inv=T_inv, layout=ctx.layout, inv_sq_norm=inv_sq_norm)
-        grads = delta_rule_bwd(q, k, v, w, beta, g, ctx.scale, initial_state, saved, do, dht, ctx.derived_keys)
+        grads = delta_rule_bwd(
+            q, k, v, w, beta, g, ctx.scale, initial_state, saved, do, dht, ctx.options.derived_keys, ctx.options.fast
+        )
         return (*grads, None)
 
 
@@ -69,12 +72,14 @@ def delta_rule_triton(
     cu_seqlens: torch.Tensor | None,
     kaczmarz_eps: float | None = None,
     derived_keys: bool = False,
+    fast: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`delta_rule`'s triton backend on validated inputs (shapes as `delta_rule` documents): `(o, final_state)`,
     `o` in v's dtype, `final_state` float32 (None unless requested); differentiable in every tensor input.
     `kaczmarz_eps` a number: KLA's step `β = beta / (‖k‖² + kaczmarz_eps)`, formed inside the kernels.
     `derived_keys`: `k`, `w` are float32 keys derived from bfloat16 tokens whose gradients the caller rounds to
     bfloat16 (VLA), so the backward's precision follows `q`, `v` and `dO` (`precision.backward_precision`).
+    `fast`: the `precision="fast"` level (`delta_rule`'s `precision`).
 
     The kernels compute in float32 and take float32, bfloat16 or float16 `q, k, v, w`, each its own (the public
     `delta_rule` asks one dtype; VLA's backend passes float32 `k̂`, `α̂` beside bfloat16 `q`, `v`); float64 is
@@ -93,5 +98,6 @@ def delta_rule_triton(
         cu_seqlens=cu_seqlens,
         kaczmarz_eps=kaczmarz_eps,
         derived_keys=derived_keys,
+        fast=fast,
     )
     return DeltaRuleTriton.apply(q, k, v, w, beta, g, initial_state, options)

@@ -58,7 +58,7 @@ from linattn.ops.delta_rule.kaczmarz import kaczmarz_step
 from linattn.ops.utils.grid import next_power_of_2
 from linattn.ops.utils.index import chunk_coords
 from linattn.ops.utils.layout import ChunkLayout
-from linattn.ops.utils.precision import raw_dot, raw_operands
+from linattn.ops.utils.precision import mma, raw_dot, raw_operands
 
 
 def _chunk(q, k, v, w, beta, G, h, scale, erase=True):
@@ -212,7 +212,7 @@ def local_bwd_kernel(
         o_tv = o_tv0 + o_i[:, None] * (H * V) + o_v[None, :]
         # [BT, BV] each (U: float32 from stage 3, or the values in their own dtype without the erase term)
         b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
-        b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0)
+        b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0).to(tl.float32)
         b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
         tl.store(dv + o_tv, (b_dvt * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
         if ERASE:
@@ -221,9 +221,9 @@ def local_bwd_kernel(
             if KACZMARZ:
                 b_udv += tl.sum(b_U * b_dvt, axis=1)
             # [BT, BV] @ [BV, BT] -> [BT, BT]
-            b_dA += tl.dot(b_dvt, tl.trans(b_U), input_precision=PRECISION)
+            b_dA += mma(b_dvt, tl.trans(b_U), PRECISION)
         # [BT, BV] @ [BV, BT] -> [BT, BT]
-        b_dS += tl.dot(b_do, tl.trans(b_U), input_precision=PRECISION)
+        b_dS += mma(b_do, tl.trans(b_U), PRECISION)
     # R = dA ⊙ D with dA = −strict_tril(dṼ Uᵀ);  P = scale · tril(dO Uᵀ) ⊙ D
     if ERASE:
         b_R = tl.where(m_A, -b_dA * b_D, 0.0)
@@ -254,18 +254,19 @@ def local_bwd_kernel(
             m_h = m_k[:, None] & m_v[None, :]
             o_tv = o_tv0 + o_i[:, None] * (H * V) + o_v[None, :]
             # [BK, BV], [BK, BV]
-            b_h = tl.load(h + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0)
-            b_dh = tl.load(dh + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0)
+            # (float32, or the fast level's 16-bit dtype: the products round them back, the sum of b_h ⊙ b_dh does not)
+            b_h = tl.load(h + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0).to(tl.float32)
+            b_dh = tl.load(dh + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0).to(tl.float32)
             # [BT, BV] each
             b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
             b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
             if ERASE:
-                b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0)
+                b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0).to(tl.float32)
                 # [BT, BV] @ [BV, BK] -> [BT, BK]
-                b_dvh += tl.dot(b_dvt, tl.trans(b_h), input_precision=PRECISION)
+                b_dvh += mma(b_dvt, tl.trans(b_h), PRECISION)
             # [BT, BV] @ [BV, BK] -> [BT, BK], twice
-            b_doh += tl.dot(b_do, tl.trans(b_h), input_precision=PRECISION)
-            b_udh += tl.dot(b_U, tl.trans(b_dh), input_precision=PRECISION)
+            b_doh += mma(b_do, tl.trans(b_h), PRECISION)
+            b_udh += mma(b_U, tl.trans(b_dh), PRECISION)
             if USE_G:
                 b_hdh += b_h * b_dh
         # [BT, BK] each
@@ -293,17 +294,17 @@ def local_bwd_kernel(
 
         b_q, b_w = b_q.to(tl.float32), b_w.to(tl.float32)
         # [BT, BT] @ [BT, BK] -> [BT, BK]
-        b_dq = b_doh + tl.dot(b_P, b_w, input_precision=PRECISION)
+        b_dq = b_doh + mma(b_P, b_w, PRECISION)
         # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK]
-        b_dw = tl.dot(tl.trans(b_P), b_q, input_precision=PRECISION) + b_udh
+        b_dw = mma(tl.trans(b_P), b_q, PRECISION) + b_udh
         tl.store(dq + o_tk, b_dq.to(dq.dtype.element_ty), mask=m_tk)
         if ERASE:
             # [BT, BT] @ [BT, BK] -> [BT, BK]
-            b_dk = b_beta[:, None] * tl.dot(b_R, b_w, input_precision=PRECISION) - (b_beta * b_gamma)[:, None] * b_dvh
+            b_dk = b_beta[:, None] * mma(b_R, b_w, PRECISION) - (b_beta * b_gamma)[:, None] * b_dvh
             if KACZMARZ:
                 b_dk += b_dk_step[:, None] * b_k
             # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK]
-            b_dw += tl.dot(tl.trans(b_R), b_k * b_beta[:, None], input_precision=PRECISION)
+            b_dw += mma(tl.trans(b_R), b_k * b_beta[:, None], PRECISION)
             if W_IS_K:
                 tl.store(dk + o_tk, (b_dk + b_dw).to(dk.dtype.element_ty), mask=m_tk)
             else:
@@ -387,7 +388,7 @@ def local_bwd(
     # (two stages are slower): about 5% off the stage at 8K and 64K (bf16 GDN, K = V = 128; `python -m linattn.bench
     # stages`), for 0.30 KB of spills a thread and 152 KB of shared memory against 0.44 KB and 128 KB
     # (`scripts/compile_kernels.py`). `tf32x3` launches keep 64 and one stage, for their spills
-    one_pass = precision == "tf32"
+    one_pass = precision != "tf32x3"
     BK = min(64, max(32, next_power_of_2(K)))
     BV = min(32 if one_pass else 64, max(16, next_power_of_2(V)))
     dq, dk, dv, dw, dbeta, dG = local_bwd_outputs(q, k, v, w, beta, G) if out is None else out

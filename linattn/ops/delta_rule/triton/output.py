@@ -25,7 +25,7 @@ from linattn.ops.delta_rule.triton.precision import narrow_launch
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import chunk_coords
 from linattn.ops.utils.layout import ChunkLayout
-from linattn.ops.utils.precision import raw_dot, raw_operands
+from linattn.ops.utils.precision import mma, raw_dot, raw_operands
 
 
 def output_ref(
@@ -105,7 +105,7 @@ def output_fwd_kernel(
         b_w = tl.load(w + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0)
         b_h = tl.load(h + o_k[:, None] * V + o_v[None, :], mask=m_k[:, None] & m_v[None, :], other=0)
         # [BT, BK] @ [BK, BV] -> [BT, BV]
-        b_o += tl.dot(b_q.to(tl.float32), b_h, input_precision=PRECISION)
+        b_o += mma(b_q, b_h, PRECISION)
         # [BT, BK] @ [BK, BT] -> [BT, BT]
         b_A += raw_dot(b_q, tl.trans(b_w), RAW)
 
@@ -123,7 +123,7 @@ def output_fwd_kernel(
     # [BT, BV] (float32 from stage 3, or the values in their own dtype without the erase term)
     b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
     # [BT, BT] @ [BT, BV] -> [BT, BV]
-    b_o = (b_o + tl.dot(b_A, b_U, input_precision=PRECISION)) * scale
+    b_o = (b_o + mma(b_A, b_U, PRECISION)) * scale
     tl.store(o + o_tv, b_o.to(o.dtype.element_ty), mask=m_tv)
 
 
@@ -153,7 +153,7 @@ def output_fwd(
     narrow = narrow_launch(q.dtype, w.dtype)
     block = 32 if narrow else 64
     BK = min(block, max(16, next_power_of_2(K)))
-    BV = min(64 if precision == "tf32" else block, max(16, next_power_of_2(V)))
+    BV = min(64 if precision != "tf32x3" else block, max(16, next_power_of_2(V)))
     o = torch.empty(B, T, H, V, dtype=out_dtype, device=q.device)
     grid = (cdiv(V, BV), layout.NT, B * H)
     output_fwd_kernel[grid](

@@ -1,7 +1,8 @@
 """The delta rule's own precision choices, on the rules its kernels share with the other ops' (`utils/precision.py`).
 
-`narrow_launch`: the parallel kernels' warps; `apply_precision`: the forward's stages 2 and 4; `backward_precision`:
-each backward stage. `linattn/ops/utils/precision.py`'s docstring gives the reasons.
+`narrow_launch`: the parallel kernels' warps; `apply_precision`: the forward's stages 2 and 4; `forward_precision`
+and `backward_precision`: each stage's, at either level (`precision="exact"` or `"fast"`).
+`linattn/ops/utils/precision.py`'s docstring gives the reasons.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from linattn.ops.utils.precision import grad_precision, raw_precision
+from linattn.ops.utils.precision import fast_precision, grad_precision, raw_precision, state_precision
 
 
 def narrow_launch(*key_dtypes: torch.dtype) -> bool:
@@ -31,6 +32,33 @@ def apply_precision(state: str, *key_dtypes: torch.dtype) -> str:
 
 
 @dataclass(frozen=True)
+class ForwardPrecision:
+    """`input_precision` of the forward's stage 2 (`rows`: `Ũ`, `K̃`), stage 3 (`state`) and stage 4 (`output`), and
+    the dtype stages 2 and 3 store `T`, `Ũ`, `K̃`, `h`, `U` in."""
+
+    rows: str
+    state: str
+    output: str
+    store: torch.dtype = torch.float32
+
+
+def forward_precision(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, w: torch.Tensor, out_dtype: torch.dtype, final_state: bool,
+    fast: bool = False,
+) -> ForwardPrecision:  # fmt: skip
+    """The exact level: one tf32 pass in the state pass when a bfloat16 `o` is the only output (`state_precision`),
+    and in stages 2 and 4 beside it for 16-bit keys (`apply_precision`). The fast level with bfloat16 tokens:
+    bfloat16 intermediates, stage 4's products on bfloat16 operands, one tf32 pass in stages 2 and 3, whose products
+    the final state is summed from (in bfloat16 they put DeltaNet's at 4.6e-3 against the level's bound of 2⁻⁸,
+    Hopper's arithmetic emulated; `triton/README.md`)."""
+    sixteen = fast_precision(q.device, q.dtype, k.dtype, v.dtype, w.dtype) if fast else None
+    if sixteen is not None:
+        return ForwardPrecision("tf32", "tf32", sixteen, torch.bfloat16)
+    state = state_precision(out_dtype, final_state)
+    return ForwardPrecision(apply_precision(state, k.dtype, w.dtype), state, apply_precision(state, q.dtype, w.dtype))
+
+
+@dataclass(frozen=True)
 class BackwardPrecision:
     """`input_precision` of each backward stage's products that involve an intermediate: B0 (`wy_apply`), B1 (the
     recomputed state pass), B2 (the state backward), B3 (the local backward)."""
@@ -39,17 +67,30 @@ class BackwardPrecision:
     state: str
     walk: str
     local: str
+    states: torch.dtype = torch.float32  # what B1 stores its `h`, `U` in (the fast level: bfloat16)
 
 
 def backward_precision(
-    tokens: tuple[torch.Tensor, ...], final_state_grad: bool, derived_keys: bool = False, initial_state: bool = False
+    tokens: tuple[torch.Tensor, ...],
+    final_state_grad: bool,
+    derived_keys: bool = False,
+    initial_state: bool = False,
+    fast: bool = False,
 ) -> BackwardPrecision:
     """`grad_precision` for every stage; or, for keys the caller derived in float32 from bfloat16 tokens
     (`derived_keys`: VLA's `k̂`, `α̂`, whose gradients reach bfloat16 leaves) with `tokens` those bfloat16 tokens
     and no initial state, one tf32 pass in B1 and B3 only. B0 and B2 keep three: their one-pass products on the
     intermediates of correlated float32 keys err 6.6 – 7.0e-3 against the naive recurrence's 2.3 – 2.9e-3
     (Hopper's arithmetic emulated, `tests/ops/triton/hopper_arithmetic.py`, on `verify`'s VLA inputs, T = 1000,
-    K = 32), the other two stages 1.4 – 1.8e-3."""
+    K = 32), the other two stages 1.4 – 1.8e-3.
+
+    `fast` (the `precision="fast"` level) with bfloat16 tokens, whatever the call's length or final state: the
+    parallel stages (B0, B3) multiply and store in bfloat16 (`fast_precision`), the sequential ones take one tf32
+    pass, B1 storing its `h`, `U` in bfloat16 as the forward does, the walk (B2) keeping float32 gradients (module
+    docstring)."""
+    sixteen = fast_precision(tokens[0].device, *(x.dtype for x in tokens)) if fast else None
+    if sixteen is not None:
+        return BackwardPrecision(sixteen, "tf32", "tf32", sixteen, states=torch.bfloat16)
     one = grad_precision(tokens, final_state_grad)
     if not derived_keys:
         return BackwardPrecision(one, one, one, one)

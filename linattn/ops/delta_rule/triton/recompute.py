@@ -25,6 +25,7 @@ from linattn.ops.delta_rule.triton.precision import narrow_launch
 from linattn.ops.utils.grid import next_power_of_2
 from linattn.ops.utils.index import chunk_coords
 from linattn.ops.utils.layout import ChunkLayout
+from linattn.ops.utils.precision import buffer_dtype, mma
 
 
 @triton.jit
@@ -54,7 +55,7 @@ def apply_inverse(
         # [BT, BN]
         b_x = tl.load(src + o_i[:, None] * (H * N) + o_n[None, :], mask=m_n, other=0).to(tl.float32)
         # [BT, BT] @ [BT, BN] -> [BT, BN]
-        b_y = tl.dot(b_T, b_x * b_rows[:, None], input_precision=PRECISION)
+        b_y = mma(b_T, b_x * b_rows[:, None], PRECISION)
         if ROWS:
             tl.store(dst + o_i[:, None] * (H * N) + o_n[None, :], b_y, mask=m_n)
         if COLS:
@@ -155,10 +156,10 @@ def wy_apply(
     V = v.shape[-1]
     BK = min(64, max(16, next_power_of_2(K)))
     BV = min(64, max(16, next_power_of_2(V)))
-    f32 = {"dtype": torch.float32, "device": k.device}
-    u_tilde = torch.empty(B, T, H, V, **f32) if values else None
-    k_tilde = torch.empty(B, T, H, K, **f32) if values else None
-    k_tilde_t = torch.empty(B, layout.NT, H, K, layout.BT, **f32) if keys_t else None
+    store = {"dtype": buffer_dtype(precision), "device": k.device}  # float32, or the fast level's 16-bit dtype
+    u_tilde = torch.empty(B, T, H, V, **store) if values else None
+    k_tilde = torch.empty(B, T, H, K, **store) if values else None
+    k_tilde_t = torch.empty(B, layout.NT, H, K, layout.BT, **store) if keys_t else None
     grid = (layout.NT, B * H)
     wy_apply_kernel[grid](
         k, v, beta, G, T_inv, inv_sq_norm, u_tilde, k_tilde, k_tilde_t, layout.cu_seqlens, layout.chunk_indices, T,

@@ -29,6 +29,7 @@ from linattn.ops.delta_rule.triton.transpose import chunk_transpose, load_chunk_
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import sequence_coords
 from linattn.ops.utils.layout import ChunkLayout
+from linattn.ops.utils.precision import mma
 
 
 def state_ref(
@@ -133,7 +134,7 @@ def state_fwd_kernel(
             # [BT, BK]
             b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
             # [BT, BV] − [BT, BK] @ [BK, BV] -> [BT, BV]
-            b_U -= tl.dot(b_kt, b_h, input_precision=PRECISION)
+            b_U -= mma(b_kt, b_h, PRECISION)
             tl.store(U + o_tv, b_U, mask=m_tv)
 
         if W_T:
@@ -150,7 +151,7 @@ def state_fwd_kernel(
                 b_w *= tl.exp(b_g_last - b_g)[:, None]
             b_wt = tl.trans(b_w)
         # [BK, BT] @ [BT, BV] -> [BK, BV]
-        b_h += tl.dot(b_wt, b_U, input_precision=PRECISION)
+        b_h += mma(b_wt, b_U, PRECISION)
 
     if STORE_HT:
         tl.store(ht + i_nh.to(tl.int64) * K * V + o_h, b_h, mask=m_h)
@@ -165,11 +166,13 @@ def state_fwd(
     output_final_state: bool,
     layout: ChunkLayout,
     precision: str = "tf32x3",
+    store: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """`K̃: [B, T, H, K]`, `Ũ: [B, T, H, V]` (float32, stage 2), `w: [B, T, H, K]`, `G: [B, T, H]` or None,
     `initial_state: [N, H, K, V]` (any float dtype) or None. Without the erase term pass `k_tilde=None` and the
     values `v: [B, T, H, V]` (any float dtype) as `u_tilde`: then `U = V` and is not stored. `precision`: of the
-    products (`precision.state_precision` in the forward, `grad_precision` in the backward's recompute).
+    products (`precision.state_precision` in the forward, `grad_precision` in the backward's recompute). `store`: the
+    dtype `h` and `U` are stored in (the fast level's bfloat16, `precision.py`; the final state stays float32).
 
     Returns float32 chunk-start states `h: [B, NT, H, K, V]`, pseudo-values `U: [B, T, H, V]` (None without the
     erase term) and the final state `[N, H, K, V]` (None unless `output_final_state`).
@@ -182,8 +185,8 @@ def state_fwd(
     BK = max(16, next_power_of_2(K))
     # value blocks of 16: twice the programs of 32 (128 at B = 1, H = 16, K = V = 128: about one per SM of a Hopper GPU)
     BV = 16
-    h = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=w.device)
-    U = torch.empty_like(u_tilde) if erase else None
+    h = torch.empty(B, layout.NT, H, K, V, dtype=store, device=w.device)
+    U = torch.empty(B, T, H, V, dtype=store, device=w.device) if erase else None
     ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=w.device) if output_final_state else None
     # float32 write directions without a decay (VLA's α̂) would go from the load straight into the product that
     # contracts over tokens and, as the state backward's K̃ would, be copied in 4 bytes at a time: so they are laid

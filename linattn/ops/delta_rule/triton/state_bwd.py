@@ -43,7 +43,7 @@ from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import chunk_coords, sequence_coords
 from linattn.ops.utils.layout import ChunkLayout
-from linattn.ops.utils.precision import raw_dot, raw_operands
+from linattn.ops.utils.precision import buffer_dtype, mma, raw_dot, raw_operands
 
 
 def state_bwd_ref(
@@ -168,7 +168,7 @@ def state_bwd_local_kernel(
     # [BT, BV]
     b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
     # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
-    tl.store(du + o_tv, tl.dot(tl.trans(b_A), b_do, input_precision=PRECISION), mask=m_tv)
+    tl.store(du + o_tv, mma(tl.trans(b_A), b_do, PRECISION), mask=m_tv)
 
     # E_c, key block by key block: [BK, BT] @ [BT, BV] -> [BK, BV]
     dh += (i_tg * H + i_h) * K * V
@@ -179,7 +179,7 @@ def state_bwd_local_kernel(
         b_q = tl.load(q + o_i[:, None] * (H * K) + o_k[None, :], mask=m_tk, other=0).to(tl.float32)
         if USE_G:
             b_q *= tl.exp(b_g)[:, None]
-        b_E = scale * tl.dot(tl.trans(b_q), b_do, input_precision=PRECISION)
+        b_E = scale * mma(tl.trans(b_q), b_do, PRECISION)
         tl.store(dh + o_k[:, None] * V + o_v[None, :], b_E, mask=(o_k < K)[:, None] & (o_v < V)[None, :])
 
 
@@ -189,10 +189,10 @@ def _walk_loads(dh, du, G, bos, T, boh, i_t, i_h, o_h, m_h, o_i, o_v, m_v, H, K,
     (`[BK, BV]`), the local part of `dU_c` (`[BT, BV]`) and, with a decay, `G` at the chunk's last real token (0
     without). `i_t = −1` (the step after the last) reads chunk 0's again, which nobody uses."""
     c = tl.maximum(i_t, 0)
-    b_E = tl.load(dh + ((boh + c) * H + i_h) * K * V + o_h, mask=m_h, other=0)
+    b_E = tl.load(dh + ((boh + c) * H + i_h) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
     t0 = bos + c * BT
     m_tv = (o_i < T - c * BT)[:, None] & m_v[None, :]
-    b_du = tl.load(du + (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :], mask=m_tv, other=0)
+    b_du = tl.load(du + (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
     b_g_last = (c * 0).to(tl.float32)  # a scalar tensor: the walk's loop carries it
     if USE_G:
         b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - c * BT) - 1) * H + i_h)
@@ -279,7 +279,7 @@ def state_bwd_kernel(
         b_w = tl.load(w_tilde + o_tk, mask=m_tk, other=0).to(tl.float32)
 
         # [BT, BV] + [BT, BK] @ [BK, BV] -> [BT, BV]
-        b_du = b_du_loc + tl.dot(b_w, b_dh, input_precision=PRECISION)
+        b_du = b_du_loc + mma(b_w, b_dh, PRECISION)
         tl.store(du + o_tv, b_du, mask=m_tv)
 
         if USE_G:
@@ -289,7 +289,7 @@ def state_bwd_kernel(
             # [BK, BT] the chunk's K̃ᵀ, contiguous along the tokens (`transpose.py`)
             b_ktt = load_chunk_transposed(k_tilde_t, (boh + i_t) * H + i_h, o_k, m_k, o_i, K, BT)
             # [BK, BT] @ [BT, BV] -> [BK, BV]
-            b_dh -= tl.dot(b_ktt, b_du, input_precision=PRECISION)
+            b_dh -= mma(b_ktt, b_du, PRECISION)
         if AHEAD:
             b_E, b_du_loc, b_g_last = b_E_read, b_du_read, b_g_read
 
@@ -327,7 +327,7 @@ def state_bwd_dv_kernel(
     b_T = tl.load(T_inv + o_T, mask=m_t[:, None], other=0)
     b_du = tl.load(du + o_tv, mask=m_tv, other=0)
     # [BT, BT]ᵀ @ [BT, BV] -> [BT, BV]
-    tl.store(dv_tilde + o_tv, tl.dot(tl.trans(b_T), b_du, input_precision=PRECISION), mask=m_tv)
+    tl.store(dv_tilde + o_tv, mma(tl.trans(b_T), b_du, PRECISION), mask=m_tv)
 
 
 def reads_ahead(precision: str) -> bool:
@@ -362,10 +362,11 @@ def state_bwd(
     device = q.device
     BK = min(64, max(16, next_power_of_2(K)))
     BV = min(64, max(16, next_power_of_2(V)))
-    du = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
-    dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
+    store = {"dtype": buffer_dtype(precision), "device": device}  # float32, or the fast level's 16-bit dtype
+    du = torch.empty(B, T, H, V, **store)
+    dh = torch.empty(B, layout.NT, H, K, V, **store)
     # W̃ = diag(Γ_C/Γ) W for the sequential kernel, written by the local one; W itself without a decay
-    w_tilde = None if G is None else torch.empty(B, T, H, K, dtype=torch.float32, device=device)
+    w_tilde = None if G is None else torch.empty(B, T, H, K, **store)
     grid = (cdiv(V, BV), layout.NT, B * H)
     state_bwd_local_kernel[grid](
         q, w, G, do, du, dh, w_tilde, layout.cu_seqlens, layout.chunk_indices, scale, T,

@@ -48,7 +48,7 @@ from linattn.ops.delta_rule.triton.precision import narrow_launch
 from linattn.ops.utils.grid import next_power_of_2
 from linattn.ops.utils.index import chunk_coords
 from linattn.ops.utils.layout import ChunkLayout
-from linattn.ops.utils.precision import raw_dot, raw_operands
+from linattn.ops.utils.precision import mma, raw_dot, raw_operands
 
 
 def wy_ref(
@@ -107,14 +107,14 @@ def inverse16(b_a, o_r, PRECISION: tl.constexpr):
     for level in tl.static_range(4):
         b_m = tl.where((o_x >> level) == 1, b_a, 0.0)
         # [16, 16] @ [16, 16] @ [16, 16]
-        b_t -= tl.dot(tl.dot(b_t, b_m, input_precision=PRECISION), b_t, input_precision=PRECISION)
+        b_t -= mma(mma(b_t, b_m, PRECISION), b_t, PRECISION)
     return b_t
 
 
 @triton.jit
 def neg_product(b_t, b_x, PRECISION: tl.constexpr):
     """`−T X` for `[16, 16]` blocks."""
-    return -tl.dot(b_t, b_x, input_precision=PRECISION)
+    return -mma(b_t, b_x, PRECISION)
 
 
 @triton.jit
@@ -158,15 +158,15 @@ def apply_blocks(
         b_x2 = load_rows(src, 32 + o_r, m2, r2, o_n, m_n, H * N)
         b_x3 = load_rows(src, 48 + o_r, m3, r3, o_n, m_n, H * N)
         # [16, 16] @ [16, BN] -> [16, BN], summed over the blocks j ≤ i
-        b_y = tl.dot(t00, b_x0, input_precision=PRECISION)
+        b_y = mma(t00, b_x0, PRECISION)
         store_rows(dst, b_y, o_r, m0, o_n, m_n, H * N)
-        b_y = tl.dot(t10, b_x0, input_precision=PRECISION) + tl.dot(t11, b_x1, input_precision=PRECISION)
+        b_y = mma(t10, b_x0, PRECISION) + mma(t11, b_x1, PRECISION)
         store_rows(dst, b_y, 16 + o_r, m1, o_n, m_n, H * N)
-        b_y = tl.dot(t20, b_x0, input_precision=PRECISION) + tl.dot(t21, b_x1, input_precision=PRECISION)
-        b_y += tl.dot(t22, b_x2, input_precision=PRECISION)
+        b_y = mma(t20, b_x0, PRECISION) + mma(t21, b_x1, PRECISION)
+        b_y += mma(t22, b_x2, PRECISION)
         store_rows(dst, b_y, 32 + o_r, m2, o_n, m_n, H * N)
-        b_y = tl.dot(t30, b_x0, input_precision=PRECISION) + tl.dot(t31, b_x1, input_precision=PRECISION)
-        b_y += tl.dot(t32, b_x2, input_precision=PRECISION) + tl.dot(t33, b_x3, input_precision=PRECISION)
+        b_y = mma(t30, b_x0, PRECISION) + mma(t31, b_x1, PRECISION)
+        b_y += mma(t32, b_x2, PRECISION) + mma(t33, b_x3, PRECISION)
         store_rows(dst, b_y, 48 + o_r, m3, o_n, m_n, H * N)
 
 
@@ -359,10 +359,12 @@ def wy_fwd(
     layout: ChunkLayout,
     kaczmarz_eps: float | None = None,
     precision: str = "tf32x3",
+    store: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`k, w: [B, T, H, K]`, `v: [B, T, H, V]`, `beta: [B, T, H]` or None, `G: [B, T, H]` float32 or None;
     `kaczmarz_eps` a number: the step is `β = beta / (‖k‖² + kaczmarz_eps)` (KLA; `beta` None meaning 1);
-    `precision`: of the products that form `Ũ` and `K̃` (the state pass's, `precision.state_precision`).
+    `precision`: of the products that form `Ũ` and `K̃` (the state pass's, `precision.state_precision`); `store`: the
+    dtype `T`, `Ũ`, `K̃` are stored in (the fast level's bfloat16).
 
     Returns float32 `T: [B, T, H, BT]` (row `t` = row of its chunk's inverse), `Ũ: [B, T, H, V]`, `K̃: [B, T, H, K]`
     and, with `kaczmarz_eps`, `r = 1 / (‖k‖² + kaczmarz_eps): [B, T, H]` (else None).
@@ -377,9 +379,10 @@ def wy_fwd(
     narrow = narrow_launch(k.dtype, w.dtype)
     BK = min(32, max(16, next_power_of_2(K)))
     BV = min(64 if narrow else 32, max(16, next_power_of_2(V)))
-    T_inv = torch.empty(B, T, H, layout.BT, dtype=torch.float32, device=k.device)
-    u_tilde = torch.empty(B, T, H, V, dtype=torch.float32, device=k.device)
-    k_tilde = torch.empty(B, T, H, K, dtype=torch.float32, device=k.device)
+    where = {"dtype": store, "device": k.device}
+    T_inv = torch.empty(B, T, H, layout.BT, **where)
+    u_tilde = torch.empty(B, T, H, V, **where)
+    k_tilde = torch.empty(B, T, H, K, **where)
     kaczmarz = kaczmarz_eps is not None
     inv_sq_norm = torch.empty(B, T, H, dtype=torch.float32, device=k.device) if kaczmarz else None
     grid = (layout.NT, B * H)

@@ -19,15 +19,22 @@ def linear_attention_triton(
     output_final_state: bool,
     cu_seqlens: torch.Tensor | None,
     out_dtype: torch.dtype | None = None,
+    fast: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`S_t = exp(g_t) S_{t-1} + k_t v_tᵀ`, `o_t = scale · S_tᵀ q_t` (linear attention with `g` None, scalar-decay
     GLA with `g: [B, T, H]`) on validated inputs: the delta-rule kernels without the erase term. Returns
     `(o, final_state)`, `o` in `out_dtype` (default v's), `final_state` float32 (None unless requested);
-    differentiable in `q, k, v, g, initial_state`. Dtypes as `delta_rule_triton`.
+    differentiable in `q, k, v, g, initial_state`. Dtypes as `delta_rule_triton`; `fast`: the `precision="fast"`
+    level (bfloat16 chunk states for bfloat16 inputs).
     """
     check_input_dtype("linear_attention", "q, k, v", q.dtype)
     q, k, v, g, initial_state = (None if x is None else x.contiguous() for x in (q, k, v, g, initial_state))
     options = Options(
-        scale=scale, output_final_state=output_final_state, cu_seqlens=cu_seqlens, erase=False, out_dtype=out_dtype
+        scale=scale,
+        output_final_state=output_final_state,
+        cu_seqlens=cu_seqlens,
+        erase=False,
+        out_dtype=out_dtype,
+        fast=fast,
     )
     return DeltaRuleTriton.apply(q, k, v, None, None, g, initial_state, options)

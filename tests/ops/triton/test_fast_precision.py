@@ -1,0 +1,75 @@
+"""The `precision="fast"` level of the delta-rule engine (docs/design.md §4): bfloat16 intermediates and tensor-core
+products, held to its own contract (outputs and gradients within 3× the naive recurrence's error, final states
+within bfloat16's rounding) with Hopper's arithmetic emulated in the interpreter (`hopper_arithmetic.py`), run the
+way `python -m linattn.bench verify --precision fast` runs them."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+
+from linattn.bench.verify import Case, bound, check
+from linattn.ops import delta_rule, linear_attention
+from linattn.ops.delta_rule.triton.forward import delta_rule_fwd
+from linattn.ops.utils.precision import buffer_dtype, fast_precision
+from tests.ops.triton.hopper_arithmetic import hopper_arithmetic
+from tests.ops.triton.test_delta_rule_fwd import DEVICE
+
+BF16 = torch.bfloat16
+
+
+def _arithmetic():
+    return hopper_arithmetic() if DEVICE.type == "cpu" else contextlib.nullcontext()
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        Case(130, 32, 48, BF16),  # GDN with an initial state, T not a multiple of the chunk
+        Case(130, 32, 32, BF16, gated=False, initial_state=False),  # DeltaNet
+        Case(97, 32, 32, BF16, two_key=True),
+        Case(0, 32, 32, BF16, varlen=(1, 63, 64, 65, 100)),  # packed: chunks never straddle a sequence
+        Case(130, 32, 32, BF16, final_state=False, cut=True),  # the backward cut in two, as from 32K tokens
+        Case(130, 32, 32, BF16, op="kla"),
+        Case(130, 48, 32, BF16, erase=False),  # scalar-decay GLA on the same kernels
+        Case(130, 32, 32, BF16, erase=False, gated=False, varlen=(30, 100)),  # linear attention
+    ],
+    ids=lambda c: c.label,
+)
+def test_fast_level_within_its_contract(case):
+    with _arithmetic():
+        row = check(case, "triton", DEVICE, precision="fast")
+    assert row["ok"], {k: v for k, v in row.items() if isinstance(v, float)}
+
+
+def test_fast_level_stores_bfloat16_intermediates():
+    """What makes it faster: the WY factors it saves for the backward are bfloat16 (exact keeps float32)."""
+    q, k, v = (torch.randn(1, 70, 2, 32, dtype=BF16, device=DEVICE) for _ in "qkv")
+    for fast, dtype in ((True, BF16), (False, torch.float32)):
+        _, _, saved = delta_rule_fwd(q, k, v, None, None, None, 1.0, None, False, None, fast=fast)
+        assert saved.T_inv.dtype == dtype
+
+
+def test_fast_level_changes_nothing_for_float32_and_float16():
+    """float32 would lose its accuracy to tf32 and a float16 state could overflow: both keep the exact level."""
+    assert fast_precision(DEVICE, torch.float32) is None and fast_precision(DEVICE, torch.float16) is None
+    assert buffer_dtype(fast_precision(DEVICE, BF16)) == BF16
+    for dtype in (torch.float32, torch.float16):
+        x = torch.randn(1, 70, 2, 16, dtype=dtype, device=DEVICE)
+        k = torch.nn.functional.normalize(x.float(), dim=-1).to(dtype)
+        exact, fast = (delta_rule(x, k, x, backend="triton", precision=p)[0] for p in ("exact", "fast"))
+        assert torch.equal(exact, fast)
+
+
+def test_fast_bound_is_three_times_naive_and_a_state_its_rounding():
+    assert bound("o", 1e-3, BF16, "exact") == 2e-3 and bound("o", 1e-3, BF16, "fast") == 3e-3
+    assert bound("S", 1e-5, BF16, "fast") == 2.0**-8 and bound("dq", 1e-5, BF16, "fast") == pytest.approx(3e-5)
+
+
+@pytest.mark.parametrize("op", [delta_rule, linear_attention])
+def test_precision_must_be_a_level(op):
+    x = torch.randn(1, 4, 1, 8)
+    with pytest.raises(ValueError, match=r"precision: expected one of \('exact', 'fast'\), got 'fastest'"):
+        op(x, x, x, precision="fastest")
