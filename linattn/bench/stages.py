@@ -36,6 +36,32 @@ from linattn.ops.utils.layout import chunk_layout
 SEQUENTIAL = ("state_fwd", "state_fwd (recompute)", "state_bwd")
 
 
+def stage_bytes(B: int, T: int, H: int, K: int, V: int, fast: bool = False, BT: int = 64) -> dict[str, int]:
+    """Bytes each stage of a bfloat16 GDN training step reads and writes, each tensor counted once a stage (what it
+    moves to and from memory at the least: the sequential kernels' programs reread `K̃` and `w` once a value block,
+    from L2). Per token and head: `e = 2` (bfloat16 tokens), `f = 4` (the float32 gates `β`, `g`, `G`, `dG`), `s` the
+    dtype the forward stores `T`, `Ũ`, `K̃`, `h`, `U` in (4, or 2 at the fast level), `w` the state backward's `dU`,
+    `dh`, `W̃`, `dṼ` (4 at either level); a chunk state is `K · V / BT` elements a token."""
+    e, f, w = 2, 4, 4
+    s = 2 if fast else 4
+    h = K * V / BT
+    per_token = {
+        "chunk_cumsum": 2 * f,
+        "wy_fwd": e * (K + V) + 2 * f + s * (BT + V + K),
+        "state_fwd": s * (K + V) + e * K + f + s * (h + V),
+        "output_fwd": 2 * e * K + f + s * (h + V) + e * V,
+        "wy_apply": e * (K + V) + 2 * f + s * BT + s * (V + 2 * K),
+        "state_fwd (recompute)": s * (K + V) + e * K + f + s * (h + V),
+        # the local pre-pass, the walk (W̃, K̃ᵀ, dU, dh read; dU, dh written) and dṼ = Tᵀ dU
+        "state_bwd": (2 * e * K + f + e * V + w * (V + h + K))
+        + (w * K + s * K + w * (V + h) + f + w * (V + h))
+        + (s * BT + 2 * w * V),
+        "local_bwd": e * (2 * K + V) + 2 * f + s * h + w * h + s * V + w * V + e * V + e * (2 * K + V) + 2 * f,
+        "chunk_cumsum (reverse)": 2 * f,
+    }
+    return {stage: round(n * B * T * H) for stage, n in per_token.items()}
+
+
 def inputs(B: int, T: int, H: int, K: int, dtype: torch.dtype, device) -> dict[str, torch.Tensor]:
     """GDN-configuration inputs: unit keys, β ∈ (0, 1), a mild decay; `do` the gradient of the output."""
     gen = torch.Generator(device=device).manual_seed(0)
@@ -105,9 +131,10 @@ def profile(
     end-to-end rows last; `timer(fn) -> ms`; `fast`: the fast precision level's stages."""
     x = inputs(B, T, H, K, dtype, device)
     NT = cdiv(T, 64)
+    moved = stage_bytes(B, T, H, K, K, fast)
     rows = []
     for stage, call in stage_calls(x, fast):
-        row = {"B": B, "T": T, "stage": stage, "kind": "stage", "ms": timer(call)}
+        row = {"B": B, "T": T, "stage": stage, "kind": "stage", "ms": timer(call), "bytes": moved[stage]}
         if stage in SEQUENTIAL:
             row["us_per_chunk"] = row["ms"] * 1e3 / NT
         rows.append(row)
@@ -143,9 +170,13 @@ def run(
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown: per length, each stage's time and share of the stages' total, then alternatives (not in the
-    total) and the end-to-end times."""
-    lines = ["| T | stage | ms | share | µs per chunk |", "|---:|---|---:|---:|---:|"]
+    """Markdown: per length, each stage's time and share of the stages' total, the bytes it moves (`stage_bytes`)
+    and the rate that makes, then alternatives (not in the total) and the end-to-end times."""
+    lines = ["| T | stage | ms | share | µs per chunk | MB moved | GB/s |", "|---:|---|---:|---:|---:|---:|---:|"]
+
+    def traffic(r: dict) -> str:
+        return f" {r['bytes'] / 1e6:.0f} | {r['bytes'] / r['ms'] / 1e6:.0f} |" if "bytes" in r else " | |"
+
     for B, T in sorted({(r.get("B", 1), r["T"]) for r in rows}):
         mine = [r for r in rows if (r.get("B", 1), r["T"]) == (B, T)]
         T = T if B == 1 else f"{B} × {T}"
@@ -154,10 +185,12 @@ def table(rows: list[dict]) -> str:
         for r in stages:
             per_chunk = f"{r['us_per_chunk']:.1f}" if "us_per_chunk" in r else ""
             name = r["stage"] if r["kind"] == "stage" else f"{r['kind']}: {r['stage']}"
-            lines.append(f"| {T} | {name} | {r['ms']:.3f} | {r['ms'] / total:.0%} | {per_chunk} |")
-        lines.append(f"| {T} | **stages, total** | {total:.3f} | 100% | |")
+            lines.append(f"| {T} | {name} | {r['ms']:.3f} | {r['ms'] / total:.0%} | {per_chunk} |" + traffic(r))
+        moved = sum(r.get("bytes", 0) for r in stages)
+        total_traffic = traffic({"bytes": moved, "ms": total}) if moved else " | |"
+        lines.append(f"| {T} | **stages, total** | {total:.3f} | 100% | |" + total_traffic)
         lines += [
-            f"| {T} | {r['kind']}: {r['stage']} | {r['ms']:.3f} | | |" for r in mine if r["kind"] == "alternative"
+            f"| {T} | {r['kind']}: {r['stage']} | {r['ms']:.3f} | | | | |" for r in mine if r["kind"] == "alternative"
         ]
-        lines += [f"| {T} | {r['stage']} | {r['ms']:.3f} | | |" for r in mine if r["kind"] == "end to end"]
+        lines += [f"| {T} | {r['stage']} | {r['ms']:.3f} | | | | |" for r in mine if r["kind"] == "end to end"]
     return "\n".join(lines)
