@@ -123,6 +123,7 @@ class VariationalLinearAttention(Mixer):
             output_final_state=True,
             cu_seqlens=cu_seqlens,
             backend=backend,
+            max_u_norm=d**-0.5,  # u's norm, so that a training call needs no look at u on the host (`vla_gate`)
         )
         if self.normalizer == "sum":
             # z_tᵀ q_t is linear attention with a single value column of ones

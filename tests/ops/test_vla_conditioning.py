@@ -78,3 +78,34 @@ def test_the_head_runs_only_above_its_condition():
         own, _ = GATES["chunk"](k.float(), u.float(), None, lam0=0.1)
         got, _ = vla_gate(k.float(), u.float(), lam0=0.1, backend="chunk")
         assert torch.equal(got, own) != headed
+
+
+def test_a_known_bound_on_u_decides_without_reading_u():
+    """`max_u_norm` stands for `max ‖u_t‖` (the layer's `K^-½`): the gate decides from it and `λ0` alone, so the
+    same u runs headed or not as the bound says; without an initial state u is never read for the test."""
+    from linattn.ops.vla.head import condition
+
+    _, k, _, u = draw(80, 16, (2.0 * 0.1) ** 0.5)  # r = 2: headed when the op looks at u
+    own, _ = GATES["chunk"](k.float(), u.float(), None, lam0=0.1)
+    small, _ = vla_gate(k.float(), u.float(), lam0=0.1, backend="chunk", max_u_norm=0.1)  # r = 0.1: no head
+    assert torch.equal(small, own)
+    large, _ = vla_gate(k.float(), u.float(), lam0=0.1, backend="chunk", max_u_norm=(2.0 * 0.1) ** 0.5)
+    assert not torch.equal(large, own)
+    # u's values are not read (NaN would show): the test is the bound's and λ0's alone
+    assert condition(torch.full_like(u, float("nan")), None, 0.1, max_u_norm=0.5) == pytest.approx(2.5)
+    for bad in (0, -1.0, float("inf"), True, "1"):
+        with pytest.raises(ValueError, match="max_u_norm: expected None or a finite number > 0"):
+            vla_gate(k.float(), u.float(), max_u_norm=bad)
+
+
+def test_the_layer_gives_its_u_norm(monkeypatch):
+    """The VLA layer's `u = normalize(W_u k) / √d` has norm `d^-½`, which it passes as the bound."""
+    import importlib
+
+    from linattn.layers import build_layer
+
+    module = importlib.import_module("linattn.layers.vla")
+    seen, original = [], module.vla
+    monkeypatch.setattr(module, "vla", lambda *a, **kw: seen.append(kw["max_u_norm"]) or original(*a, **kw))
+    build_layer("vla", 32, 2)(torch.randn(1, 5, 32))
+    assert seen == [16**-0.5]

@@ -72,15 +72,26 @@ def split_packed(name: str, rho: float):
     return per_length if name != "naive" and rho == 1.0 else per_sequence
 
 
-def backend_gate(name: str, lam0: float, rho: float = 1.0, unit_keys: bool = False):
+def backend_gate(
+    name: str, lam0: float, rho: float = 1.0, unit_keys: bool = False, max_u_norm: float | None = None
+):
     """Backend `name`'s gate as `(k, u, A_0) -> (α̂, A_T)` (`naive_vla_gate`'s contract) at `λ0`, `ρ`: `naive`
     forgets token by token, the others through `forgetting.py`'s rescaled segments (when `ρ < 1`; the PyTorch path's
     chunks no longer than `forgetting.max_chunk(ρ)`, the Triton kernel's are 16 tokens), from an ill-conditioned
-    start with `head.py`'s float64 head."""
+    start with `head.py`'s float64 head (`max_u_norm`: a known bound on `‖u_t‖` for its test)."""
     gate = _forgetting(name, lam0, rho, unit_keys)
     if name == "naive":
         return gate
-    return partial(headed_gate, gate, _forgetting("chunk", lam0, rho, unit_keys), lam0=lam0)
+    head = _forgetting("chunk", lam0, rho, unit_keys)
+    return partial(headed_gate, gate, head, lam0=lam0, max_u_norm=max_u_norm)
+
+
+def check_max_u_norm(max_u_norm: object) -> float | None:
+    if max_u_norm is None:
+        return None
+    if isinstance(max_u_norm, bool) or not isinstance(max_u_norm, (int, float)) or not 0 < max_u_norm < math.inf:
+        raise ValueError(f"max_u_norm: expected None or a finite number > 0, got {max_u_norm!r}")
+    return float(max_u_norm)
 
 
 def _forgetting(name: str, lam0: float, rho: float, unit_keys: bool):
@@ -104,6 +115,7 @@ def vla_gate(
     output_final_state: bool = False,
     cu_seqlens: torch.Tensor | None = None,
     backend: str = "auto",
+    max_u_norm: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """VLA's write direction: `α̂_t = A_t k̂_t / ‖A_t k̂_t‖` with `A_t = (λ0 I + Σ_{s≤t} u_s u_sᵀ)⁻¹`.
 
@@ -122,6 +134,10 @@ def vla_gate(
         backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"`, `"triton"`
             (the kernel of `triton/gate.py` for head dims up to 128; packed sequences as `split_packed` says) or
             `"fused_recurrent"` (decoding: a few tokens on a carried `A` in one launch, forward only).
+        max_u_norm: an upper bound on every `‖u_t‖` that the caller knows (the VLA layer's `u` has norm `K^-½`), or
+            None. The chunked gates read `max ‖u_t‖` to decide whether their first tokens need float64 (`head.py`),
+            a wait for the GPU once a call; with the bound and no `initial_state` they decide without it. A bound
+            below the true norm costs accuracy on an ill-conditioned start, nothing else.
     Returns:
         `(alpha_hat, A)`, `alpha_hat: [B, T, H, K]` unit rows in k's dtype.
 
@@ -136,11 +152,12 @@ def vla_gate(
     if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device, "k") is not None:
         check_spd("initial_state", initial_state)
     name = check_backend(backend, k.device, BACKENDS, k.dtype)
+    max_u_norm = check_max_u_norm(max_u_norm)
     if name == "fused_recurrent":
         _, alpha_hat, A = fused_recurrent_vla_gate(k, u, initial_state, lam0=lam0, rho=rho, cu_seqlens=cu_seqlens)
     else:
         split = split_packed(name, rho)
-        alpha_hat, A = split(backend_gate(name, lam0, rho), cu_seqlens, (k, u), initial_state)
+        alpha_hat, A = split(backend_gate(name, lam0, rho, max_u_norm=max_u_norm), cu_seqlens, (k, u), initial_state)
     return alpha_hat.to(k.dtype), (A if output_final_state else None)
 
 
@@ -157,6 +174,7 @@ def vla(
     output_final_state: bool = False,
     cu_seqlens: torch.Tensor | None = None,
     backend: str = "auto",
+    max_u_norm: float | None = None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
     """Variational linear attention: the VLA gate, then the delta rule with `k = k̂`, `w = α̂`, `β = γ = 1`.
 
@@ -178,6 +196,7 @@ def vla(
             on the Triton delta-rule engine, packed sequences in one launch per stage) or `"fused_recurrent"`
             (decoding: the gate's and the delta rule's step kernels, two launches for a few tokens on a carried
             `(S, A)`, forward only).
+        max_u_norm: a known bound on every `‖u_t‖`, or None (`vla_gate`'s).
     Returns:
         `(o, (S, A))`, `o: [B, T, H, V]` in v's dtype; the state is None unless requested.
 
@@ -199,9 +218,10 @@ def vla(
         check_spd("initial_state[1]", initial_state[1])
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     scale = check_scale(scale, dims.K)
+    max_u_norm = check_max_u_norm(max_u_norm)
     if name == "fused_recurrent":
         return _vla_fused_recurrent(q, k, v, u, lam0, rho, scale, initial_state, output_final_state, cu_seqlens)
-    gate = backend_gate(name, lam0, rho, unit_keys=True)
+    gate = backend_gate(name, lam0, rho, unit_keys=True, max_u_norm=max_u_norm)
     if name == "triton":
         return _vla_triton(
             q, k, v, u, gate, split_packed(name, rho), scale, initial_state, output_final_state, cu_seqlens

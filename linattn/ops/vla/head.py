@@ -26,21 +26,33 @@ SPAN = 4  # with 2 · K the chunk after the head still loses accuracy (the same 
 Gate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor]]
 
 
-def condition(u: torch.Tensor, initial_state: torch.Tensor | None, lam0: float) -> float:
-    """`r = max_t ‖u_t‖² · λmax(A_0)`, `λmax` bounded by `A_0`'s largest absolute row sum (Gershgorin); read on the
-    host (a wait for the GPU, once per call)."""
+def condition(
+    u: torch.Tensor, initial_state: torch.Tensor | None, lam0: float, max_u_norm: float | None = None
+) -> float:
+    """`r = max_t ‖u_t‖² · λmax(A_0)`, `λmax` bounded by `A_0`'s largest absolute row sum (Gershgorin); `max_u_norm`,
+    a bound on `‖u_t‖` the caller knows, stands for the largest norm. Read on the host (a wait for the GPU, once per
+    call) unless both factors are known there: `A_0 = I / λ0` and `max_u_norm` given (the VLA layer's training call)."""
     top = 1.0 / lam0 if initial_state is None else initial_state.detach().abs().sum(-1).amax()
-    return float(u.detach().to(compute_dtype(u)).square().sum(-1).amax() * top)
+    if max_u_norm is None:
+        return float(u.detach().to(compute_dtype(u)).square().sum(-1).amax() * top)
+    return float(max_u_norm**2 * top)
 
 
 def headed_gate(
-    gate: Gate, head: Gate, k: torch.Tensor, u: torch.Tensor, initial_state: torch.Tensor | None, *, lam0: float
+    gate: Gate,
+    head: Gate,
+    k: torch.Tensor,
+    u: torch.Tensor,
+    initial_state: torch.Tensor | None,
+    *,
+    lam0: float,
+    max_u_norm: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`gate(k, u, A_0)` (`naive_vla_gate`'s contract), its first `SPAN · K` tokens by `head` in float64 where
-    `condition(u, A_0, λ0) > CONDITION` and the inputs are float32 or narrower."""
+    `condition(u, A_0, λ0, max_u_norm) > CONDITION` and the inputs are float32 or narrower."""
     T, d = k.shape[1], k.shape[-1]
     dt = compute_dtype(k)
-    if dt == torch.float64 or T == 0 or u.is_meta or condition(u, initial_state, lam0) <= CONDITION:
+    if dt == torch.float64 or T == 0 or u.is_meta or condition(u, initial_state, lam0, max_u_norm) <= CONDITION:
         return gate(k, u, initial_state)
     n = min(T, SPAN * d)
     s = None if initial_state is None else initial_state.double()
