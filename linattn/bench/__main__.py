@@ -4,7 +4,7 @@ tables.
 - `cpu`: the chunk backend against the naive token loop on the CPU, forward and forward + backward.
 - `gate`: VLA's gate at T = 64K and 1M (d = 32, 128): float32 against float64, finite, unit-norm (CPU or GPU).
 - `ops`: on a CUDA GPU, our backends beside SDPA (flash) and flash-linear-attention, bf16, B=1 H=16 K=V=128,
-  T = 2K…64K plus a B·T = 32K sweep, with roofline fractions against this GPU's measured ceilings.
+  T = 2K…64K plus a B·T = 64K sweep, with roofline fractions against this GPU's measured ceilings.
 - `verify`: on a CUDA GPU, a backend's correctness matrix against float64 (dtypes, lengths, head sizes, options).
 - `decode`: on a CUDA GPU, one token's step at context 4K / 32K / 64K (B=8): our fused recurrent step vs SDPA
   reading a KV cache.

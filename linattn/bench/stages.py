@@ -92,7 +92,7 @@ def stage_calls(x: dict[str, torch.Tensor], fast: bool = False) -> list[tuple[st
     T_inv, u_tilde, k_tilde, _ = wy_fwd(k, v, k, beta, G, layout, None, fp.rows, fp.store)
     h, U, _ = state_fwd(k_tilde, u_tilde, k, G, None, False, layout, fp.state, fp.store)
     bp = backward_precision((q, k, v, do), False, fast=fast)
-    k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, precision=bp.wy)[2]
+    k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, precision=bp.wy, store=bp.store)[2]
     dh, dv_tilde, _ = state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk)
     local = partial(local_bwd, q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bp.local)
     dG = local()[-1]
@@ -101,8 +101,8 @@ def stage_calls(x: dict[str, torch.Tensor], fast: bool = False) -> list[tuple[st
         ("wy_fwd", lambda: wy_fwd(k, v, k, beta, G, layout, None, fp.rows, fp.store)),
         ("state_fwd", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, fp.state, fp.store)),
         ("output_fwd", lambda: output_fwd(q, k, G, h, U, scale, layout, v.dtype, fp.output)),
-        ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout, precision=bp.wy)),
-        ("state_fwd (recompute)", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bp.state, bp.states)),
+        ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout, precision=bp.wy, store=bp.store)),
+        ("state_fwd (recompute)", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bp.state, bp.store)),
         ("state_bwd", lambda: state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk)),
         ("local_bwd", local),
         ("chunk_cumsum (reverse)", lambda: chunk_cumsum(dG, layout, reverse=True)),

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from linattn.ops import ccq_query, delta_rule, gated_linear_attention, linear_attention, vla
+from linattn.ops.checks import check_precision
 
 FLOOR = 1e-6
 
@@ -242,7 +243,7 @@ def _run(
     """Forward + backward with token inputs cast to `dtype`: the delta rule, without `erase` linear attention (GLA
     when `x` has a decay `g`), or `case.op`. `cotangents` None: drawn here (from `seed`), for the outputs' shapes.
     Backend `fla`: fla's kernels (`_fla`), a gated case forward only. `precision`: the ops' keyword (`"fast"`: the
-    ops of `FAST_OPS` only). Returns `(outputs and gradients by name, the cotangents used)`."""
+    ops of `FAST_OPS` and erase-off cases only). Returns `(outputs and gradients by name, the cotangents used)`."""
     leaves = {n: (t.to(dtype) if n in TOKENS else t).detach().requires_grad_() for n, t in x.items()}
     common = {"output_final_state": case.final_state, "cu_seqlens": cu, "backend": backend}
     if precision != "exact":
@@ -352,7 +353,7 @@ def quick_matrix() -> list[Case]:
 
 
 OPS = ("delta_rule", "vla", "ccq", "kla", "gla")
-FAST_OPS = ("delta_rule", "kla", "gla")  # the ops that take `precision`
+FAST_OPS = ("delta_rule", "kla")  # the engine's ops, whose bfloat16 cases the fast level changes
 
 
 def run(
@@ -364,19 +365,20 @@ def run(
     precision: str = "exact",
 ) -> list[dict]:
     """Every case of the matrix (`quick`: of `quick_matrix()`) whose op is in `ops`, in order (backend `fla`: the
-    cases `fla_matrix` makes of them), at `precision` (`"fast"`: the cases of `FAST_OPS`, held to that level's
-    `bound`). `jobs > 1` spreads the cases over that many processes (one GPU): most of the time goes to compiling
-    each head size's kernels, which runs on the CPU, one kernel at a time per process."""
+    cases `fla_matrix` makes of them), at `precision` (`"fast"`: the bfloat16 cases of `FAST_OPS`, erase-off ones
+    included, held to that level's `bound`; in other dtypes the level is the exact one, checked at `"exact"`).
+    `jobs > 1` spreads the cases over that many processes (one GPU): most of the time goes to compiling each head
+    size's kernels, which runs on the CPU, one kernel at a time per process."""
     unknown = set(ops) - set(OPS)
     if unknown:
         raise ValueError(f"ops: expected some of {OPS}, got {sorted(unknown)}")
-    if precision not in ("exact", "fast"):
-        raise ValueError(f"precision: expected 'exact' or 'fast', got {precision!r}")
+    fast = check_precision(precision)
     chosen = quick_matrix() if quick else matrix()
     if backend == "fla":
         chosen = fla_matrix(chosen)
-    if precision == "fast":
+    if fast:
         ops = tuple(op for op in ops if op in FAST_OPS)
+        chosen = [case for case in chosen if case.dtype == torch.bfloat16]
     cases = [(case, backend, device, 0, precision) for case in chosen if case.op in ops]
     if jobs <= 1:
         return [_check_case(c) for c in cases]

@@ -292,7 +292,7 @@ class GLA(FlaLayer):
         use_short_conv, conv_size, conv_bias: as `GatedDeltaNet` (False, 4, False).
         use_output_gate: the output gate (True).
         gate_logit_normalizer, gate_low_rank_dim: the decay's divisor and the rank of `W_2 W_1` (16, 16).
-        mode, layer_idx, norm_eps (1e-5), backend, precision: as `GatedDeltaNet`.
+        mode, layer_idx, norm_eps (1e-5), backend: as `GatedDeltaNet`.
 
     Example:
         >>> layer = GLA(hidden_size=64, num_heads=4, expand_k=0.5)   # K = 8, V = 16
@@ -318,7 +318,6 @@ class GLA(FlaLayer):
         gate_low_rank_dim: int = 16,
         layer_idx: int | None = None,
         backend: str = "auto",
-        precision: str = "exact",
     ):
         hidden_size, num_heads, K, expand = _head_sizes(
             hidden_size, num_heads, head_dim, expand_v, expand_k=expand_k, default_k=0.5
@@ -337,7 +336,6 @@ class GLA(FlaLayer):
             output_gate=use_output_gate,
             norm_eps=norm_eps,
             backend=backend,
-            precision=precision,
         )
         super().__init__(mixer, layer_idx=layer_idx, mode=mode)
 

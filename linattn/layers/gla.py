@@ -51,9 +51,8 @@ class GatedLinearAttention(Mixer):
         expand_v: float = 1.0,
         num_v_heads: int | None = None,
         backend: str = "auto",
-        precision: str = "exact",
     ):
-        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend, precision=precision)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
         H, K, HV, V = self.head_sizes(num_v_heads, expand_v)
         if short_conv:
             dims = {"q": H * K, "k": H * K, "v": HV * V}
@@ -101,6 +100,5 @@ class GatedLinearAttention(Mixer):
             output_final_state=True,
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
-            precision=self.precision,
         )
         return self.out(merge_heads(gate_output(self.o_norm(o), self.g_proj, x, HV))), new

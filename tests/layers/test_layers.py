@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from linattn.layers import CCQ_LAYERS, LAYERS, build_layer
+from linattn.layers.base import Mixer
 from linattn.layers.gated_conv import GatedConv
+from linattn.models import DecoderLM, ModelConfig
 from tests.ops.cases import rel_err
 
 D, H = 32, 4
@@ -198,13 +200,13 @@ def test_raw_keys_reach_the_delta_rule_unnormalised(monkeypatch):
         ("gated_deltanet", "gated_deltanet", "delta_rule"),
         ("kla", "gated_deltanet", "delta_rule"),
         ("linear", "linear", "linear_attention"),
-        ("gla", "gla", "gated_linear_attention"),
         ("mamba2", "mamba2", "gated_linear_attention"),
     ],
 )
 def test_the_precision_level_reaches_the_op(name, module, op, monkeypatch):
     """A layer's `precision` (also a model config's, through `mixer_options`) is what its op is called with; a
-    mixer whose ops have no fast level takes no such argument, and a bad level is refused when the layer is built."""
+    mixer whose ops have no fast level (VLA; GLA, whose per-channel decay has its own kernels) takes no such
+    argument, and a bad level is refused when the layer is built."""
     module = importlib.import_module(f"linattn.layers.{module}")
     seen = []
     original = getattr(module, op)
@@ -213,8 +215,11 @@ def test_the_precision_level_reaches_the_op(name, module, op, monkeypatch):
     assert seen == ["fast"]
     with pytest.raises(ValueError, match="precision: expected one of"):
         make(name, {"precision": "quick"})
-    with pytest.raises(TypeError, match="precision"):
-        make("vla", {"precision": "fast"})
+    for other in ("vla", "gla"):
+        with pytest.raises(TypeError, match="precision"):
+            make(other, {"precision": "fast"})
+    config = ModelConfig(vocab_size=16, d_model=D, n_heads=H, mixer=name, mixer_options={"precision": "fast"})
+    assert {m.precision for m in DecoderLM(config).modules() if isinstance(m, Mixer)} == {"fast"}
 
 
 @pytest.mark.parametrize(

@@ -68,10 +68,11 @@ def delta_rule(
             the first call), or `"fused_recurrent"` (one launch for a few tokens on a carried state: decoding;
             forward only).
         precision: `"exact"` (default): every backend within twice the naive recurrence's error in the inputs'
-            dtype (docs/design.md §4). `"fast"`: the `triton` backend stores its intermediates (chunk states,
-            pseudo-values, the WY factors) in the inputs' 16-bit dtype and multiplies them on its tensor cores, as
-            fla does; outputs and gradients within 3× the naive recurrence's error, final states within that
-            dtype's rounding. The other backends compute as at `"exact"`, which meets the looser contract too.
+            dtype (docs/design.md §4). `"fast"`: with bfloat16 inputs the `triton` backend stores its
+            intermediates (chunk states, pseudo-values, the WY factors) in bfloat16 and multiplies some of them on
+            its bfloat16 tensor cores, as fla does; outputs and gradients within 3× the naive recurrence's error,
+            final states within bfloat16's rounding (`2⁻⁸`). float32 / float16 inputs and the other backends compute
+            as at `"exact"`, which meets the looser contract too.
     Returns:
         `(o, final_state)`, `o: [B, T, H, V]` in v's dtype; `final_state` is None unless requested.
 

@@ -66,11 +66,6 @@ def raw_dot(a, b, RAW: tl.constexpr):
         return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision=RAW)
 
 
-# the fast level's products (`fast_precision`): operands rounded to bfloat16, exact products, float32 accumulation;
-# the intermediates they read are stored in bfloat16 (`buffer_dtype`)
-FAST = ("bf16", "bf16-emulated")
-
-
 def fast_precision(device: torch.device, *dtypes: torch.dtype) -> str | None:
     """The products of the `precision="fast"` level for token inputs of these dtypes: `"bf16"` (bfloat16 tensor-core
     operands) when all are bfloat16, else None (the exact level's choices hold). float32 inputs would leave float32's
@@ -81,12 +76,6 @@ def fast_precision(device: torch.device, *dtypes: torch.dtype) -> str | None:
     if any(dtype != torch.bfloat16 for dtype in dtypes):
         return None
     return "bf16" if device.type == "cuda" else "bf16-emulated"
-
-
-def buffer_dtype(precision: str) -> torch.dtype:
-    """The dtype a stage stores its intermediates in (`Ũ`, `K̃`, `T`, states, their gradients) for products of this
-    precision: bfloat16 for the fast level's, float32 otherwise."""
-    return torch.bfloat16 if precision in FAST else torch.float32
 
 
 @triton.jit

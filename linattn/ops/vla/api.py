@@ -72,9 +72,7 @@ def split_packed(name: str, rho: float):
     return per_length if name != "naive" and rho == 1.0 else per_sequence
 
 
-def backend_gate(
-    name: str, lam0: float, rho: float = 1.0, unit_keys: bool = False, max_u_norm: float | None = None
-):
+def backend_gate(name: str, lam0: float, rho: float = 1.0, unit_keys: bool = False, max_u_norm: float | None = None):
     """Backend `name`'s gate as `(k, u, A_0) -> (α̂, A_T)` (`naive_vla_gate`'s contract) at `λ0`, `ρ`: `naive`
     forgets token by token, the others through `forgetting.py`'s rescaled segments (when `ρ < 1`; the PyTorch path's
     chunks no longer than `forgetting.max_chunk(ρ)`, the Triton kernel's are 16 tokens), from an ill-conditioned

@@ -178,10 +178,14 @@ def test_the_cut_allocates_the_whole_gradients_after_the_first_spans_walk(monkey
 
 
 def test_short_packed_and_batched_inputs_are_not_cut():
-    """The cut counts the bytes of the chunk states (`SPLIT_BYTES`): at H = 16, K = V = 128 from 32K tokens."""
-    chunk_state = 4 * 16 * 128 * 128
-    assert backward._cut(chunk_layout(1, 16384, None, DEVICE), chunk_state) is None  # 256 MiB of states
+    """The cut counts the bytes of the chunk states and their gradients (`SPLIT_BYTES`): at H = 16, K = V = 128 from
+    32K tokens (float32 `h`, `dh`), and at the fast level (bfloat16 `h`) from 43K."""
+    chunk_state = (4 + 4) * 16 * 128 * 128
+    assert backward._cut(chunk_layout(1, 16384, None, DEVICE), chunk_state) is None  # 512 MiB of h and dh
     assert backward._cut(chunk_layout(1, 16384, None, DEVICE), 2 * chunk_state) is not None  # 32 heads
+    fast = (2 + 4) * 16 * 128 * 128
+    assert backward._cut(chunk_layout(1, 40960, None, DEVICE), fast) is None
+    assert backward._cut(chunk_layout(1, 45056, None, DEVICE), fast) is not None
     long = 32768
     assert backward._cut(chunk_layout(1, long, None, DEVICE), chunk_state) == 64 * round(backward.CUT * long / 64)
     assert backward._cut(chunk_layout(2, long, None, DEVICE), chunk_state) is None

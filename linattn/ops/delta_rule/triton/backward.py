@@ -16,27 +16,30 @@ values as `Ũ` (`U = V`), B2 runs with `ERASE` off (`dṼ = dU`, no `K̃ᵀ dU`)
 
 Precision: every product that involves an intermediate takes three tf32 passes, or one when the tokens and `dO`
 are all bfloat16, no final state's gradient comes in and the call has at least 1,000 tokens
-(`precision.grad_precision` says why that keeps docs/design.md §4's bound).
+(`precision.grad_precision` says why that keeps docs/design.md §4's bound). At the fast level B0 and B1 store in
+bfloat16 and B3 multiplies bfloat16 operands (`precision.backward_precision`).
 
 KLA (the forward saved `r = 1 / (‖k‖² + ε)`): B0 and B3 form the step `β = η r` from it, and B3 returns the gradient
 of `η` in place of `dβ` and adds the step's dependence on `k` to `dk` (derivation in `local_bwd.py`).
 
-Memory. B1 – B3 hold float32 buffers of the whole sequence at once: the chunk states `h` and their gradients `dh`
-(`[NT, H, K, V]` each, 1 GiB at T = 64K, H = 16, K = V = 128), and `[T, H, V | K]` ones of half that size each: the
-pseudo-values `U`, `dṼ` (B2's `dU`, in place), and for B2 only `K̃ᵀ` and (with a decay) `W̃`. A long single
-sequence (`B = 1`, not packed, its `h` at least `SPLIT_BYTES`: from 32K tokens at H = 16, K = V = 128) is therefore
+Memory. B1 – B3 hold buffers of the whole sequence at once (float32; `h`, `U`, `K̃ᵀ` bfloat16 at the fast level): the
+chunk states `h` and their gradients `dh` (`[NT, H, K, V]` each, 1 GiB in float32 at T = 64K, H = 16, K = V = 128),
+and `[T, H, V | K]` ones of half that size each: the pseudo-values `U`, `dṼ` (B2's `dU`, in place), and for B2 only
+`K̃ᵀ` and (with a decay) `W̃`. A long single sequence (`B = 1`, not packed, its `h` and `dh` at least `SPLIT_BYTES`
+together: from 32K tokens at H = 16, K = V = 128, 43K at the fast level) is therefore
 cut in two at `cut = a T`, `a ≈ 0.45` (a chunk boundary), without redoing any sequential work:
 1. B0, B1 on `[0, cut)` from the initial state: `h`, `U` of the first part and the state at `cut` (kept);
 2. B0 – B3 on `[cut, T)` from the state at `cut`: the second part's gradients and `dh` at `cut`;
 3. B0 (only `K̃ᵀ`), B2 on `[0, cut)` with that `dh` as the final state's gradient; then the whole sequence's
    gradients are allocated, B3 writes the first part's tokens into them, and the second part's are copied in.
-In units of `h`'s full size at K = V = 128 (the inputs' gradients, bfloat16, are `g = 0.75` of it with `w = k`,
-1 with two keys), the largest sets alive are step 2's B2, `1.5a + 4(1 − a)` (the first part's `h`, `U` beside the
-second part's buffers), and step 3's B3, `3a + (2 − a) g` (the first part's `h, U, dh, dṼ`, the second part's
-gradients and the whole sequence's): `a ≈ 0.45` keeps both at or below 2.9, against 4 + g for the whole sequence
-at once. The extra work is B0's keys run twice on the first part, two launches of each parallel stage and the copy
-of the second part's gradients: a few percent more time for a clearly lower peak (`python -m linattn.bench ops`
-reports both at 32K and 64K tokens).
+In units of `h`'s full size at K = V = 128, float32 (the inputs' gradients, bfloat16, are `g = 0.75` of it with
+`w = k`, 1 with two keys), the largest sets alive are step 2's B2, `1.5a + 4(1 − a)` (the first part's `h`, `U`
+beside the second part's buffers), and step 3's B3, `3a + (2 − a) g` (the first part's `h, U, dh, dṼ`, the second
+part's gradients and the whole sequence's): `a ≈ 0.45` keeps both at or below 2.9, against 4 + g for the whole
+sequence at once (the fast level's bfloat16 `h`, `U` lower every term that holds them; the same cut is kept).
+The extra work is B0's keys run twice on the first part, two launches of each parallel stage and the copy of the
+second part's gradients: a few percent more time for a clearly lower peak (`python -m linattn.bench ops` reports
+both at 32K and 64K tokens).
 """
 
 from __future__ import annotations
@@ -54,11 +57,10 @@ from linattn.ops.delta_rule.triton.state import state_fwd
 from linattn.ops.delta_rule.triton.state_bwd import state_bwd
 from linattn.ops.utils.layout import ChunkLayout, chunk_layout
 
-# a single sequence whose chunk states `h` would take at least this many bytes is cut in two for the
-# backward (module docstring): the cut spares about a third of the backward's buffers at their peak for 1.5 – 4%
-# more time (`python -m linattn.bench ops`, with this threshold raised), worth it once `h` and `dh` together would
-# take a GiB
-SPLIT_BYTES = 2**29
+# a single sequence whose chunk states `h` and their gradients `dh` would take at least this many bytes together is
+# cut in two for the backward (module docstring): the cut spares about a third of the backward's buffers at their
+# peak for 1.5 – 4% more time (`python -m linattn.bench ops`, with this threshold raised), worth it from a GiB
+SPLIT_BYTES = 2**30
 CUT = 0.45  # where, as a fraction of the tokens (module docstring)
 
 
@@ -97,7 +99,7 @@ class _Span:
         if not self.erase:
             return self.v, None, None
         x, p = self, self.precision
-        return wy_apply(x.k, x.v, x.beta, x.G, x.T_inv, x.layout, x.inv_sq_norm, p.wy, values, keys_t)
+        return wy_apply(x.k, x.v, x.beta, x.G, x.T_inv, x.layout, x.inv_sq_norm, p.wy, values, keys_t, p.store)
 
     def states(self, u_tilde, k_tilde, h0: torch.Tensor | None, output_final_state: bool):
         """B1 from B0's outputs: `(h, U, the state after the span)` (the last None unless asked)."""
@@ -110,7 +112,7 @@ class _Span:
             output_final_state,
             self.layout,
             self.precision.state,
-            self.precision.states,
+            self.precision.store,
         )
         return h, self.v if U is None else U, ht
 
@@ -141,12 +143,12 @@ def _tokens(xs: tuple[torch.Tensor | None, ...], t0: int, t1: int) -> tuple[torc
     return tuple(None if x is None else x[:, t0:t1] for x in xs)
 
 
-def _cut(layout: ChunkLayout, chunk_state_bytes: int) -> int | None:
+def _cut(layout: ChunkLayout, chunk_bytes: int) -> int | None:
     """Where to cut the sequence for the backward (the chunk boundary nearest `CUT · T`), or None to run it whole;
-    `chunk_state_bytes`: one chunk's state over all heads as stored, `H · K · V` elements (float32, or the fast
-    level's 16-bit dtype)."""
+    `chunk_bytes`: one chunk's `h` and `dh` over all heads, `H · K · V` elements each (`dh` float32, `h` float32
+    or the fast level's bfloat16)."""
     whole = layout.cu_seqlens is not None or layout.B != 1 or layout.NT < 2
-    if whole or layout.NT * chunk_state_bytes < SPLIT_BYTES:
+    if whole or layout.NT * chunk_bytes < SPLIT_BYTES:
         return None
     return layout.BT * min(max(round(CUT * layout.NT), 1), layout.NT - 1)
 
@@ -188,7 +190,8 @@ def delta_rule_bwd(
         tokens = tuple(x for x in (q, k, v, w, do) if x is not None)
     precision = backward_precision(tokens, dht is not None, derived_keys, initial_state is not None, fast)
     x = _Span(q, k, v, w, beta, saved.G, saved.T_inv, saved.inv_sq_norm, do, layout, precision)
-    cut = _cut(layout, precision.states.itemsize * q.shape[2] * q.shape[3] * v.shape[3])
+    # one chunk's h (as stored) and dh (float32) over all heads
+    cut = _cut(layout, (precision.store.itemsize + 4) * q.shape[2] * q.shape[3] * v.shape[3])
     if cut is None:
         walked, dh0 = _span_walk(x, dht, initial_state is not None, scale, h0=initial_state)
         grads = _span_local(x, walked, scale)

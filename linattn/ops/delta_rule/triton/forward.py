@@ -132,8 +132,8 @@ def delta_rule_fwd(
             bfloat16 and multiplied on its tensor cores (`utils.precision.fast_precision`); other dtypes as exact.
     Returns:
         `o: [B, T, H, V]` in `out_dtype`; the final state `[N, H, K, V]` float32 (None unless requested); and
-        `ForwardSaved` for the backward. States and accumulation are float32 throughout; products as
-        `precision.py` says.
+        `ForwardSaved` for the backward. States and accumulation are float32 (the stored intermediates bfloat16 at
+        the fast level); products as `precision.py` says.
     """
     _check(q, k, v, w, beta, g, initial_state, cu_seqlens, erase, kaczmarz_eps)
     B, T = q.shape[:2]

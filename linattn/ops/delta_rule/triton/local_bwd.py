@@ -210,9 +210,9 @@ def local_bwd_kernel(
         o_v = i_v * BV + tl.arange(0, BV)
         m_tv = m_t[:, None] & (o_v < V)[None, :]
         o_tv = o_tv0 + o_i[:, None] * (H * V) + o_v[None, :]
-        # [BT, BV] each (U: float32 from stage 3, or the values in their own dtype without the erase term)
+        # [BT, BV] each (U: from stage 3, float32 or the fast level's bfloat16; without the erase term the values)
         b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
-        b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0).to(tl.float32)
+        b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0)
         b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
         tl.store(dv + o_tv, (b_dvt * b_beta[:, None]).to(dv.dtype.element_ty), mask=m_tv)
         if ERASE:
@@ -254,14 +254,14 @@ def local_bwd_kernel(
             m_h = m_k[:, None] & m_v[None, :]
             o_tv = o_tv0 + o_i[:, None] * (H * V) + o_v[None, :]
             # [BK, BV], [BK, BV]
-            # (float32, or the fast level's 16-bit dtype: the products round them back, the sum of b_h ⊙ b_dh does not)
+            # (h in bfloat16 at the fast level: in float32 for the elementwise h ⊙ dh below)
             b_h = tl.load(h + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0).to(tl.float32)
-            b_dh = tl.load(dh + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0).to(tl.float32)
+            b_dh = tl.load(dh + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0)
             # [BT, BV] each
             b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
             b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
             if ERASE:
-                b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0).to(tl.float32)
+                b_dvt = tl.load(dv_tilde + o_tv, mask=m_tv, other=0)
                 # [BT, BV] @ [BV, BK] -> [BT, BK]
                 b_dvh += mma(b_dvt, tl.trans(b_h), PRECISION)
             # [BT, BV] @ [BV, BK] -> [BT, BK], twice

@@ -120,7 +120,7 @@ def output_fwd_kernel(
 
     m_tv = m_t[:, None] & m_v[None, :]
     o_tv = o_i[:, None] * (H * V) + o_v[None, :]
-    # [BT, BV] (float32 from stage 3, or the values in their own dtype without the erase term)
+    # [BT, BV] (stage 3's, float32 or the fast level's bfloat16; without the erase term the values)
     b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
     # [BT, BT] @ [BT, BV] -> [BT, BV]
     b_o = (b_o + mma(b_A, b_U, PRECISION)) * scale
@@ -138,8 +138,8 @@ def output_fwd(
     out_dtype: torch.dtype,
     precision: str = "tf32x3",
 ) -> torch.Tensor:
-    """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, float32 `h: [B, NT, H, K, V]` and `U: [B, T, H, V]` (stage 3;
-    without the erase term the values `v`, in any float dtype).
+    """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, `h: [B, NT, H, K, V]` and `U: [B, T, H, V]` (stage 3's, float32
+    or the fast level's bfloat16; without the erase term the values `v`, in any float dtype).
 
     Returns `o: [B, T, H, V]` in `out_dtype` (accumulated in float32). `precision`: `input_precision` of the
     products with `h` and `U`.

@@ -67,7 +67,7 @@ class BackwardPrecision:
     state: str
     walk: str
     local: str
-    states: torch.dtype = torch.float32  # what B1 stores its `h`, `U` in (the fast level: bfloat16)
+    store: torch.dtype = torch.float32  # what B0 and B1 store `Ũ`, `K̃`, `K̃ᵀ`, `h`, `U` in (the fast level: bfloat16)
 
 
 def backward_precision(
@@ -84,13 +84,13 @@ def backward_precision(
     (Hopper's arithmetic emulated, `tests/ops/triton/hopper_arithmetic.py`, on `verify`'s VLA inputs, T = 1000,
     K = 32), the other two stages 1.4 – 1.8e-3.
 
-    `fast` (the `precision="fast"` level) with bfloat16 tokens, whatever the call's length or final state: the
-    parallel stages (B0, B3) multiply and store in bfloat16 (`fast_precision`), the sequential ones take one tf32
-    pass, B1 storing its `h`, `U` in bfloat16 as the forward does, the walk (B2) keeping float32 gradients (module
-    docstring)."""
+    `fast` (the `precision="fast"` level) with bfloat16 tokens, whatever the call's length or final state: B0 and B1
+    recompute what the forward's stages 2 and 3 computed, as they did (one tf32 pass, bfloat16 storage), the walk
+    (B2) takes one tf32 pass and keeps float32 gradients (in bfloat16, `dβ` erred 3.9× the naive recurrence's,
+    Hopper's arithmetic emulated), and B3 multiplies on bfloat16 operands (`fast_precision`)."""
     sixteen = fast_precision(tokens[0].device, *(x.dtype for x in tokens)) if fast else None
     if sixteen is not None:
-        return BackwardPrecision(sixteen, "tf32", "tf32", sixteen, states=torch.bfloat16)
+        return BackwardPrecision("tf32", "tf32", "tf32", sixteen, store=torch.bfloat16)
     one = grad_precision(tokens, final_state_grad)
     if not derived_keys:
         return BackwardPrecision(one, one, one, one)

@@ -25,7 +25,7 @@ from linattn.ops.delta_rule.triton.precision import narrow_launch
 from linattn.ops.utils.grid import next_power_of_2
 from linattn.ops.utils.index import chunk_coords
 from linattn.ops.utils.layout import ChunkLayout
-from linattn.ops.utils.precision import buffer_dtype, mma
+from linattn.ops.utils.precision import mma
 
 
 @triton.jit
@@ -47,7 +47,7 @@ def apply_inverse(
 ):
     """`T diag(rows) src` for one chunk, `BN` columns at a time: `src` (any float dtype) points at the chunk's first
     token of one head, rows `H·N` elements apart; `b_T: [BT, BT]`, `b_rows: [BT]`; `PRECISION` of the product.
-    Stored in float32 as rows (`ROWS`: `dst` like `src`) and/or transposed (`COLS`: `dst_t` at the chunk's
+    Stored (in `dst`'s dtype) as rows (`ROWS`: `dst` like `src`) and/or transposed (`COLS`: `dst_t` at the chunk's
     `[N, BT]` block, contiguous along the tokens; the rows past a sequence's end are zeros, as `b_T`'s are)."""
     for i_n in range(tl.cdiv(N, BN)):
         o_n = i_n * BN + tl.arange(0, BN)
@@ -145,21 +145,22 @@ def wy_apply(
     precision: str = "tf32x3",
     values: bool = True,
     keys_t: bool = True,
+    store: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor | None, ...]:
     """`k: [B, T, H, K]`, `v: [B, T, H, V]`, `beta: [B, T, H]` or None, `G: [B, T, H]` float32 or None and the
     forward's `T: [B, T, H, BT]` (and for KLA its `r = 1 / (‖k‖² + ε): [B, T, H]`, then `β = beta r`). Returns
-    `(Ũ, K̃, K̃ᵀ)`: float32 `Ũ: [B, T, H, V]` and `K̃: [B, T, H, K]` as `wy_fwd` gives them (None unless `values`),
-    and `K̃` with each chunk's rows transposed, `[B, NT, H, K, BT]` (`transpose.chunk_transpose`'s layout; None
-    unless `keys_t`).
-    `precision`: of the products with `T` (`precision.grad_precision`)."""
+    `(Ũ, K̃, K̃ᵀ)` in `store`'s dtype: `Ũ: [B, T, H, V]` and `K̃: [B, T, H, K]` as `wy_fwd` gives them (None unless
+    `values`), and `K̃` with each chunk's rows transposed, `[B, NT, H, K, BT]` (`transpose.chunk_transpose`'s layout;
+    None unless `keys_t`).
+    `precision`: of the products with `T` (`precision.backward_precision`)."""
     B, T, H, K = k.shape
     V = v.shape[-1]
     BK = min(64, max(16, next_power_of_2(K)))
     BV = min(64, max(16, next_power_of_2(V)))
-    store = {"dtype": buffer_dtype(precision), "device": k.device}  # float32, or the fast level's 16-bit dtype
-    u_tilde = torch.empty(B, T, H, V, **store) if values else None
-    k_tilde = torch.empty(B, T, H, K, **store) if values else None
-    k_tilde_t = torch.empty(B, layout.NT, H, K, layout.BT, **store) if keys_t else None
+    where = {"dtype": store, "device": k.device}
+    u_tilde = torch.empty(B, T, H, V, **where) if values else None
+    k_tilde = torch.empty(B, T, H, K, **where) if values else None
+    k_tilde_t = torch.empty(B, layout.NT, H, K, layout.BT, **where) if keys_t else None
     grid = (layout.NT, B * H)
     wy_apply_kernel[grid](
         k, v, beta, G, T_inv, inv_sq_norm, u_tilde, k_tilde, k_tilde_t, layout.cu_seqlens, layout.chunk_indices, T,

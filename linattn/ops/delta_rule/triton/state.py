@@ -168,14 +168,14 @@ def state_fwd(
     precision: str = "tf32x3",
     store: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """`K̃: [B, T, H, K]`, `Ũ: [B, T, H, V]` (float32, stage 2), `w: [B, T, H, K]`, `G: [B, T, H]` or None,
+    """`K̃: [B, T, H, K]`, `Ũ: [B, T, H, V]` (stage 2's), `w: [B, T, H, K]`, `G: [B, T, H]` or None,
     `initial_state: [N, H, K, V]` (any float dtype) or None. Without the erase term pass `k_tilde=None` and the
     values `v: [B, T, H, V]` (any float dtype) as `u_tilde`: then `U = V` and is not stored. `precision`: of the
     products (`precision.state_precision` in the forward, `grad_precision` in the backward's recompute). `store`: the
     dtype `h` and `U` are stored in (the fast level's bfloat16, `precision.py`; the final state stays float32).
 
-    Returns float32 chunk-start states `h: [B, NT, H, K, V]`, pseudo-values `U: [B, T, H, V]` (None without the
-    erase term) and the final state `[N, H, K, V]` (None unless `output_final_state`).
+    Returns the chunk-start states `h: [B, NT, H, K, V]` and pseudo-values `U: [B, T, H, V]` (None without the erase
+    term) in `store`, and the float32 final state `[N, H, K, V]` (None unless `output_final_state`).
     """
     B, T, H, K = w.shape
     V = u_tilde.shape[-1]

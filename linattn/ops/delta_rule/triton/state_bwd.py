@@ -43,7 +43,7 @@ from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import chunk_coords, sequence_coords
 from linattn.ops.utils.layout import ChunkLayout
-from linattn.ops.utils.precision import buffer_dtype, mma, raw_dot, raw_operands
+from linattn.ops.utils.precision import mma, raw_dot, raw_operands
 
 
 def state_bwd_ref(
@@ -189,10 +189,10 @@ def _walk_loads(dh, du, G, bos, T, boh, i_t, i_h, o_h, m_h, o_i, o_v, m_v, H, K,
     (`[BK, BV]`), the local part of `dU_c` (`[BT, BV]`) and, with a decay, `G` at the chunk's last real token (0
     without). `i_t = −1` (the step after the last) reads chunk 0's again, which nobody uses."""
     c = tl.maximum(i_t, 0)
-    b_E = tl.load(dh + ((boh + c) * H + i_h) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
+    b_E = tl.load(dh + ((boh + c) * H + i_h) * K * V + o_h, mask=m_h, other=0)
     t0 = bos + c * BT
     m_tv = (o_i < T - c * BT)[:, None] & m_v[None, :]
-    b_du = tl.load(du + (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :], mask=m_tv, other=0).to(tl.float32)
+    b_du = tl.load(du + (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :], mask=m_tv, other=0)
     b_g_last = (c * 0).to(tl.float32)  # a scalar tensor: the walk's loop carries it
     if USE_G:
         b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - c * BT) - 1) * H + i_h)
@@ -350,9 +350,9 @@ def state_bwd(
     precision: str = "tf32x3",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, the forward's `T: [B, T, H, BT]`, each chunk's `K̃ᵀ`
-    (`[B, NT, H, K, BT]` float32, `transpose.chunk_transpose` of the recomputed `K̃`; both None without the erase
-    term), `do: [B, T, H, V]`, `dht: [N, H, K, V]` or None (no gradient for the final state). `precision`: of the
-    products that involve an intermediate (`precision.grad_precision`).
+    (`[B, NT, H, K, BT]`, float32 or the fast level's bfloat16, `transpose.chunk_transpose` of the recomputed `K̃`;
+    both None without the erase term), `do: [B, T, H, V]`, `dht: [N, H, K, V]` or None (no gradient for the final
+    state). `precision`: of the products that involve an intermediate (`precision.backward_precision`).
 
     Returns float32 `dh: [B, NT, H, K, V]` (row `c`: gradient of chunk `c`'s end state), `dṼ: [B, T, H, V]` and
     `dh_0: [N, H, K, V]` (None unless `want_dh0`).
@@ -362,11 +362,10 @@ def state_bwd(
     device = q.device
     BK = min(64, max(16, next_power_of_2(K)))
     BV = min(64, max(16, next_power_of_2(V)))
-    store = {"dtype": buffer_dtype(precision), "device": device}  # float32, or the fast level's 16-bit dtype
-    du = torch.empty(B, T, H, V, **store)
-    dh = torch.empty(B, layout.NT, H, K, V, **store)
+    du = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
+    dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
     # W̃ = diag(Γ_C/Γ) W for the sequential kernel, written by the local one; W itself without a decay
-    w_tilde = None if G is None else torch.empty(B, T, H, K, **store)
+    w_tilde = None if G is None else torch.empty(B, T, H, K, dtype=torch.float32, device=device)
     grid = (cdiv(V, BV), layout.NT, B * H)
     state_bwd_local_kernel[grid](
         q, w, G, do, du, dh, w_tilde, layout.cu_seqlens, layout.chunk_indices, scale, T,

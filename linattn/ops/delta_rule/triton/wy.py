@@ -366,8 +366,8 @@ def wy_fwd(
     `precision`: of the products that form `Ũ` and `K̃` (the state pass's, `precision.state_precision`); `store`: the
     dtype `T`, `Ũ`, `K̃` are stored in (the fast level's bfloat16).
 
-    Returns float32 `T: [B, T, H, BT]` (row `t` = row of its chunk's inverse), `Ũ: [B, T, H, V]`, `K̃: [B, T, H, K]`
-    and, with `kaczmarz_eps`, `r = 1 / (‖k‖² + kaczmarz_eps): [B, T, H]` (else None).
+    Returns `T: [B, T, H, BT]` (row `t` = row of its chunk's inverse), `Ũ: [B, T, H, V]`, `K̃: [B, T, H, K]` in
+    `store`'s dtype and, with `kaczmarz_eps`, `r = 1 / (‖k‖² + kaczmarz_eps): [B, T, H]` (else None).
     """
     if layout.BT != 64:
         raise ValueError(f"wy_fwd: the kernel works on chunks of 4 × 16 tokens, got chunks of {layout.BT}")
