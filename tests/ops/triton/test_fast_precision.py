@@ -13,6 +13,8 @@ import torch
 from linattn.bench.verify import Case, bound, check
 from linattn.ops import delta_rule, linear_attention
 from linattn.ops.delta_rule.triton.forward import delta_rule_fwd
+from linattn.ops.delta_rule.triton.precision import backward_precision
+from linattn.ops.utils import precision
 from linattn.ops.utils.precision import fast_precision
 from tests.ops.triton.hopper_arithmetic import hopper_arithmetic
 from tests.ops.triton.test_delta_rule_fwd import DEVICE
@@ -38,7 +40,9 @@ def _arithmetic():
     ],
     ids=lambda c: c.label,
 )
-def test_fast_level_within_its_contract(case):
+def test_fast_level_within_its_contract(case, monkeypatch):
+    # the fast backward starts at ONE_PASS_TOKENS tokens (`fast_backward`): lowered so that these short calls take it
+    monkeypatch.setattr(precision, "ONE_PASS_TOKENS", 1)
     with _arithmetic():
         row = check(case, "triton", DEVICE, precision="fast")
     assert row["ok"], {k: v for k, v in row.items() if isinstance(v, float)}
@@ -61,6 +65,13 @@ def test_fast_level_changes_nothing_for_float32_and_float16():
         k = torch.nn.functional.normalize(x.float(), dim=-1).to(dtype)
         exact, fast = (delta_rule(x, k, x, backend="triton", precision=p)[0] for p in ("exact", "fast"))
         assert torch.equal(exact, fast)
+
+
+def test_a_short_call_takes_the_exact_backward():
+    """Below `ONE_PASS_TOKENS` tokens the fast level's backward is the exact one (the bound's ratio is noise there)."""
+    short, long = (torch.zeros(1, n, 1, 8, dtype=BF16, device=DEVICE) for n in (precision.ONE_PASS_TOKENS - 1, 1000))
+    assert backward_precision((short,) * 4, False, fast=True) == backward_precision((short,) * 4, False)
+    assert backward_precision((long,) * 4, False, fast=True).store == BF16
 
 
 def test_fast_bound_is_three_times_naive_and_a_state_its_rounding():

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from linattn.ops.utils.precision import fast_precision, grad_precision, raw_precision, state_precision
+from linattn.ops.utils.precision import fast_backward, fast_precision, grad_precision, raw_precision, state_precision
 
 
 def narrow_launch(*key_dtypes: torch.dtype) -> bool:
@@ -84,11 +84,11 @@ def backward_precision(
     (Hopper's arithmetic emulated, `tests/ops/triton/hopper_arithmetic.py`, on `verify`'s VLA inputs, T = 1000,
     K = 32), the other two stages 1.4 – 1.8e-3.
 
-    `fast` (the `precision="fast"` level) with bfloat16 tokens, whatever the call's length or final state: B0 and B1
-    recompute what the forward's stages 2 and 3 computed, as they did (one tf32 pass, bfloat16 storage), the walk
-    (B2) takes one tf32 pass and keeps float32 gradients (in bfloat16, `dβ` erred 3.9× the naive recurrence's,
-    Hopper's arithmetic emulated), and B3 multiplies on bfloat16 operands (`fast_precision`)."""
-    sixteen = fast_precision(tokens[0].device, *(x.dtype for x in tokens)) if fast else None
+    `fast` (the `precision="fast"` level) with bfloat16 tokens, from `ONE_PASS_TOKENS` tokens on (`fast_backward`),
+    whatever the final state: B0 and B1 recompute what the forward's stages 2 and 3 computed, as they did (one tf32
+    pass, bfloat16 storage), the walk (B2) takes one tf32 pass and keeps float32 gradients (in bfloat16, `dβ` erred
+    3.9× the naive recurrence's, Hopper's arithmetic emulated), and B3 multiplies on bfloat16 operands."""
+    sixteen = fast_backward(tokens) if fast else None
     if sixteen is not None:
         return BackwardPrecision("tf32", "tf32", "tf32", sixteen, store=torch.bfloat16)
     one = grad_precision(tokens, final_state_grad)
