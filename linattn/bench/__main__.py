@@ -26,6 +26,7 @@ from pathlib import Path
 from linattn.bench.environment import describe
 from linattn.bench.verify import OPS as VERIFY_OPS
 from linattn.io import write_atomic
+from linattn.ops.checks import PRECISIONS
 
 
 def _positive(kind: type):
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_verify.add_argument(
         "--precision",
-        choices=("exact", "fast"),
+        choices=PRECISIONS,
         default="exact",
         help="the level under test and its contract (default exact; fast: the ops that take the keyword)",
     )
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     p_stages.add_argument("--device", default="cuda", help="'cuda' (default), or 'cpu' for --op vla-gate")
     p_stages.add_argument("--batch", type=int, default=1, help="delta_rule: sequences of each length at once")
     p_stages.add_argument(
-        "--precision", choices=("exact", "fast"), default="exact", help="delta_rule: the level (default exact)"
+        "--precision", choices=PRECISIONS, default="exact", help="delta_rule: the level (default exact)"
     )
     p_prof = sub.add_parser("profile", help="a contender's kernels by time, and its memory at the peak")
     p_prof.add_argument(

@@ -219,7 +219,7 @@ PRECISIONS = ("exact", "fast")
 
 
 def check_precision(precision: object) -> bool:
-    """`precision` of an op with a Triton path: `"exact"` (docs/design.md §4, the default) or `"fast"` (16-bit
+    """`precision` of an op with a Triton path: `"exact"` (docs/design.md §4, the default) or `"fast"` (bfloat16
     intermediates and tensor-core products, §4's second level); returns whether it is `"fast"`."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision: expected one of {PRECISIONS}, got {precision!r}")

@@ -50,11 +50,15 @@ def fused_recurrent_vla_gate(k, u, initial_state, *, lam0, rho, cu_seqlens):
     return gate(k, u, initial_state, lam0=lam0, rho=rho, cu_seqlens=cu_seqlens)
 
 
+def _finite_positive(name: str, x: object, expected: str = "a finite number > 0") -> float:
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not 0 < x < math.inf:
+        raise ValueError(f"{name}: expected {expected}, got {x!r}")
+    return float(x)
+
+
 def check_lam0(lam0: object) -> float:
     """The ridge `0 < λ0 < ∞` (the op's and the layer's check): `A_0 = I / λ0`, so an infinite one zeroes the gate."""
-    if not isinstance(lam0, (int, float)) or isinstance(lam0, bool) or not 0 < lam0 < math.inf:
-        raise ValueError(f"lam0: expected a finite number > 0, got {lam0!r}")
-    return float(lam0)
+    return _finite_positive("lam0", lam0)
 
 
 def check_rho(rho: object) -> float:
@@ -85,11 +89,10 @@ def backend_gate(name: str, lam0: float, rho: float = 1.0, unit_keys: bool = Fal
 
 
 def check_max_u_norm(max_u_norm: object) -> float | None:
+    """A bound on `‖u_t‖` the caller knows (`vla_gate`'s `max_u_norm`), or None."""
     if max_u_norm is None:
         return None
-    if isinstance(max_u_norm, bool) or not isinstance(max_u_norm, (int, float)) or not 0 < max_u_norm < math.inf:
-        raise ValueError(f"max_u_norm: expected None or a finite number > 0, got {max_u_norm!r}")
-    return float(max_u_norm)
+    return _finite_positive("max_u_norm", max_u_norm, "None or a finite number > 0")
 
 
 def _forgetting(name: str, lam0: float, rho: float, unit_keys: bool):
