@@ -49,8 +49,8 @@ def forward_precision(
     """The exact level: one tf32 pass in the state pass when a bfloat16 `o` is the only output (`state_precision`),
     and in stages 2 and 4 beside it for 16-bit keys (`apply_precision`). The fast level with bfloat16 tokens:
     bfloat16 intermediates, stage 4's products on bfloat16 operands, one tf32 pass in stages 2 and 3, whose products
-    the final state is summed from (in bfloat16 they put DeltaNet's at 4.6e-3 against the level's bound of 2⁻⁸,
-    Hopper's arithmetic emulated; `triton/README.md`)."""
+    the final state is summed from (in bfloat16 they put DeltaNet's past the level's bound of 2⁻⁸ with Hopper's
+    arithmetic emulated; `triton/README.md`)."""
     sixteen = fast_precision(q.device, q.dtype, k.dtype, v.dtype, w.dtype) if fast else None
     if sixteen is not None:
         return ForwardPrecision("tf32", "tf32", sixteen, torch.bfloat16)
@@ -86,8 +86,8 @@ def backward_precision(
 
     `fast` (the `precision="fast"` level) with bfloat16 tokens, from `ONE_PASS_TOKENS` tokens on (`fast_backward`),
     whatever the final state: B0 and B1 recompute what the forward's stages 2 and 3 computed, as they did (one tf32
-    pass, bfloat16 storage), the walk (B2) takes one tf32 pass and keeps float32 gradients (in bfloat16, `dβ` erred
-    3.9× the naive recurrence's, Hopper's arithmetic emulated), and B3 multiplies on bfloat16 operands."""
+    pass, bfloat16 storage), the walk (B2) takes one tf32 pass and keeps float32 gradients (in bfloat16 `dβ` left
+    the level's 3× with Hopper's arithmetic emulated), and B3 multiplies on bfloat16 operands."""
     sixteen = fast_backward(tokens) if fast else None
     if sixteen is not None:
         return BackwardPrecision("tf32", "tf32", "tf32", sixteen, store=torch.bfloat16)
