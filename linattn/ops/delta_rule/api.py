@@ -119,10 +119,11 @@ def delta_rule(
         # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
         from linattn.ops.delta_rule.triton.function import delta_rule_triton
 
-        if beta is not None and beta.dtype != q.dtype:
-            # the kernels are checked with beta in q's dtype; a bfloat16 beta beside float32 q, k, v (a layer under
-            # autocast) gave wrong gradients on a GPU with the Kaczmarz step and packed sequences
-            beta = beta.to(q.dtype)
+        if beta is not None and beta.dtype not in (q.dtype, torch.float32):
+            # the kernels are checked with beta in q's dtype or float32: a bfloat16 beta beside float32 q, k, v (a
+            # layer under autocast) gave wrong gradients on a GPU with the Kaczmarz step and packed sequences; a
+            # float32 beta is kept, as rounding it to bfloat16 q's dtype puts 2⁻⁹ into S and dβ (T = 1)
+            beta = beta.float()
 
         return delta_rule_triton(
             q, k, v, w, beta, g, scale, initial_state, output_final_state, cu_seqlens, kaczmarz_eps, fast=fast
