@@ -6,6 +6,7 @@ from linattn.experiments import (
     kaczmarz_properties,
     kla_recall,
     kla_speed,
+    lm_compare,
     lm_length,
     vla_gradient_flow,
     vla_jacobian,
@@ -18,7 +19,14 @@ from linattn.experiments.diagnostic import Diagnostic
 from linattn.experiments.experiment import Experiment
 
 EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e for e in (*vla_recall.EXPERIMENTS, *kla_recall.EXPERIMENTS, *lm_length.EXPERIMENTS, *zoology.EXPERIMENTS)
+    e.name: e
+    for e in (
+        *vla_recall.EXPERIMENTS,
+        *kla_recall.EXPERIMENTS,
+        *lm_length.EXPERIMENTS,
+        *lm_compare.EXPERIMENTS,
+        *zoology.EXPERIMENTS,
+    )
 }
 DIAGNOSTICS: dict[str, Diagnostic] = {
     d.name: d

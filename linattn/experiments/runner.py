@@ -182,17 +182,23 @@ def eval_set(spec: RunSpec, seed: int, task: object | None = None) -> list[Batch
     return [generate(task, spec.eval_batch_size, gen) for _ in range(spec.eval_batches)]
 
 
+# tokens evaluated at once: a language model's logits at 4 × 16K positions and 16K ids are 4 GiB in float32, which
+# ran eight models side by side on one 80-GB GPU out of memory (`linattn run lm-compare --protocol short --jobs 8`)
+EVAL_TOKENS = 16384
+
+
 @torch.no_grad()
 def evaluate_on(model: torch.nn.Module, batches: list[Batch], device: torch.device) -> dict[str, float]:
     """Accuracy of `model` (a `DecoderLM`, its logits at the supervised positions only) over `batches` (eval mode,
-    bf16 autocast on CUDA as in training)."""
+    bf16 autocast on CUDA as in training), `EVAL_TOKENS` tokens of a batch at a time."""
     was_training = model.training
     model.eval()
     meter = AccuracyMeter()
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
         for batch in batches:
-            for logits, part in supervised_logits(model, batch.to(device)):  # a test mix's rows without padding
-                meter.update(logits.float(), part)  # [n, V]
+            for rows in batch.to(device).row_groups(EVAL_TOKENS):
+                for logits, part in supervised_logits(model, rows):  # a test mix's rows without padding
+                    meter.update(logits.float(), part)  # [n, V]
     model.train(was_training)
     return meter.compute()
 

@@ -1,5 +1,5 @@
-"""Tasks: typed configs and pure generators (a local `torch.Generator`, never global RNG) of the synthetic tasks
-and of byte-level text (`text.py`).
+"""Tasks: typed configs and pure generators (a local `torch.Generator`, never global RNG) of the synthetic tasks,
+of byte-level text (`text.py`) and of a tokenised corpus (`corpus.py`).
 
 `generate(config, batch_size, generator) -> Batch` works for every task config; each module also has its own
 `generate` (`linattn.tasks.mqar.generate_vla`, … for a single MQAR format). Accuracy per slice and the mean loss:
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from linattn.tasks import copy, mqar, sniah, stack, text
+from linattn.tasks import copy, corpus, mqar, sniah, stack, text
 from linattn.tasks.batch import IGNORE, Batch
 from linattn.tasks.copy import CopyConfig
+from linattn.tasks.corpus import CorpusConfig
 from linattn.tasks.metrics import AccuracyMeter, accuracy
 from linattn.tasks.mqar import (
     KLA_EVAL_SEQ_LENS,
@@ -33,7 +34,7 @@ from linattn.tasks.sniah import SNIAH_EVAL_SEQ_LENS, SNIAHConfig
 from linattn.tasks.stack import StackConfig
 from linattn.tasks.text import TextConfig
 
-TaskConfig = MQARConfig | MQARMixtureConfig | CopyConfig | SNIAHConfig | StackConfig | TextConfig
+TaskConfig = MQARConfig | MQARMixtureConfig | CopyConfig | SNIAHConfig | StackConfig | TextConfig | CorpusConfig
 
 
 def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) -> Batch:
@@ -49,6 +50,8 @@ def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) ->
         return stack.generate(config, batch_size, generator)
     if isinstance(config, TextConfig):
         return text.generate(config, batch_size, generator)
+    if isinstance(config, CorpusConfig):
+        return corpus.generate(config, batch_size, generator)
     return mqar.generate(config, batch_size, generator)
 
 
@@ -64,6 +67,7 @@ __all__ = [
     "AccuracyMeter",
     "Batch",
     "CopyConfig",
+    "CorpusConfig",
     "KLAMQARConfig",
     "MQARConfig",
     "MQARMixtureConfig",

@@ -55,6 +55,18 @@ class Batch:
             parts.append(Batch(self.inputs[rows, :length], self.targets[rows, :length], cut))
         return parts
 
+    def row_groups(self, max_tokens: int) -> list[Batch]:
+        """The rows in consecutive groups of at most `max_tokens` tokens (one row at least): a long-context test
+        batch evaluated a few rows at a time. A packed batch (one row) is its own one group."""
+        B, T = self.inputs.shape
+        n = max(1, max_tokens // T)
+        if n >= B:
+            return [self]
+        return [
+            Batch(self.inputs[i : i + n], self.targets[i : i + n], {k: v[i : i + n] for k, v in self.slices.items()})
+            for i in range(0, B, n)
+        ]
+
     def packed(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The rows back to back in one row without their padding, for a model that takes packed sequences
         (`DecoderLM(inputs, cu_seqlens=cu_seqlens)`): `(inputs, targets: [1, N], cu_seqlens: [B + 1])`, `N` the

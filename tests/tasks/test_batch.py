@@ -64,3 +64,12 @@ def test_a_packed_batch_keeps_its_cu_seqlens_and_is_not_packed_again():
     assert batch.cu_seqlens.tolist() == [0, 2, 6] and batch.by_length() == [batch]
     with pytest.raises(ValueError, match="^packed: this batch is packed already"):
         batch.packed()
+
+
+def test_row_groups_keep_every_row_and_slice_within_the_tokens():
+    batch = Batch(torch.arange(40).view(5, 8), torch.arange(40).view(5, 8), {"seq_len": torch.full((5,), 8)})
+    groups = batch.row_groups(16)
+    assert [g.inputs.shape[0] for g in groups] == [2, 2, 1]
+    assert torch.equal(torch.cat([g.inputs for g in groups]), batch.inputs)
+    assert torch.equal(torch.cat([g.slices["seq_len"] for g in groups]), batch.slices["seq_len"])
+    assert batch.row_groups(3)[0].inputs.shape == (1, 8) and batch.row_groups(100) == [batch]

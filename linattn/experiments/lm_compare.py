@@ -1,0 +1,154 @@
+"""The mechanisms compared as language models on real text: one recipe, the same tokens in the same order, for
+softmax attention, GDN, KLA, VLA, CCQ-GDN, GLA, CCQ-GLA and the Mamba-2 form; the test loss at the training length
+and on longer contexts.
+
+The corpus is assembled from package registries (`linattn.data.assemble`, its `MANIFEST.json` names every package,
+version and licence), split by document (`DataConfig`), a byte-level BPE trained on its train split, and tokenised
+once into a memory-mapped cache, all under the data root (`linattn.tasks.corpus.data_root`), made on the first run
+and reused after. Training reads packed windows (documents cut by `cu_seqlens`, the state reset at each); every
+model draws the same windows (one data seed). The test loss (nats a token) is read on whole documents of the test
+split: at each length `L` the first `L + 1` tokens of documents longer than `L`, so a longer `L` adds positions with
+more context before them, and a model that uses it scores lower there.
+
+Protocols (`--protocol`; `--quick` is one recipe for both):
+- `fair`: Debian's `linux-source-6.1` and every installed Python package (≥ 1 GB), a BPE of 32,768 ids; 12 layers
+  of d 768, 12 heads, MLP 3072 (118M parameters); 2K windows × 32, 15,000 steps (~1B tokens), lr 6e-4; tested at
+  2K – 32K.
+- `short`: the Python packages `transformers`, `sympy`, `numpy` (~90 MB), a BPE of 16,384 ids; 8 layers of d 512,
+  8 heads, MLP 2048 (36M); 2K windows × 8, 600 steps (~10M tokens), lr 1e-3; tested at 2K – 16K.
+- `--quick`: pip's own sources (~5 MB: every virtual environment has them), a BPE of 4,096 ids; 2 layers of d 64,
+  2 heads, MLP 256; 128 × 8, 300 steps, lr 3e-3; tested at 128 – 1024.
+
+`fair` is the scale the comparison asks for: at the short run's pace, about a day of one GPU for the eight models.
+`short` fits one call of the lent GPU: on an H100 the eight models side by side (`--jobs 8`) trained 550 of their 600
+steps in 375 s, about 33K tokens/s each.
+
+All: AdamW (0.9, 0.95), weight decay 0.1, warmup then cosine to a tenth, clip 1, no position embeddings (the
+recurrent mixers carry order; softmax attention reads a causal mask alone, as NoPE models do); the weights with the
+lowest validation loss are tested. The papers' scale: KLA 0.4B parameters on 1B tokens, CCQ 500M and 1.3B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from linattn.data.assemble import MANIFEST, build
+from linattn.data.cache import cached_split
+from linattn.data.config import DataConfig
+from linattn.data.corpus import read_corpus
+from linattn.data.tokenizer import FileTokenizer, train_tokenizer
+from linattn.experiments.experiment import Experiment
+from linattn.experiments.mixers import MIXERS
+from linattn.experiments.runner import RunSpec
+from linattn.models import ModelConfig
+from linattn.tasks.corpus import SPLITS, CorpusConfig, corpus_fingerprint, data_root
+from linattn.train import TrainConfig
+
+MIXERS_COMPARED = ("softmax", "gated_deltanet", "kla", "vla", "ccq-gated_deltanet", "gla", "ccq-gla", "mamba2")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str  # the corpus's folder under the data root
+    debian: tuple[str, ...]
+    installed: tuple[str, ...]
+    vocab_size: int
+    data: DataConfig
+    model: dict  # ModelConfig's size fields
+    train: TrainConfig
+    lengths: tuple[int, ...]  # trained at the first
+    eval_batches: int
+    eval_batch_size: int
+
+
+def _train(steps: int, batch: int, lr: float, eval_every: int) -> TrainConfig:
+    return TrainConfig(
+        steps=steps, batch_size=batch, lr=lr, warmup_steps=max(1, steps // 20), min_lr_ratio=0.1, weight_decay=0.1,
+        betas=(0.9, 0.95), clip=1.0, seed=42, eval_every=eval_every, checkpoint_every=eval_every,
+    )  # fmt: skip
+
+
+RECIPES = {
+    "fair": Recipe(
+        "lm-compare", ("linux-source-6.1",), ("*",), 32768,
+        DataConfig(val_fraction=0.01, test_fraction=0.01, max_doc_bytes=1 << 18),  # documents up to ~70K tokens
+        {"d_model": 768, "n_layers": 12, "n_heads": 12, "mlp_hidden": 3072},
+        _train(15_000, 32, 6e-4, 500), (2048, 4096, 8192, 16384, 32768), 20, 8,
+    ),
+    "short": Recipe(
+        "lm-compare-short", (), ("transformers", "sympy", "numpy"), 16384,
+        DataConfig(val_fraction=0.02, test_fraction=0.02, max_doc_bytes=1 << 18),
+        {"d_model": 512, "n_layers": 8, "n_heads": 8, "mlp_hidden": 2048},
+        _train(600, 8, 1e-3, 200), (2048, 4096, 8192, 16384), 10, 4,
+    ),
+    "quick": Recipe(
+        "lm-compare-quick", (), ("pip",), 4096,
+        DataConfig(val_fraction=0.05, test_fraction=0.05),
+        {"d_model": 64, "n_layers": 2, "n_heads": 2, "mlp_hidden": 256},
+        _train(300, 8, 3e-3, 100), (128, 256, 512, 1024), 4, 8,
+    ),
+}  # fmt: skip
+
+
+def prepare(recipe: Recipe, progress: bool = True) -> Path:
+    """The recipe's tokenised corpus under the data root (made where missing): `corpus/` (`linattn corpus build`),
+    `tokenizer.json` (trained on the train split), `cache/` (every split). Returns the cache folder. A cache copied
+    without its corpus (to a GPU machine that cannot reach the registries) is used as it is."""
+    root = data_root() / recipe.name
+    corpus, tokenizer, cache = root / "corpus", root / "tokenizer.json", root / "cache"
+    if not corpus.exists() and all((cache / f"{split}.json").exists() for split in SPLITS):
+        return cache
+    if not (corpus / MANIFEST).exists():
+        print(f"lm-compare: assembling the corpus in {corpus}", flush=True)
+        build(corpus, recipe.debian, recipe.installed, force=corpus.exists(), progress=progress)
+    if not tokenizer.exists():
+        print(f"lm-compare: training a BPE of {recipe.vocab_size:,} ids on its train split", flush=True)
+        train_tokenizer(corpus, tokenizer, recipe.vocab_size, recipe.data, progress=progress)
+    documents = read_corpus(corpus, recipe.data).split(recipe.data)
+    tok = FileTokenizer(tokenizer)
+    for split in SPLITS:
+        cached_split(cache, split, documents[split], tok, progress=progress)
+    return cache
+
+
+def plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
+    return plan_recipe(RECIPES["quick" if is_quick else protocol_name], mixers)
+
+
+def plan_recipe(recipe: Recipe, mixers) -> list[RunSpec]:
+    """One run per mixer on the recipe's corpus (`prepare`d first): packed windows at the first length, validated on
+    packed val windows, tested on whole test documents at every length."""
+    cache = prepare(recipe)
+    T = recipe.lengths[0]
+    corpus = CorpusConfig(str(cache.relative_to(data_root())), corpus_fingerprint(cache), T)
+    test = {L: replace(corpus, seq_len=L, split="test", whole=True) for L in recipe.lengths}
+    sets = {
+        "val_task": replace(corpus, split="val"),
+        "test_task": test[T],
+        "eval_at": tuple((L, test[L]) for L in recipe.lengths[1:]),
+        "eval_batches": recipe.eval_batches,
+        "eval_batch_size": recipe.eval_batch_size,
+    }
+    specs = []
+    for mixer in mixers:
+        m = MIXERS[mixer]
+        model = ModelConfig(vocab_size=recipe.vocab_size, **recipe.model, mixer=m.layer, mixer_options=m.options,
+                            positions="none", max_seq_len=recipe.lengths[-1])  # fmt: skip
+        specs.append(RunSpec(mixer, T, corpus, model, recipe.train, **sets, select_on="loss"))
+    return specs
+
+
+EXPERIMENTS = [
+    Experiment(
+        "lm-compare",
+        "Decoder LMs on real text (source code and its documentation from package registries), one recipe for every "
+        "mixer, the same tokens in the same order: test loss on whole documents at the training length and longer",
+        "seq_len",
+        plan,
+        MIXERS_COMPARED,
+        {},  # the papers' perplexities are at 0.4B – 1.3B parameters on other corpora (claims.py)
+        protocols=("short", "fair"),
+        metric="loss",
+    ),
+]

@@ -1,0 +1,86 @@
+"""Windows of a tokenised corpus (`linattn.tasks.corpus`) and the lm-compare experiment's preparation of one."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import pytest
+import torch
+
+from linattn.experiments import lm_compare
+from linattn.tasks import generate
+from linattn.tasks.batch import IGNORE
+from linattn.tasks.corpus import data_root
+
+# a corpus any test machine has: pluggy's own sources (a pytest dependency), a BPE of 400 ids
+RECIPE = dataclasses.replace(
+    lm_compare.RECIPES["quick"], name="tiny", installed=("pluggy",), vocab_size=400, lengths=(16, 64)
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LINATTN_DATA", str(root))
+        cache = lm_compare.prepare(RECIPE, progress=False)
+        yield root, cache
+
+
+@pytest.fixture
+def config(corpus, monkeypatch):
+    monkeypatch.setenv("LINATTN_DATA", str(corpus[0]))
+    [run] = lm_compare.plan_recipe(RECIPE, ("gated_deltanet",))
+    return run.task
+
+
+def test_packed_windows_are_cut_at_document_starts(config):
+    batch = generate(config, 4, torch.Generator().manual_seed(0))
+    assert batch.inputs.shape == batch.targets.shape == (1, 4 * 16)
+    cu = batch.cu_seqlens.tolist()
+    assert cu[0] == 0 and cu[-1] == 64 and {16, 32, 48} <= set(cu)
+    ends = [c - 1 for c in cu[1:] if c % 16]  # a sequence cut inside a window: its last target is another document's
+    assert all(batch.targets[0, e] == IGNORE for e in ends)
+
+
+def test_whole_windows_are_the_start_of_a_long_document(config):
+    from linattn.tasks.corpus import _open
+
+    long = dataclasses.replace(config, split="test", whole=True, seq_len=64)
+    batch = generate(long, 3, torch.Generator().manual_seed(1))
+    assert batch.inputs.shape == (3, 64) and batch.cu_seqlens is None and bool((batch.targets != IGNORE).all())
+    data = _open(long)
+    starts = {tuple(data.tokens[int(s) : int(s) + 65].tolist()) for s in data.split.offsets[:-1]}
+    assert all(tuple(row) in starts for row in torch.cat([batch.inputs, batch.targets[:, -1:]], 1).tolist())
+    with pytest.raises(ValueError, match="seq_len: no document of the test split has"):
+        generate(dataclasses.replace(long, seq_len=10**8), 1, torch.Generator())
+
+
+def test_a_run_refuses_another_corpus(config):
+    with pytest.raises(ValueError, match="not the corpus this run was planned on"):
+        generate(dataclasses.replace(config, fingerprint="0" * 16), 1, torch.Generator())
+    with pytest.raises(ValueError, match=r"split: expected one of \['train', 'val', 'test'\], got 'dev'"):
+        dataclasses.replace(config, split="dev")
+
+
+def test_the_plan_trains_every_mixer_on_the_same_windows_and_tests_whole_documents(corpus, monkeypatch):
+    monkeypatch.setenv("LINATTN_DATA", str(corpus[0]))
+    runs = lm_compare.plan_recipe(RECIPE, lm_compare.MIXERS_COMPARED)
+    assert [r.mixer for r in runs] == list(lm_compare.MIXERS_COMPARED)
+    assert len({(r.task, r.train, r.val_task, r.test_task) for r in runs}) == 1  # same tokens, same order
+    run = runs[0]
+    assert (run.task.split, run.task.whole, run.val_task.split, run.test_task.split, run.test_task.whole) == (
+        "train", False, "val", "test", True
+    )  # fmt: skip
+    assert [(x, t.seq_len, t.whole) for x, t in run.eval_at] == [(64, 64, True)] and run.select_on == "loss"
+
+
+def test_a_cache_without_its_corpus_is_used_as_it_is(corpus, tmp_path, monkeypatch):
+    """As on a GPU machine that cannot reach the registries: the cache and tokenizer copied, not the corpus."""
+    cache = corpus[1]
+    copy = tmp_path / RECIPE.name
+    shutil.copytree(cache, copy / "cache")
+    monkeypatch.setenv("LINATTN_DATA", str(tmp_path))
+    assert data_root() == tmp_path and lm_compare.prepare(RECIPE, progress=False) == copy / "cache"
+    assert not (copy / "corpus").exists()
