@@ -146,7 +146,7 @@ def _text_parsers(sub) -> None:
     pr.add_argument("--device", default="auto", help="'cpu', 'cuda' or 'auto' (cuda when available)")
     pr.add_argument("--json", metavar="FILE", help="also write the numbers as JSON")
     ex = sub.add_parser("export-hf", help="a trained run as a HuggingFace model folder, with its tokenizer")
-    ex.add_argument("run_dir", metavar="RUN_DIR", help="the run folder of `linattn train`")
+    ex.add_argument("run_dir", metavar="RUN_DIR", help="the run folder of `linattn train` or of a lm-compare run")
     ex.add_argument("out", metavar="OUT", help="the folder to write")
     ex.add_argument("--force", action="store_true", help="replace an existing OUT")
 
@@ -338,9 +338,14 @@ def _text_command(args: argparse.Namespace) -> int:
         return 0
     if args.command == "export-hf":
         from linattn.models.export import export_hf
-        from linattn.textlm.run import load_run
+        from linattn.textlm.run import RUN_NAME, load_run
 
-        _, model, tokenizer = load_run(args.run_dir)
+        if not (Path(args.run_dir) / RUN_NAME).exists() and (Path(args.run_dir) / "result.json").exists():
+            from linattn.experiments.lm_compare import load_compared
+
+            model, tokenizer = load_compared(args.run_dir)
+        else:
+            _, model, tokenizer = load_run(args.run_dir)
         export_hf(model, tokenizer, args.out, overwrite=args.force)
         print(f"wrote {args.out}: AutoModelForCausalLM / AutoTokenizer.from_pretrained({str(args.out)!r}) open it "
               "(after import linattn.models.hf)")  # fmt: skip

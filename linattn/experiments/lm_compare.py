@@ -30,6 +30,7 @@ lowest validation loss are tested. The papers' scale: KLA 0.4B parameters on 1B 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -38,12 +39,14 @@ from linattn.data.cache import cached_split
 from linattn.data.config import DataConfig
 from linattn.data.corpus import read_corpus
 from linattn.data.tokenizer import FileTokenizer, train_tokenizer
+from linattn.experiments.archive import RESULT_NAME
 from linattn.experiments.experiment import Experiment
 from linattn.experiments.mixers import MIXERS
-from linattn.experiments.runner import RunSpec
-from linattn.models import ModelConfig
+from linattn.experiments.runner import BEST_NAME, RunSpec
+from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks.corpus import SPLITS, CorpusConfig, corpus_fingerprint, data_root
 from linattn.train import TrainConfig
+from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
 
 MIXERS_COMPARED = ("softmax", "gated_deltanet", "kla", "vla", "ccq-gated_deltanet", "gla", "ccq-gla", "mamba2")
 
@@ -137,6 +140,25 @@ def plan_recipe(recipe: Recipe, mixers) -> list[RunSpec]:
                             positions="none", max_seq_len=recipe.lengths[-1])  # fmt: skip
         specs.append(RunSpec(mixer, T, corpus, model, recipe.train, **sets, select_on="loss"))
     return specs
+
+
+def load_compared(run_dir: str | Path) -> tuple[DecoderLM, FileTokenizer]:
+    """A finished lm-compare run's model, with the weights it was tested with (its best validation, else its last),
+    in eval mode on the CPU, and its corpus's tokenizer: what `linattn export-hf RUN_DIR OUT` writes for the
+    HuggingFace Auto classes."""
+    run_dir = Path(run_dir)
+    try:
+        record = json.loads((run_dir / RESULT_NAME).read_text())
+        corpus = Path(record["task"]["corpus"])
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{run_dir}: not a finished lm-compare run ({RESULT_NAME}: {e})") from None
+    tokenizer = data_root() / corpus.parent / "tokenizer.json"
+    if not tokenizer.exists():
+        raise ValueError(f"tokenizer: {tokenizer} is missing (its corpus prepared under another LINATTN_DATA?)")
+    weights = run_dir / (BEST_NAME if (run_dir / BEST_NAME).exists() else CHECKPOINT_NAME)
+    model = DecoderLM(ModelConfig(**record["model"]))
+    model.load_state_dict(load_checkpoint(weights)["model"])
+    return model.eval(), FileTokenizer(tokenizer)
 
 
 EXPERIMENTS = [

@@ -84,3 +84,29 @@ def test_a_cache_without_its_corpus_is_used_as_it_is(corpus, tmp_path, monkeypat
     monkeypatch.setenv("LINATTN_DATA", str(tmp_path))
     assert data_root() == tmp_path and lm_compare.prepare(RECIPE, progress=False) == copy / "cache"
     assert not (copy / "corpus").exists()
+
+
+def test_a_compared_model_exports_to_the_auto_classes_and_generates(corpus, tmp_path, monkeypatch):
+    """`linattn export-hf` on a finished lm-compare run: its tested weights and its corpus's tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import linattn.models.hf  # noqa: F401  (registers the linattn model type with the Auto classes)
+    from linattn.cli import main
+    from linattn.experiments.runner import run_one
+
+    monkeypatch.setenv("LINATTN_DATA", str(corpus[0]))
+    [spec] = lm_compare.plan_recipe(RECIPE, ("kla",))
+    spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, steps=4, warmup_steps=1, eval_every=2),
+                               eval_batches=1)  # fmt: skip
+    run_one(spec, tmp_path / "run", progress=False)
+    assert main(["export-hf", str(tmp_path / "run"), str(tmp_path / "hf")]) == 0
+    model, tokenizer = lm_compare.load_compared(tmp_path / "run")
+    hf_model, hf_tokenizer = (auto.from_pretrained(tmp_path / "hf") for auto in (AutoModelForCausalLM, AutoTokenizer))
+    ids = hf_tokenizer("def main():\n    return", return_tensors="pt")["input_ids"]
+    assert ids[0].tolist() == tokenizer.encode("def main():\n    return")
+    with torch.no_grad():
+        assert torch.equal(hf_model.eval()(ids).logits, model(ids)[0])
+    out = hf_model.generate(ids, max_new_tokens=5, do_sample=False)
+    assert out.shape == (1, ids.shape[1] + 5) and torch.equal(out[0, : ids.shape[1]], ids[0])
+    with pytest.raises(ValueError, match="not a finished lm-compare run"):
+        lm_compare.load_compared(tmp_path)
