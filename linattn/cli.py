@@ -138,7 +138,7 @@ def _text_parsers(sub) -> None:
     )
     cb.add_argument("--force", action="store_true", help="replace an existing OUT")
     pr = sub.add_parser("probe", help="a trained text run's loss at several lengths and its passkey recall")
-    pr.add_argument("run_dir", metavar="RUN_DIR", help="the run folder of `linattn train`")
+    pr.add_argument("run_dir", metavar="RUN_DIR", help="the run folder of `linattn train` or of a lm-compare run")
     pr.add_argument("--lengths", required=True, help="comma-separated context lengths in tokens, e.g. 512,2048,8192")
     pr.add_argument("--split", default="val", help="val (default), test or train")
     pr.add_argument("--windows", type=int, default=8, help="documents read for the loss at each length (default 8)")
@@ -321,6 +321,7 @@ def _text_command(args: argparse.Namespace) -> int:
               f"left out); sources in {args.out}/MANIFEST.json")  # fmt: skip
         return 0
     if args.command == "probe":
+        from linattn.experiments.lm_compare import is_compared, probe_compared
         from linattn.io import write_atomic
         from linattn.textlm.probes import probe_run, probes_table
 
@@ -330,19 +331,21 @@ def _text_command(args: argparse.Namespace) -> int:
             raise ValueError(f"--lengths: expected comma-separated integers, got {args.lengths!r}") from None
         if not lengths or min(lengths) < 2:
             raise ValueError(f"--lengths: expected lengths of at least 2 tokens, got {args.lengths!r}")
-        result = probe_run(args.run_dir, lengths, split=args.split, windows=args.windows, trials=args.trials,
-                           device=_device(args.device))  # fmt: skip
+        options = {"split": args.split, "windows": args.windows, "trials": args.trials, "device": _device(args.device)}
+        if is_compared(args.run_dir):
+            result = probe_compared(args.run_dir, lengths, **options)
+        else:
+            result = probe_run(args.run_dir, lengths, **options)
         print(f"# {args.run_dir}, {args.split} split\n\n" + probes_table(result["loss"], result["passkey"]))
         if args.json:
             write_atomic(args.json, json.dumps(result, indent=1) + "\n")
         return 0
     if args.command == "export-hf":
+        from linattn.experiments.lm_compare import is_compared, load_compared
         from linattn.models.export import export_hf
-        from linattn.textlm.run import RUN_NAME, load_run
+        from linattn.textlm.run import load_run
 
-        if not (Path(args.run_dir) / RUN_NAME).exists() and (Path(args.run_dir) / "result.json").exists():
-            from linattn.experiments.lm_compare import load_compared
-
+        if is_compared(args.run_dir):
             model, tokenizer = load_compared(args.run_dir)
         else:
             _, model, tokenizer = load_run(args.run_dir)

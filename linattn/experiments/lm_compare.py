@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from linattn.data.assemble import MANIFEST, build
-from linattn.data.cache import cached_split
+from linattn.data.cache import cached_split, open_split
 from linattn.data.config import DataConfig
 from linattn.data.corpus import read_corpus
 from linattn.data.tokenizer import FileTokenizer, train_tokenizer
@@ -45,6 +45,8 @@ from linattn.experiments.mixers import MIXERS
 from linattn.experiments.runner import BEST_NAME, RunSpec
 from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks.corpus import SPLITS, CorpusConfig, corpus_fingerprint, data_root
+from linattn.textlm.probes import probe_model
+from linattn.textlm.run import RUN_NAME
 from linattn.train import TrainConfig
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
 
@@ -142,23 +144,40 @@ def plan_recipe(recipe: Recipe, mixers) -> list[RunSpec]:
     return specs
 
 
+def is_compared(run_dir: str | Path) -> bool:
+    """Whether `run_dir` is a finished lm-compare run (a runner's `result.json`, no `linattn train` run.json)."""
+    return (Path(run_dir) / RESULT_NAME).exists() and not (Path(run_dir) / RUN_NAME).exists()
+
+
+def _corpus(run_dir: Path) -> Path:
+    """The cache (under the data root) the run at `run_dir` trained on."""
+    try:
+        return data_root() / json.loads((run_dir / RESULT_NAME).read_text())["task"]["corpus"]
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{run_dir}: not a finished lm-compare run ({RESULT_NAME}: {e})") from None
+
+
 def load_compared(run_dir: str | Path) -> tuple[DecoderLM, FileTokenizer]:
     """A finished lm-compare run's model, with the weights it was tested with (its best validation, else its last),
     in eval mode on the CPU, and its corpus's tokenizer: what `linattn export-hf RUN_DIR OUT` writes for the
     HuggingFace Auto classes."""
     run_dir = Path(run_dir)
-    try:
-        record = json.loads((run_dir / RESULT_NAME).read_text())
-        corpus = Path(record["task"]["corpus"])
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"{run_dir}: not a finished lm-compare run ({RESULT_NAME}: {e})") from None
-    tokenizer = data_root() / corpus.parent / "tokenizer.json"
+    tokenizer = _corpus(run_dir).parent / "tokenizer.json"
     if not tokenizer.exists():
         raise ValueError(f"tokenizer: {tokenizer} is missing (its corpus prepared under another LINATTN_DATA?)")
     weights = run_dir / (BEST_NAME if (run_dir / BEST_NAME).exists() else CHECKPOINT_NAME)
-    model = DecoderLM(ModelConfig(**record["model"]))
+    model = DecoderLM(ModelConfig(**json.loads((run_dir / RESULT_NAME).read_text())["model"]))
     model.load_state_dict(load_checkpoint(weights)["model"])
     return model.eval(), FileTokenizer(tokenizer)
+
+
+def probe_compared(run_dir: str | Path, lengths: list[int], *, split: str = "test", **options) -> dict:
+    """`linattn probe` on a finished lm-compare run: its loss at `lengths` and passkey recall on its corpus's `split`
+    (`textlm.probes.probe_model`; `options`: `windows`, `trials`, `device`)."""
+    if split not in SPLITS:
+        raise ValueError(f"split: expected one of {SPLITS}, got {split!r}")
+    model, tokenizer = load_compared(run_dir)
+    return probe_model(model, tokenizer, open_split(_corpus(Path(run_dir)), split), lengths, **options)
 
 
 EXPERIMENTS = [

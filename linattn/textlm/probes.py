@@ -169,9 +169,17 @@ def probe_run(
     if not documents:
         raise ValueError(f"split: the run's corpus has no {split} documents (its {split}_fraction is 0)")
     tokens = cached_split(Path(cache_dir or Path(run_dir) / CACHE_NAME), split, documents, tokenizer)
+    return probe_model(model, tokenizer, tokens, lengths, windows=windows, trials=trials, device=device)
+
+
+def probe_model(
+    model: nn.Module, tokenizer: Tokenizer, tokens: TokenSplit, lengths: list[int], *, windows: int = 8,
+    trials: int = 20, device: str = "cpu",
+) -> dict:  # fmt: skip
+    """Both probes of `model` on the tokenised split `tokens`: `{"split", "lengths", "loss": …, "passkey": …}`."""
     model = model.to(device)
     return {
-        "split": split,
+        "split": tokens.name,
         "lengths": list(lengths),
         "loss": loss_at_lengths(model, tokens, lengths, windows),
         "passkey": passkey_recall(model, tokenizer, tokens, lengths, trials),

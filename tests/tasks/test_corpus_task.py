@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 
 import pytest
@@ -86,7 +87,7 @@ def test_a_cache_without_its_corpus_is_used_as_it_is(corpus, tmp_path, monkeypat
     assert not (copy / "corpus").exists()
 
 
-def test_a_compared_model_exports_to_the_auto_classes_and_generates(corpus, tmp_path, monkeypatch):
+def test_a_compared_model_exports_to_the_auto_classes_generates_and_is_probed(corpus, tmp_path, monkeypatch):
     """`linattn export-hf` on a finished lm-compare run: its tested weights and its corpus's tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -110,3 +111,7 @@ def test_a_compared_model_exports_to_the_auto_classes_and_generates(corpus, tmp_
     assert out.shape == (1, ids.shape[1] + 5) and torch.equal(out[0, : ids.shape[1]], ids[0])
     with pytest.raises(ValueError, match="not a finished lm-compare run"):
         lm_compare.load_compared(tmp_path)
+    assert main(["probe", str(tmp_path / "run"), "--lengths", "100,200", "--split", "train", "--trials", "2",
+                 "--json", str(tmp_path / "probe.json")]) == 0  # fmt: skip
+    probe = json.loads((tmp_path / "probe.json").read_text())
+    assert probe["split"] == "train" and set(probe["loss"]) == set(probe["passkey"]) == {"100", "200"}
