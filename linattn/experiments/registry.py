@@ -8,6 +8,7 @@ from linattn.experiments import (
     kla_speed,
     lm_compare,
     lm_length,
+    lm_throughput,
     vla_gradient_flow,
     vla_jacobian,
     vla_recall,
@@ -37,5 +38,6 @@ DIAGNOSTICS: dict[str, Diagnostic] = {
         vla_speed.DIAGNOSTIC,
         kla_speed.DIAGNOSTIC,
         kaczmarz_properties.DIAGNOSTIC,
+        lm_throughput.DIAGNOSTIC,
     )
 }

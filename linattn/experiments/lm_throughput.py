@@ -1,0 +1,202 @@
+"""What each mixer's language model costs to train and to run: lm-compare's models (the `short` protocol's shape on
+a GPU) timed side by side against the softmax-attention model with SDPA.
+
+- Training: one AdamW step (forward, backward, update; bf16 autocast on CUDA) on `tokens_per_step` random tokens as
+  `B = tokens_per_step / T` rows of `T`, at each `T`: tokens a second (median of `bench.timing.median_ms`), peak
+  memory of the step, and on CUDA the GPU's busy fraction (every kernel's self time over the wall time,
+  `bench.timing.kernel_times`: below 1 the host's launches bound the step).
+- Decoding: after a prefill of `context` tokens in each of `B` rows, `decode_tokens` tokens one at a time
+  (`DecoderLM.step`: the recurrent state, or softmax attention's KV cache): generated tokens a second, all rows.
+
+Full (CUDA): d 512, 8 layers, 8 heads, vocab 16,384 (36M parameters), T = 2K, 8K, 32K at 32K tokens a step; decoding
+at a 32K context, B = 1 and 32. `--quick` (a CPU's minutes): d 64, 2 layers, 2 heads, vocab 4,096, T = 256, 1K at
+2K tokens a step; decoding at a 512-token context, B = 1 and 4. A size that runs out of memory is a row that says so.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from linattn.bench.timing import kernel_times, median_ms
+from linattn.experiments.diagnostic import Diagnostic
+from linattn.experiments.lm_compare import MIXERS_COMPARED
+from linattn.experiments.mixers import MIXERS
+from linattn.extras import pyplot
+from linattn.io import save_figure
+from linattn.models import DecoderLM, ModelConfig
+
+
+@dataclass(frozen=True)
+class ThroughputConfig:
+    d_model: int
+    n_layers: int
+    n_heads: int
+    vocab_size: int
+    lengths: tuple[int, ...]
+    tokens_per_step: int
+    context: int
+    decode_batches: tuple[int, ...]
+    decode_tokens: int
+    mixers: tuple[str, ...] = MIXERS_COMPARED
+
+
+CONFIGS = {
+    False: ThroughputConfig(512, 8, 8, 16384, (2048, 8192, 32768), 32768, 32768, (1, 32), 32),
+    True: ThroughputConfig(64, 2, 2, 4096, (256, 1024), 2048, 512, (1, 4), 8),
+}
+
+
+def _model(config: ThroughputConfig, mixer: str, device: torch.device) -> DecoderLM:
+    spec = MIXERS[mixer]
+    model = ModelConfig(
+        vocab_size=config.vocab_size, d_model=config.d_model, n_layers=config.n_layers, n_heads=config.n_heads,
+        mlp_hidden=4 * config.d_model, mixer=spec.layer, mixer_options=spec.options, positions="none",
+    )  # fmt: skip
+    return DecoderLM(model).to(device)
+
+
+def _train_row(model: DecoderLM, T: int, config: ThroughputConfig, device: torch.device) -> dict:
+    B = max(1, config.tokens_per_step // T)
+    ids = torch.randint(0, config.vocab_size, (B, T + 1), device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+    cuda = device.type == "cuda"
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+            logits, _ = model(ids[:, :-1])
+        F.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten()).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    row = {"T": T, "B": B}
+    try:
+        step()  # compiles, allocates the optimizer's state
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+            step()
+            row["peak_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+        ms = median_ms(step, device)
+        row.update(ms=ms, tokens_per_s=B * T / ms * 1e3)
+        if cuda:
+            wall, kernels = kernel_times(step, device, repeat=3)
+            row["busy"] = sum(k["ms"] for k in kernels) / wall
+    except torch.OutOfMemoryError:
+        row["error"] = "out of memory"
+    finally:
+        model.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.empty_cache()
+    return row
+
+
+@torch.no_grad()
+def _decode_row(model: DecoderLM, B: int, config: ThroughputConfig, device: torch.device) -> dict:
+    cuda = device.type == "cuda"
+    row = {"B": B, "context": config.context}
+    try:
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+            logits, state = model(torch.randint(0, config.vocab_size, (B, config.context), device=device))
+            token = logits[:, -1].argmax(-1)
+            logits, state = model.step(token, state)  # compiles the step's kernels
+            if cuda:
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(config.decode_tokens):
+                logits, state = model.step(logits.argmax(-1), state)
+            if cuda:
+                torch.cuda.synchronize()
+        row["tokens_per_s"] = B * config.decode_tokens / (time.perf_counter() - start)
+    except torch.OutOfMemoryError:
+        row["error"] = "out of memory"
+    finally:
+        if cuda:
+            torch.cuda.empty_cache()
+    return row
+
+
+def measure(quick: bool, device: str, config: ThroughputConfig | None = None) -> dict:
+    config = config or CONFIGS[quick]
+    device = torch.device(device)
+    train, decode = [], []
+    for mixer in config.mixers:
+        torch.manual_seed(0)
+        model = _model(config, mixer, device)
+        params = sum(p.numel() for p in model.parameters())
+        train += [{"mixer": mixer, "params": params, **_train_row(model, T, config, device)} for T in config.lengths]
+        model.eval()
+        decode += [{"mixer": mixer, **_decode_row(model, B, config, device)} for B in config.decode_batches]
+        del model
+    return {"config": {**asdict(config), "dtype": "bfloat16" if device.type == "cuda" else "float32"},
+            "train": train, "decode": decode}  # fmt: skip
+
+
+def table(results: dict) -> str:
+    config, train, decode = results["config"], results["train"], results["decode"]
+    base = {r["T"]: r.get("tokens_per_s") for r in train if r["mixer"] == "softmax"}
+    lines = [
+        f"Training: tokens a second of one AdamW step on {config['tokens_per_step']:,} tokens (B × T), with the ratio "
+        "to the softmax-attention model's; peak memory of the step; the GPU's busy fraction (kernels' time over the "
+        "wall time; below 1 the host bounds the step).",
+        "",
+        "| mixer | params | T | B | tokens/s | × softmax | peak GiB | busy |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in train:
+        if "error" in r:
+            cells = [r["error"], "", "", ""]
+        else:
+            ratio = r["tokens_per_s"] / base[r["T"]] if base.get(r["T"]) else None
+            peak, busy = (f"{r[k]:.2f}" if k in r else "–" for k in ("peak_gib", "busy"))
+            cells = [f"{r['tokens_per_s']:,.0f}", "" if ratio is None else f"{ratio:.2f}", peak, busy]
+        lines.append(f"| {r['mixer']} | {r['params'] / 1e6:.1f}M | {r['T']:,} | {r['B']} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Decoding: generated tokens a second (all rows), {config['decode_tokens']} tokens one at a time after a "
+        f"prefill of {config['context']:,} tokens a row.",
+        "",
+        "| mixer | " + " | ".join(f"B = {b}" for b in config["decode_batches"]) + " |",
+        "|---|" + "---:|" * len(config["decode_batches"]),
+    ]
+    for mixer in config["mixers"]:
+        rows = {r["B"]: r for r in decode if r["mixer"] == mixer}
+        cells = [rows[b].get("error") or f"{rows[b]['tokens_per_s']:,.0f}" for b in config["decode_batches"]]
+        lines.append(f"| {mixer} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict, path: Path) -> None:
+    """Training tokens a second against T (log-log), and decoding tokens a second per batch size, per mixer."""
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    config = results["config"]
+    for mixer in config["mixers"]:
+        rows = [r for r in results["train"] if r["mixer"] == mixer and "tokens_per_s" in r]
+        left.loglog([r["T"] for r in rows], [r["tokens_per_s"] for r in rows], marker="o", label=mixer)
+        rows = [r for r in results["decode"] if r["mixer"] == mixer and "tokens_per_s" in r]
+        right.loglog([r["B"] for r in rows], [r["tokens_per_s"] for r in rows], marker="o", label=mixer)
+    left.set(xlabel="training length T (tokens)", ylabel="training tokens / s", title="Training")
+    right.set(xlabel="batch (rows)", ylabel="generated tokens / s", title=f"Decoding after {config['context']:,}")
+    right.set_xticks(config["decode_batches"], [str(b) for b in config["decode_batches"]])
+    right.minorticks_off()
+    for ax in (left, right):
+        ax.grid(True, which="both", alpha=0.3)
+    left.legend(fontsize=8)
+    env = results["environment"]
+    fig.suptitle(f"lm-compare's models, {env.get('gpu') or env.get('cpu')} ({config['dtype']})")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+DIAGNOSTIC = Diagnostic(
+    "lm-throughput",
+    "Training and decoding throughput of lm-compare's language models, each mixer beside the softmax-attention model",
+    measure,
+    table,
+    plot,
+    per_device=True,
+)

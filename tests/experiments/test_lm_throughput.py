@@ -1,0 +1,34 @@
+"""lm-throughput: every mixer's training step and decoding timed, the ratio to softmax, out-of-memory as a row."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from linattn.experiments import lm_throughput
+from linattn.experiments.lm_throughput import ThroughputConfig, measure, table
+
+TINY = ThroughputConfig(16, 1, 2, 64, (16, 32), 64, 8, (1, 2), 2, mixers=("softmax", "kla"))
+
+
+def test_each_mixer_is_timed_beside_softmax(monkeypatch):
+    monkeypatch.setattr(lm_throughput, "median_ms", lambda fn, device: (fn(), 2.0)[1])  # 2 ms a step
+    results = measure(True, "cpu", TINY)
+    train = {(r["mixer"], r["T"]): r for r in results["train"]}
+    assert set(train) == {(m, T) for m in TINY.mixers for T in TINY.lengths}
+    assert train["kla", 32]["B"] == 2 and train["kla", 32]["tokens_per_s"] == 64 / 2e-3
+    decode = {(r["mixer"], r["B"]) for r in results["decode"] if r["tokens_per_s"] > 0}
+    assert decode == {(m, B) for m in TINY.mixers for B in TINY.decode_batches}
+    text = table(results)
+    assert "| kla | 0.0M | 32 | 2 | 32,000 | 1.00 | – | – |" in text and "| mixer | B = 1 | B = 2 |" in text
+
+
+def test_a_size_out_of_memory_is_a_row(monkeypatch):
+    def out_of_memory(fn, device):
+        raise torch.OutOfMemoryError("no room")
+
+    monkeypatch.setattr(lm_throughput, "median_ms", out_of_memory)
+    results = measure(True, "cpu", dataclasses.replace(TINY, mixers=("kla",), lengths=(16,)))
+    assert results["train"][0]["error"] == "out of memory"
+    assert "| kla | 0.0M | 16 | 4 | out of memory |" in table(results)
