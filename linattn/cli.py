@@ -207,7 +207,10 @@ def _main(argv: list[str] | None) -> int:
             return _fail(f"--protocol: expected one of {list(experiment.protocols)}, got {args.protocol!r}")
         if args.seeds is not None and args.seeds < 1:
             return _fail(f"--seeds: expected >= 1, got {args.seeds}")
-        print(progress(experiment, protocol, args.quick, Path(args.results), args.seeds), end="")
+        try:
+            print(progress(experiment, protocol, args.quick, Path(args.results), args.seeds), end="")
+        except ValueError as e:  # an experiment whose plan reads prepared data (lm-compare's corpus)
+            return _fail(str(e))
         return 0
     if args.command == "report":
         from linattn.experiments.report import report

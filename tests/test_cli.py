@@ -91,3 +91,11 @@ def test_no_command_imports_torchs_cpp_extension():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_progress_of_an_experiment_whose_corpus_is_not_prepared(capsys, monkeypatch, tmp_path):
+    """`progress` only reads: lm-compare's corpus is made by `run`, not by asking how far it has got."""
+    monkeypatch.setenv("LINATTN_DATA", str(tmp_path))
+    assert main(["progress", "lm-compare", "--quick"]) == 2
+    assert "is not prepared yet; `linattn run lm-compare` makes it" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -51,6 +51,9 @@ class Experiment:
     # one more learning rate, below the protocol's: tried for a mixer and setting only where the best of the grid is
     # its lowest (`edge_runs`), once; None: the grid alone
     lr_below: float | None = None
+    # makes what `plan` reads (a tokenised corpus) before the runs, `(protocol, quick) -> None`; `linattn progress`
+    # plans without it
+    prepare: Callable[[str, bool], None] | None = None
 
     def output_dir(self, root: Path, protocol: str, quick: bool) -> Path:
         return Path(root) / self.name / (f"{protocol}-quick" if quick else protocol)
@@ -93,6 +96,8 @@ class Experiment:
             seeds = max(seeds, done_seeds)
             # the table's command line: what made the earlier columns, then this one
             command = f"{earlier['command']}{THEN}{command}"
+        if self.prepare is not None:
+            self.prepare(protocol, quick)
         specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(seeds)]
         # a quick run's state sizes are not the full one's: no reference point stands beside them
         paper = {} if quick and self.x_axis == "state_size" else self.paper

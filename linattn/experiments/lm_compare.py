@@ -7,8 +7,8 @@ version and licence), split by document (`DataConfig`), a byte-level BPE trained
 once into a memory-mapped cache, all under the data root (`linattn.tasks.corpus.data_root`), made on the first run
 and reused after. Training reads packed windows (documents cut by `cu_seqlens`, the state reset at each); every
 model draws the same windows (one data seed). The test loss (nats a token) is read on whole documents of the test
-split: at each length `L` the first `L + 1` tokens of documents longer than `L`, so a longer `L` adds positions with
-more context before them, and a model that uses it scores lower there.
+split longer than the largest length, the same ones at every length `L`, their first `L + 1` tokens: a longer `L`
+adds positions with more context before them, and a model that uses it scores lower there.
 
 Protocols (`--protocol`; `--quick` is one recipe for both):
 - `fair`: Debian's `linux-source-6.1` and every installed Python package (≥ 1 GB), a BPE of 32,768 ids; 12 layers
@@ -117,17 +117,29 @@ def prepare(recipe: Recipe, progress: bool = True) -> Path:
     return cache
 
 
+def _recipe(protocol_name: str, is_quick: bool) -> Recipe:
+    return RECIPES["quick" if is_quick else protocol_name]
+
+
+def _prepare_protocol(protocol_name: str, is_quick: bool) -> None:
+    prepare(_recipe(protocol_name, is_quick))
+
+
 def plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
-    return plan_recipe(RECIPES["quick" if is_quick else protocol_name], mixers)
+    return plan_recipe(_recipe(protocol_name, is_quick), mixers)
 
 
 def plan_recipe(recipe: Recipe, mixers) -> list[RunSpec]:
-    """One run per mixer on the recipe's corpus (`prepare`d first): packed windows at the first length, validated on
-    packed val windows, tested on whole test documents at every length."""
-    cache = prepare(recipe)
+    """One run per mixer on the recipe's corpus (`prepare`d before): packed windows at the first length, validated
+    on packed val windows, tested on the same whole test documents at every length."""
+    cache = data_root() / recipe.name / "cache"
+    if not all((cache / f"{split}.json").exists() for split in SPLITS):
+        raise ValueError(f"corpus: {cache} is not prepared yet; `linattn run lm-compare` makes it (LINATTN_DATA: "
+                         f"{data_root()})")  # fmt: skip
     T = recipe.lengths[0]
     corpus = CorpusConfig(str(cache.relative_to(data_root())), corpus_fingerprint(cache), T)
-    test = {L: replace(corpus, seq_len=L, split="test", whole=True) for L in recipe.lengths}
+    test = {L: replace(corpus, seq_len=L, split="test", whole=True, min_doc_tokens=recipe.lengths[-1])
+            for L in recipe.lengths}  # fmt: skip
     sets = {
         "val_task": replace(corpus, split="val"),
         "test_task": test[T],
@@ -145,16 +157,29 @@ def plan_recipe(recipe: Recipe, mixers) -> list[RunSpec]:
 
 
 def is_compared(run_dir: str | Path) -> bool:
-    """Whether `run_dir` is a finished lm-compare run (a runner's `result.json`, no `linattn train` run.json)."""
-    return (Path(run_dir) / RESULT_NAME).exists() and not (Path(run_dir) / RUN_NAME).exists()
+    """Whether `run_dir` is an experiment's run folder (a runner's `result.json` or checkpoint, no `linattn train`
+    run.json): `load_compared` reads it, or says why it cannot."""
+    run_dir = Path(run_dir)
+    return not (run_dir / RUN_NAME).exists() and any((run_dir / n).exists() for n in (RESULT_NAME, CHECKPOINT_NAME))
 
 
-def _corpus(run_dir: Path) -> Path:
-    """The cache (under the data root) the run at `run_dir` trained on."""
+def _record(run_dir: Path) -> tuple[dict, Path]:
+    """The finished run's record and the cache (under the data root) it trained on, checked to be that corpus."""
     try:
-        return data_root() / json.loads((run_dir / RESULT_NAME).read_text())["task"]["corpus"]
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"{run_dir}: not a finished lm-compare run ({RESULT_NAME}: {e})") from None
+        record = json.loads((run_dir / RESULT_NAME).read_text())
+    except OSError:
+        raise ValueError(f"{run_dir}: not a finished run (no {RESULT_NAME} yet)") from None
+    except ValueError as e:
+        raise ValueError(f"{run_dir / RESULT_NAME}: unreadable ({e})") from None
+    task = record.get("task", {})
+    if task.get("type") != CorpusConfig.__name__:
+        raise ValueError(f"{run_dir}: a run of {task.get('type')}, not of a text corpus; export-hf and probe read "
+                         "lm-compare's runs and `linattn train`'s")  # fmt: skip
+    cache = data_root() / task["corpus"]
+    if not (cache / "test.json").exists() or corpus_fingerprint(cache) != task["fingerprint"]:
+        raise ValueError(f"corpus: {cache} is not the corpus {run_dir} trained on (set LINATTN_DATA to where it was "
+                         "prepared)")  # fmt: skip
+    return record, cache
 
 
 def load_compared(run_dir: str | Path) -> tuple[DecoderLM, FileTokenizer]:
@@ -162,13 +187,15 @@ def load_compared(run_dir: str | Path) -> tuple[DecoderLM, FileTokenizer]:
     in eval mode on the CPU, and its corpus's tokenizer: what `linattn export-hf RUN_DIR OUT` writes for the
     HuggingFace Auto classes."""
     run_dir = Path(run_dir)
-    tokenizer = _corpus(run_dir).parent / "tokenizer.json"
-    if not tokenizer.exists():
-        raise ValueError(f"tokenizer: {tokenizer} is missing (its corpus prepared under another LINATTN_DATA?)")
+    record, cache = _record(run_dir)
+    path = cache.parent / "tokenizer.json"
+    tokenizer = FileTokenizer(path) if path.exists() else None
+    if tokenizer is None or tokenizer.fingerprint != json.loads((cache / "test.json").read_text())["tokenizer"]:
+        raise ValueError(f"tokenizer: {path} is missing or not the one that tokenised {cache}")
     weights = run_dir / (BEST_NAME if (run_dir / BEST_NAME).exists() else CHECKPOINT_NAME)
-    model = DecoderLM(ModelConfig(**json.loads((run_dir / RESULT_NAME).read_text())["model"]))
+    model = DecoderLM(ModelConfig(**record["model"]))
     model.load_state_dict(load_checkpoint(weights)["model"])
-    return model.eval(), FileTokenizer(tokenizer)
+    return model.eval(), tokenizer
 
 
 def probe_compared(run_dir: str | Path, lengths: list[int], *, split: str = "test", **options) -> dict:
@@ -177,7 +204,7 @@ def probe_compared(run_dir: str | Path, lengths: list[int], *, split: str = "tes
     if split not in SPLITS:
         raise ValueError(f"split: expected one of {SPLITS}, got {split!r}")
     model, tokenizer = load_compared(run_dir)
-    return probe_model(model, tokenizer, open_split(_corpus(Path(run_dir)), split), lengths, **options)
+    return probe_model(model, tokenizer, open_split(_record(Path(run_dir))[1], split), lengths, **options)
 
 
 EXPERIMENTS = [
@@ -191,5 +218,6 @@ EXPERIMENTS = [
         {},  # the papers' perplexities are at 0.4B – 1.3B parameters on other corpora (claims.py)
         protocols=("short", "fair"),
         metric="loss",
+        prepare=_prepare_protocol,
     ),
 ]

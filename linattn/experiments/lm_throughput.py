@@ -100,8 +100,11 @@ def _decode_row(model: DecoderLM, B: int, config: ThroughputConfig, device: torc
     row = {"B": B, "context": config.context}
     try:
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
-            logits, state = model(torch.randint(0, config.vocab_size, (B, config.context), device=device))
-            token = logits[:, -1].argmax(-1)
+            prompt = torch.randint(0, config.vocab_size, (B, config.context), device=device)
+            last = torch.zeros_like(prompt, dtype=torch.bool)
+            last[:, -1] = True  # the head on the last position only: [B, context, vocab] logits would be 32 GiB
+            logits, state = model(prompt, logits_at=last)  # [B, vocab]
+            token = logits.argmax(-1)
             logits, state = model.step(token, state)  # compiles the step's kernels
             if cuda:
                 torch.cuda.synchronize()

@@ -7,8 +7,10 @@ is part of the config, so a run trained on one corpus is never read back as anot
 
 - `whole=False`: `batch_size` windows of `seq_len` tokens at uniform offsets, packed into one row with a sequence cut
   at every document start (`PackedText`), as training reads them.
-- `whole=True`: `batch_size` documents of more than `seq_len` tokens drawn uniformly, each row its first `seq_len + 1`
-  tokens: every position has its whole context, so the loss at a longer `seq_len` measures the use of more context.
+- `whole=True`: `batch_size` documents drawn uniformly from those of more than `max(seq_len, min_doc_tokens)` tokens,
+  each row its first `seq_len + 1` tokens: every position has its whole context. Tests at several lengths that share
+  `min_doc_tokens` (the largest length) and a seed read the same documents, so a longer `seq_len` only adds positions
+  with more context before them.
 """
 
 from __future__ import annotations
@@ -22,10 +24,9 @@ from pathlib import Path
 
 import torch
 
+from linattn.data.corpus import SPLITS
 from linattn.tasks.batch import Batch
 from linattn.tasks.checks import check_int
-
-SPLITS = ("train", "val", "test")
 
 
 def data_root() -> Path:
@@ -43,11 +44,18 @@ def corpus_fingerprint(cache: Path) -> str:
 
 
 @functools.cache
-def _split(cache: str, split: str):
+def _split(cache: str, split: str, fingerprint: str):
+    """The split's packed text, once per process: the cache checked against the run's `fingerprint` on opening."""
     from linattn.data.cache import open_split
     from linattn.data.packing import PackedText
 
-    return PackedText(open_split(cache, split))
+    path = Path(cache)
+    if not (path / f"{split}.json").exists():
+        raise ValueError(f"corpus: {path} holds no tokenised {split} split (prepare the corpus first)")
+    if corpus_fingerprint(path) != fingerprint:
+        raise ValueError(f"corpus: {path} is not the corpus this run was planned on (fingerprint "
+                         f"{corpus_fingerprint(path)}, expected {fingerprint})")  # fmt: skip
+    return PackedText(open_split(path, split))
 
 
 @dataclass(frozen=True)
@@ -59,9 +67,11 @@ class CorpusConfig:
     seq_len: int = 512  # T
     split: str = "train"
     whole: bool = False  # each row the start of one document longer than `seq_len` (module docstring)
+    min_doc_tokens: int = 0  # whole: draw only from documents longer than this too
 
     def __post_init__(self) -> None:
         check_int("seq_len", self.seq_len, 1)
+        check_int("min_doc_tokens", self.min_doc_tokens, 0)
         if self.split not in SPLITS:
             raise ValueError(f"split: expected one of {list(SPLITS)}, got {self.split!r}")
 
@@ -70,28 +80,20 @@ class CorpusConfig:
         return data_root() / self.corpus
 
 
-def _open(config: CorpusConfig):
-    cache = config.cache
-    if not (cache / f"{config.split}.json").exists():
-        raise ValueError(f"corpus: {cache} holds no tokenised {config.split} split (prepare the corpus first)")
-    if corpus_fingerprint(cache) != config.fingerprint:
-        raise ValueError(f"corpus: {cache} is not the corpus this run was planned on (fingerprint "
-                         f"{corpus_fingerprint(cache)}, expected {config.fingerprint})")  # fmt: skip
-    return _split(str(cache), config.split)
-
-
 def generate(config: CorpusConfig, batch_size: int, generator: torch.Generator) -> Batch:
     """One batch drawn from `generator` (module docstring), on `generator.device`: packed, `inputs, targets:
     [1, B·T]` with `cu_seqlens`; whole, `[B, T]`.
 
     Example: `generate(CorpusConfig("lm-compare-quick/cache", fp, 128), 8, torch.Generator()).inputs.shape`."""
-    data, T = _open(config), config.seq_len
+    check_int("batch_size", batch_size, 1)
+    data, T = _split(str(config.cache), config.split, config.fingerprint), config.seq_len
     if not config.whole:
         return data.batch(batch_size, T, generator).to(generator.device)
     offsets = torch.from_numpy(data.split.offsets)  # [D + 1]
-    long = torch.nonzero(offsets[1:] - offsets[:-1] > T).flatten()  # documents with T + 1 tokens
+    longer = max(T, config.min_doc_tokens)
+    long = torch.nonzero(offsets[1:] - offsets[:-1] > longer).flatten()  # documents with more than `longer` tokens
     if len(long) == 0:
-        raise ValueError(f"seq_len: no document of the {config.split} split has {T + 1} tokens")
+        raise ValueError(f"seq_len: no document of the {config.split} split has {longer + 1} tokens")
     picks = long[torch.randint(0, len(long), (batch_size,), generator=generator)]
     rows = torch.stack([
         torch.from_numpy(data.tokens[int(offsets[d]) : int(offsets[d]) + T + 1].astype("int64")) for d in picks

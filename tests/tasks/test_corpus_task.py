@@ -46,21 +46,28 @@ def test_packed_windows_are_cut_at_document_starts(config):
 
 
 def test_whole_windows_are_the_start_of_a_long_document(config):
-    from linattn.tasks.corpus import _open
+    from linattn.tasks.corpus import _split
 
     long = dataclasses.replace(config, split="test", whole=True, seq_len=64)
     batch = generate(long, 3, torch.Generator().manual_seed(1))
     assert batch.inputs.shape == (3, 64) and batch.cu_seqlens is None and bool((batch.targets != IGNORE).all())
-    data = _open(long)
+    shorter = generate(dataclasses.replace(long, seq_len=16, min_doc_tokens=64), 3, torch.Generator().manual_seed(1))
+    assert torch.equal(shorter.inputs, batch.inputs[:, :16])  # the same documents at every length
+    data = _split(str(long.cache), "test", long.fingerprint)
     starts = {tuple(data.tokens[int(s) : int(s) + 65].tolist()) for s in data.split.offsets[:-1]}
     assert all(tuple(row) in starts for row in torch.cat([batch.inputs, batch.targets[:, -1:]], 1).tolist())
     with pytest.raises(ValueError, match="seq_len: no document of the test split has"):
         generate(dataclasses.replace(long, seq_len=10**8), 1, torch.Generator())
 
 
-def test_a_run_refuses_another_corpus(config):
+def test_a_run_refuses_another_corpus_and_an_unprepared_one(config, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not the corpus this run was planned on"):
         generate(dataclasses.replace(config, fingerprint="0" * 16), 1, torch.Generator())
+    with pytest.raises(ValueError, match="batch_size"):
+        generate(config, 0, torch.Generator())
+    monkeypatch.setenv("LINATTN_DATA", str(tmp_path))
+    with pytest.raises(ValueError, match="is not prepared yet; `linattn run lm-compare` makes it"):
+        lm_compare.plan_recipe(RECIPE, ("kla",))
     with pytest.raises(ValueError, match=r"split: expected one of \['train', 'val', 'test'\], got 'dev'"):
         dataclasses.replace(config, split="dev")
 
@@ -75,10 +82,11 @@ def test_the_plan_trains_every_mixer_on_the_same_windows_and_tests_whole_documen
         "train", False, "val", "test", True
     )  # fmt: skip
     assert [(x, t.seq_len, t.whole) for x, t in run.eval_at] == [(64, 64, True)] and run.select_on == "loss"
+    assert {t.min_doc_tokens for t in (run.test_task, run.eval_at[0][1])} == {64}
 
 
 def test_a_cache_without_its_corpus_is_used_as_it_is(corpus, tmp_path, monkeypatch):
-    """As on a GPU machine that cannot reach the registries: the cache and tokenizer copied, not the corpus."""
+    """As on a GPU machine that cannot reach the registries: the cache copied, not the corpus."""
     cache = corpus[1]
     copy = tmp_path / RECIPE.name
     shutil.copytree(cache, copy / "cache")
@@ -109,8 +117,15 @@ def test_a_compared_model_exports_to_the_auto_classes_generates_and_is_probed(co
         assert torch.equal(hf_model.eval()(ids).logits, model(ids)[0])
     out = hf_model.generate(ids, max_new_tokens=5, do_sample=False)
     assert out.shape == (1, ids.shape[1] + 5) and torch.equal(out[0, : ids.shape[1]], ids[0])
-    with pytest.raises(ValueError, match="not a finished lm-compare run"):
-        lm_compare.load_compared(tmp_path)
+    (tmp_path / "unfinished").mkdir()
+    (tmp_path / "unfinished" / "checkpoint.pt").write_bytes(b"")
+    assert lm_compare.is_compared(tmp_path / "unfinished")
+    with pytest.raises(ValueError, match=r"not a finished run \(no result.json yet\)"):
+        lm_compare.load_compared(tmp_path / "unfinished")
+    monkeypatch.setenv("LINATTN_DATA", str(tmp_path))  # another data root: not the corpus the run trained on
+    with pytest.raises(ValueError, match="is not the corpus .* trained on"):
+        lm_compare.load_compared(tmp_path / "run")
+    monkeypatch.setenv("LINATTN_DATA", str(corpus[0]))
     assert main(["probe", str(tmp_path / "run"), "--lengths", "100,200", "--split", "train", "--trials", "2",
                  "--json", str(tmp_path / "probe.json")]) == 0  # fmt: skip
     probe = json.loads((tmp_path / "probe.json").read_text())
