@@ -10,24 +10,30 @@ Example:
     >>> batch = train.batch(8, config.seq_len, torch.Generator().manual_seed(0))  # [1, 2048] + cu_seqlens
 """
 
-from linattn.data.cache import TokenSplit, cached_split, open_split
-from linattn.data.config import DataConfig
-from linattn.data.corpus import Corpus, Document, read_corpus
-from linattn.data.packing import PackedText
-from linattn.data.tokenizer import ByteTokenizer, FileTokenizer, Tokenizer, load_tokenizer, train_tokenizer
+import importlib
 
-__all__ = [
-    "ByteTokenizer",
-    "Corpus",
-    "DataConfig",
-    "Document",
-    "FileTokenizer",
-    "PackedText",
-    "TokenSplit",
-    "Tokenizer",
-    "cached_split",
-    "load_tokenizer",
-    "open_split",
-    "read_corpus",
-    "train_tokenizer",
-]
+# what each name is imported from, on first use: `linattn.data.config` (and the corpus reader) need no numpy, so the
+# experiments that name a corpus import without the `text` extra
+_FROM = {
+    "TokenSplit": "cache",
+    "cached_split": "cache",
+    "open_split": "cache",
+    "DataConfig": "config",
+    "Corpus": "corpus",
+    "Document": "corpus",
+    "read_corpus": "corpus",
+    "PackedText": "packing",
+    "ByteTokenizer": "tokenizer",
+    "FileTokenizer": "tokenizer",
+    "Tokenizer": "tokenizer",
+    "load_tokenizer": "tokenizer",
+    "train_tokenizer": "tokenizer",
+}
+
+__all__ = sorted(_FROM)
+
+
+def __getattr__(name: str):
+    if name not in _FROM:
+        raise AttributeError(f"module 'linattn.data' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"linattn.data.{_FROM[name]}"), name)

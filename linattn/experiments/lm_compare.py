@@ -35,7 +35,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from linattn.data.assemble import MANIFEST, build
-from linattn.data.cache import cached_split, open_split
 from linattn.data.config import DataConfig
 from linattn.data.corpus import read_corpus
 from linattn.data.tokenizer import FileTokenizer, train_tokenizer
@@ -45,8 +44,6 @@ from linattn.experiments.mixers import MIXERS
 from linattn.experiments.runner import BEST_NAME, RunSpec
 from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks.corpus import SPLITS, CorpusConfig, corpus_fingerprint, data_root
-from linattn.textlm.probes import probe_model
-from linattn.textlm.run import RUN_NAME
 from linattn.train import TrainConfig
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
 
@@ -100,6 +97,8 @@ def prepare(recipe: Recipe, progress: bool = True) -> Path:
     """The recipe's tokenised corpus under the data root (made where missing): `corpus/` (`linattn corpus build`),
     `tokenizer.json` (trained on the train split), `cache/` (every split). Returns the cache folder. A cache copied
     without its corpus (to a GPU machine that cannot reach the registries) is used as it is."""
+    from linattn.data.cache import cached_split  # numpy: the `text` extra
+
     root = data_root() / recipe.name
     corpus, tokenizer, cache = root / "corpus", root / "tokenizer.json", root / "cache"
     if not corpus.exists() and all((cache / f"{split}.json").exists() for split in SPLITS):
@@ -159,6 +158,8 @@ def plan_recipe(recipe: Recipe, mixers) -> list[RunSpec]:
 def is_compared(run_dir: str | Path) -> bool:
     """Whether `run_dir` is an experiment's run folder (a runner's `result.json` or checkpoint, no `linattn train`
     run.json): `load_compared` reads it, or says why it cannot."""
+    from linattn.textlm.run import RUN_NAME
+
     run_dir = Path(run_dir)
     return not (run_dir / RUN_NAME).exists() and any((run_dir / n).exists() for n in (RESULT_NAME, CHECKPOINT_NAME))
 
@@ -203,6 +204,9 @@ def probe_compared(run_dir: str | Path, lengths: list[int], *, split: str = "tes
     (`textlm.probes.probe_model`; `options`: `windows`, `trials`, `device`)."""
     if split not in SPLITS:
         raise ValueError(f"split: expected one of {SPLITS}, got {split!r}")
+    from linattn.data.cache import open_split
+    from linattn.textlm.probes import probe_model
+
     model, tokenizer = load_compared(run_dir)
     return probe_model(model, tokenizer, open_split(_record(Path(run_dir))[1], split), lengths, **options)
 
