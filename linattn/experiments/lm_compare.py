@@ -19,9 +19,8 @@ Protocols (`--protocol`; `--quick` is one recipe for both):
 - `--quick`: pip's own sources (~5 MB: every virtual environment has them), a BPE of 4,096 ids; 2 layers of d 64,
   2 heads, MLP 256; 128 × 8, 300 steps, lr 3e-3; tested at 128 – 1024.
 
-`fair` is the scale the comparison asks for: at the short run's pace, about a day of one GPU for the eight models.
-`short` fits one call of the lent GPU: on an H100 the eight models side by side (`--jobs 8`) trained 550 of their 600
-steps in 375 s, about 33K tokens/s each.
+`fair` is the scale the comparison asks for; `short` is sized for one GPU's few minutes, the eight models side by
+side (`--jobs 8`); `linattn run lm-throughput --device cuda` measures what each model's step costs.
 
 All: AdamW (0.9, 0.95), weight decay 0.1, warmup then cosine to a tenth, clip 1, no position embeddings (the
 recurrent mixers carry order; softmax attention reads a causal mask alone, as NoPE models do); the weights with the

@@ -182,8 +182,8 @@ def eval_set(spec: RunSpec, seed: int, task: object | None = None) -> list[Batch
     return [generate(task, spec.eval_batch_size, gen) for _ in range(spec.eval_batches)]
 
 
-# tokens evaluated at once: a language model's logits at 4 × 16K positions and 16K ids are 4 GiB in float32, which
-# ran eight models side by side on one 80-GB GPU out of memory (`linattn run lm-compare --protocol short --jobs 8`)
+# tokens evaluated at once: a language model's logits at 4 × 16K positions and 16K ids are 4 GiB in float32, too
+# much beside seven other models on one GPU (`linattn run lm-compare --protocol short --jobs 8`)
 EVAL_TOKENS = 16384
 
 

@@ -416,7 +416,7 @@ def test_beta_reaches_the_kernels_in_qs_dtype(monkeypatch):
 
 
 def test_a_float32_beta_is_not_rounded_to_bfloat16_qs_dtype():
-    """Rounding it put bfloat16's 2⁻⁹ into a single token's final state, 10⁴ times the naive recurrence's error."""
+    """Rounding it put bfloat16's 2⁻⁹ into a single token's final state, far above the naive recurrence's error."""
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 1, 1, 32, generator=gen).to(torch.bfloat16) for _ in range(3))
     k = torch.nn.functional.normalize(k.float(), dim=-1).to(torch.bfloat16)
