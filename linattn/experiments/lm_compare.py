@@ -42,7 +42,7 @@ from linattn.experiments.experiment import Experiment
 from linattn.experiments.mixers import MIXERS
 from linattn.experiments.runner import BEST_NAME, RunSpec
 from linattn.models import DecoderLM, ModelConfig
-from linattn.tasks.corpus import SPLITS, CorpusConfig, corpus_fingerprint, data_root
+from linattn.tasks.corpus import SPLITS, CorpusConfig, corpus_fingerprint, data_root, prepared
 from linattn.train import TrainConfig
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
 
@@ -100,7 +100,7 @@ def prepare(recipe: Recipe, progress: bool = True) -> Path:
 
     root = data_root() / recipe.name
     corpus, tokenizer, cache = root / "corpus", root / "tokenizer.json", root / "cache"
-    if not corpus.exists() and all((cache / f"{split}.json").exists() for split in SPLITS):
+    if not corpus.exists() and prepared(cache):
         return cache
     if not (corpus / MANIFEST).exists():
         print(f"lm-compare: assembling the corpus in {corpus}", flush=True)
@@ -131,7 +131,7 @@ def plan_recipe(recipe: Recipe, mixers) -> list[RunSpec]:
     """One run per mixer on the recipe's corpus (`prepare`d before): packed windows at the first length, validated
     on packed val windows, tested on the same whole test documents at every length."""
     cache = data_root() / recipe.name / "cache"
-    if not all((cache / f"{split}.json").exists() for split in SPLITS):
+    if not prepared(cache):
         raise ValueError(f"corpus: {cache} is not prepared yet; `linattn run lm-compare` makes it (LINATTN_DATA: "
                          f"{data_root()})")  # fmt: skip
     T = recipe.lengths[0]
@@ -145,13 +145,17 @@ def plan_recipe(recipe: Recipe, mixers) -> list[RunSpec]:
         "eval_batches": recipe.eval_batches,
         "eval_batch_size": recipe.eval_batch_size,
     }
-    specs = []
-    for mixer in mixers:
-        m = MIXERS[mixer]
-        model = ModelConfig(vocab_size=recipe.vocab_size, **recipe.model, mixer=m.layer, mixer_options=m.options,
-                            positions="none", max_seq_len=recipe.lengths[-1])  # fmt: skip
-        specs.append(RunSpec(mixer, T, corpus, model, recipe.train, **sets, select_on="loss"))
-    return specs
+    return [
+        RunSpec(mixer, T, corpus, compared_model(recipe, mixer), recipe.train, **sets, select_on="loss")
+        for mixer in mixers
+    ]
+
+
+def compared_model(recipe: Recipe, mixer: str) -> ModelConfig:
+    """The recipe's model with `mixer`'s layer and options, without position embeddings."""
+    m = MIXERS[mixer]
+    return ModelConfig(vocab_size=recipe.vocab_size, **recipe.model, mixer=m.layer, mixer_options=m.options,
+                       positions="none", max_seq_len=recipe.lengths[-1])  # fmt: skip
 
 
 def is_compared(run_dir: str | Path) -> bool:
@@ -176,7 +180,7 @@ def _record(run_dir: Path) -> tuple[dict, Path]:
         raise ValueError(f"{run_dir}: a run of {task.get('type')}, not of a text corpus; export-hf and probe read "
                          "lm-compare's runs and `linattn train`'s")  # fmt: skip
     cache = data_root() / task["corpus"]
-    if not (cache / "test.json").exists() or corpus_fingerprint(cache) != task["fingerprint"]:
+    if not prepared(cache) or corpus_fingerprint(cache) != task["fingerprint"]:
         raise ValueError(f"corpus: {cache} is not the corpus {run_dir} trained on (set LINATTN_DATA to where it was "
                          "prepared)")  # fmt: skip
     return record, cache

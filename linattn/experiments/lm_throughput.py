@@ -8,9 +8,10 @@ a GPU) timed side by side against the softmax-attention model with SDPA.
 - Decoding: after a prefill of `context` tokens in each of `B` rows, `decode_tokens` tokens one at a time
   (`DecoderLM.step`: the recurrent state, or softmax attention's KV cache): generated tokens a second, all rows.
 
-Full (CUDA): d 512, 8 layers, 8 heads, vocab 16,384 (36M parameters), T = 2K, 8K, 32K at 32K tokens a step; decoding
-at a 32K context, B = 1 and 32. `--quick` (a CPU's minutes): d 64, 2 layers, 2 heads, vocab 4,096, T = 256, 1K at
-2K tokens a step; decoding at a 512-token context, B = 1 and 4. A size that runs out of memory is a row that says so.
+Full (CUDA): the `short` protocol's models (d 512, 8 layers, 8 heads, vocab 16,384), T = 2K, 8K, 32K at 32K tokens a
+step; decoding at a 32K context, B = 1 and 32. `--quick` (a CPU's minutes): the quick recipe's (d 64, 2 layers, 2
+heads, vocab 4,096), T = 256, 1K at 2K tokens a step; decoding at a 512-token context, B = 1 and 4. A size that runs
+out of memory is a row that says so.
 """
 
 from __future__ import annotations
@@ -24,19 +25,15 @@ import torch.nn.functional as F
 
 from linattn.bench.timing import kernel_times, median_ms
 from linattn.experiments.diagnostic import Diagnostic
-from linattn.experiments.lm_compare import MIXERS_COMPARED
-from linattn.experiments.mixers import MIXERS
+from linattn.experiments.lm_compare import MIXERS_COMPARED, RECIPES, compared_model
 from linattn.extras import pyplot
 from linattn.io import save_figure
-from linattn.models import DecoderLM, ModelConfig
+from linattn.models import DecoderLM
 
 
 @dataclass(frozen=True)
 class ThroughputConfig:
-    d_model: int
-    n_layers: int
-    n_heads: int
-    vocab_size: int
+    recipe: str  # the lm-compare recipe whose models are timed (`lm_compare.RECIPES`)
     lengths: tuple[int, ...]
     tokens_per_step: int
     context: int
@@ -46,23 +43,14 @@ class ThroughputConfig:
 
 
 CONFIGS = {
-    False: ThroughputConfig(512, 8, 8, 16384, (2048, 8192, 32768), 32768, 32768, (1, 32), 32),
-    True: ThroughputConfig(64, 2, 2, 4096, (256, 1024), 2048, 512, (1, 4), 8),
+    False: ThroughputConfig("short", (2048, 8192, 32768), 32768, 32768, (1, 32), 32),
+    True: ThroughputConfig("quick", (256, 1024), 2048, 512, (1, 4), 8),
 }
-
-
-def _model(config: ThroughputConfig, mixer: str, device: torch.device) -> DecoderLM:
-    spec = MIXERS[mixer]
-    model = ModelConfig(
-        vocab_size=config.vocab_size, d_model=config.d_model, n_layers=config.n_layers, n_heads=config.n_heads,
-        mlp_hidden=4 * config.d_model, mixer=spec.layer, mixer_options=spec.options, positions="none",
-    )  # fmt: skip
-    return DecoderLM(model).to(device)
 
 
 def _train_row(model: DecoderLM, T: int, config: ThroughputConfig, device: torch.device) -> dict:
     B = max(1, config.tokens_per_step // T)
-    ids = torch.randint(0, config.vocab_size, (B, T + 1), device=device)
+    ids = torch.randint(0, model.config.vocab_size, (B, T + 1), device=device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
     cuda = device.type == "cuda"
 
@@ -100,7 +88,7 @@ def _decode_row(model: DecoderLM, B: int, config: ThroughputConfig, device: torc
     row = {"B": B, "context": config.context}
     try:
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
-            prompt = torch.randint(0, config.vocab_size, (B, config.context), device=device)
+            prompt = torch.randint(0, model.config.vocab_size, (B, config.context), device=device)
             last = torch.zeros_like(prompt, dtype=torch.bool)
             last[:, -1] = True  # the head on the last position only: [B, context, vocab] logits would be 32 GiB
             logits, state = model(prompt, logits_at=last)  # [B, vocab]
@@ -128,7 +116,7 @@ def measure(quick: bool, device: str, config: ThroughputConfig | None = None) ->
     train, decode = [], []
     for mixer in config.mixers:
         torch.manual_seed(0)
-        model = _model(config, mixer, device)
+        model = DecoderLM(compared_model(RECIPES[config.recipe], mixer)).to(device)
         params = sum(p.numel() for p in model.parameters())
         train += [{"mixer": mixer, "params": params, **_train_row(model, T, config, device)} for T in config.lengths]
         model.eval()

@@ -34,6 +34,11 @@ def data_root() -> Path:
     return Path(os.environ.get("LINATTN_DATA") or Path.home() / ".cache" / "linattn")
 
 
+def prepared(cache: Path) -> bool:
+    """Whether `cache` holds every split's index (the token files beside them)."""
+    return all((cache / f"{split}.json").exists() for split in SPLITS)
+
+
 def corpus_fingerprint(cache: Path) -> str:
     """A digest of the cache's tokenizer and its splits' token counts."""
     parts = []

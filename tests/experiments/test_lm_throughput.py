@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 from linattn.experiments import lm_throughput
+from linattn.experiments.lm_compare import RECIPES
 from linattn.experiments.lm_throughput import ThroughputConfig, measure, table
 
-TINY = ThroughputConfig(16, 1, 2, 64, (16, 32), 64, 8, (1, 2), 2, mixers=("softmax", "kla"))
+TINY = ThroughputConfig("tiny", (16, 32), 64, 8, (1, 2), 2, mixers=("softmax", "kla"))
+
+
+@pytest.fixture(autouse=True)
+def tiny_recipe(monkeypatch):
+    """A d-16 model of one layer in two heads, vocab 64."""
+    tiny = dataclasses.replace(RECIPES["quick"], vocab_size=64, model={"d_model": 16, "n_layers": 1, "n_heads": 2,
+                                                                       "mlp_hidden": 64})  # fmt: skip
+    monkeypatch.setitem(RECIPES, "tiny", tiny)
 
 
 def test_each_mixer_is_timed_beside_softmax(monkeypatch):
