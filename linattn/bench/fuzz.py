@@ -91,8 +91,8 @@ VARIANTS = {
     "kaczmarz_beta": ("",),
     "linear_attention": ("plain", "normalize"),
     "softmax_attention": ("causal", "full"),
-    "vla": ("",),
-    "vla_gate": ("",),
+    "vla": ("", "refresh"),
+    "vla_gate": ("", "refresh"),
 }
 TOKENS = ("q", "k", "v", "w", "u")  # the `[B, T, H, ·]` arguments a head-first layout would transpose
 
@@ -237,6 +237,8 @@ def build(d: Draw) -> Call:
             kw["initial_state"] = None if A0 is None else (S0, A0)
             layout["u"] = "BTHK"
         kw |= {"lam0": d.lam0, "rho": d.rho, "output_final_state": True}
+        if d.variant == "refresh":  # the prior re-injected from each sequence's position on
+            kw |= {"refresh": True, "position": torch.randint(0, 3 * K, (N,), generator=gen)}
     elif d.op == "ccq_query":
         raw = d.variant == "raw-keys"
         kw = {"q": _randn(gen, B, T, H, K), "k": _rows(gen, (B, T, H), K, d.key_norm), "lam": _rand(gen, B, T, H)}

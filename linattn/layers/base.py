@@ -104,6 +104,8 @@ class Mixer(nn.Module):
         if not x.is_floating_point():
             raise TypeError(f"x: expected a floating-point tensor, got {x.dtype}")
         weight = next(self.parameters(), None)
+        if weight is not None and x.device != weight.device:
+            raise ValueError(f"x: expected the layer's device {weight.device}, got {x.device}")
         if weight is not None and x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
             raise TypeError(f"x: expected the layer's dtype {weight.dtype} (or autocast), got {x.dtype}")
         if x.shape[1] == 0:

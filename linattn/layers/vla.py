@@ -24,20 +24,25 @@ from linattn.ops.vla.api import check_lam0, check_rho
 class VariationalLinearAttention(Mixer):
     """Per head: `q = ELU(W_q x)+1`, `k = ELU(W_k x)+1`, `k̂ = k/‖k‖`, `v = W_v x`,
     `u = normalize(W_u k_raw)/√d` (`k_raw = W_k x`, `W_u` per head, bias-free);
-    `A_t = (λ0 I + Σ u uᵀ)⁻¹` (with `rho < 1`: `A_t = M_t⁻¹`, `M_t = ρ M_{t-1} + u uᵀ`), `α̂_t = A_t k̂_t/‖A_t k̂_t‖`,
+    `A_t = (λ0 I + Σ u uᵀ)⁻¹` (with `rho < 1`: `A_t = M_t⁻¹`, `M_t = ρ M_{t-1} + c e_j e_jᵀ + u uᵀ`, the prior
+    re-injected one coordinate `j = t mod d` a token, `vla`'s `refresh`), `α̂_t = A_t k̂_t/‖A_t k̂_t‖`,
     `S_t = (I − α̂_t k̂_tᵀ) S_{t-1} + α̂_t v_tᵀ`;
     read `o_t = S_tᵀ q_t / max(z_tᵀ q_t, 1e-4)` with `z_t = Σ_{s≤t} k_s` (`normalizer="sum"`, the paper's) or
     `S_tᵀ q_t / √d` (`normalizer="none"`); heads merged → LayerNorm → `W_o`.
 
-    Options: `lam0` (0.1), `rho` (1: no forgetting, the paper's), `normalizer`, `ccq` (+ `ccq_options`: contract q
-    by the covariance of `k̂`), `norm_eps` (the LayerNorm's, 1e-5); head sizes `head_dim` (`K`, default
-    `d_model // n_heads`), `expand_v` (`V = K · expand_v`, default 1) and `num_v_heads` (GVA, a multiple of
-    `n_heads`: value head `j` reads query / key head `j // G`, `G = num_v_heads / n_heads`); `short_conv` (False: the
-    paper's layer has none; with it `W_q x`, `W_k x`, `W_v x` each pass a causal depthwise convolution of `conv_size`
-    (4) taps, `conv_bias` (False), before the feature maps, as fla's layers convolve theirs). The gate `α̂` depends on
-    the keys only, so the `G` value heads of a key head are exactly one head of values `G · V` wide: the op runs
-    `n_heads` heads of that width, `A` is formed once per key head, not once per value head.
-    State: `{"S": [B, H, K, G·V], "A": [B, H, K, K][, "z": [B, H, K]][, "ccq"][, "conv_q", "conv_k", "conv_v"]}`.
+    Options: `lam0` (0.1), `rho` (1: no forgetting, the paper's), `refresh` (True; False: plain forgetting
+    `M_t = ρ M_{t-1} + u uᵀ`, whose `A` winds up along directions `u` stops visiting until the op refuses it),
+    `normalizer`,
+    `ccq` (+ `ccq_options`: contract q by the covariance of `k̂`), `norm_eps` (the LayerNorm's, 1e-5); head sizes
+    `head_dim` (`K`, default `d_model // n_heads`), `expand_v` (`V = K · expand_v`, default 1) and `num_v_heads`
+    (GVA, a multiple of `n_heads`: value head `j` reads query / key head `j // G`, `G = num_v_heads / n_heads`);
+    `short_conv` (False: the paper's layer has none; with it `W_q x`, `W_k x`, `W_v x` each pass a causal depthwise
+    convolution of `conv_size` (4) taps, `conv_bias` (False), before the feature maps, as fla's layers convolve
+    theirs). The gate `α̂` depends on the keys only, so the `G` value heads of a key head are exactly one head of
+    values `G · V` wide: the op runs `n_heads` heads of that width, `A` is formed once per key head, not once per
+    value head.
+    State: `{"S": [B, H, K, G·V], "A": [B, H, K, K][, "z": [B, H, K]][, "position": [B] (refreshing: tokens seen)]
+    [, "ccq"][, "conv_q", "conv_k", "conv_v"]}`.
     """
 
     def __init__(
@@ -47,6 +52,7 @@ class VariationalLinearAttention(Mixer):
         *,
         lam0: float = 0.1,
         rho: float = 1.0,
+        refresh: bool = True,
         normalizer: str = "sum",
         ccq: bool = False,
         ccq_options: dict | None = None,
@@ -62,7 +68,10 @@ class VariationalLinearAttention(Mixer):
         super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
         if normalizer not in ("sum", "none"):
             raise ValueError(f"normalizer: expected 'sum' or 'none', got {normalizer!r}")
+        if not isinstance(refresh, bool):
+            raise TypeError(f"refresh: expected a bool, got {type(refresh).__name__}")
         self.lam0, self.rho, self.normalizer = check_lam0(lam0), check_rho(rho), normalizer
+        self.refresh = refresh and self.rho < 1
         H, d, HV, V = self.head_sizes(num_v_heads, expand_v)
         self.q_proj = nn.Linear(d_model, H * d, bias=False)
         self.k_proj = nn.Linear(d_model, H * d, bias=False)
@@ -85,6 +94,8 @@ class VariationalLinearAttention(Mixer):
         state = {"S": self.zeros(batch_size, H, d, self.num_v_heads // H * self.head_v_dim), "A": A}
         if self.normalizer == "sum":
             state["z"] = self.zeros(batch_size, H, d)
+        if self.refresh:
+            state["position"] = torch.zeros(batch_size, dtype=torch.long, device=self.W_u.device)
         if self.ccq is not None:
             state["ccq"] = self.ccq.init_state(batch_size, device=self.W_u.device)
         for n, conv in (self.convs or {}).items():
@@ -111,6 +122,11 @@ class VariationalLinearAttention(Mixer):
         backend = self.op_backend(backend, x, fused=d <= 128)
         init = (state["S"], state["A"]) if "S" in state else None
         scale = 1.0 if self.normalizer == "sum" else None
+        position = 0
+        if self.refresh:  # each sequence's tokens seen: the phase of the prior's refresh
+            N = x.shape[0] if cu_seqlens is None else cu_seqlens.numel() - 1
+            position = state.get("position", torch.zeros(N, dtype=torch.long, device=x.device))
+            new["position"] = position + (x.shape[1] if cu_seqlens is None else cu_seqlens.diff())
         o, (new["S"], new["A"]) = vla(
             q,
             k,
@@ -118,6 +134,8 @@ class VariationalLinearAttention(Mixer):
             u,
             lam0=self.lam0,
             rho=self.rho,
+            refresh=self.refresh,
+            position=position,
             scale=scale,
             initial_state=init,
             output_final_state=True,

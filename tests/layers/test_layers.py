@@ -10,6 +10,7 @@ import torch
 from linattn.layers import CCQ_LAYERS, LAYERS, build_layer
 from linattn.layers.base import Mixer
 from linattn.layers.gated_conv import GatedConv
+from linattn.layers.padding import map_state
 from linattn.models import DecoderLM, ModelConfig
 from tests.ops.cases import rel_err
 
@@ -76,10 +77,7 @@ def test_prefill_then_step_equals_forward(name, options):
 def test_init_state_is_the_empty_state(name, options):
     layer = make(name, options)
     x = x_of(3, 20)
-    state = {
-        k: (tuple(t.double() for t in v) if isinstance(v, tuple) else v.double())
-        for k, v in layer.init_state(3).items()
-    }
+    state = map_state(lambda t: t.double() if t.is_floating_point() else t, layer.init_state(3))
     assert rel_err(layer(x, state)[0], layer(x)[0]) <= TOL
 
 
@@ -142,9 +140,9 @@ def test_bad_states_and_inputs_get_clear_errors(name, options):
     what is wrong, at construction for the backend."""
     layer = make(name, options)
     _, state = layer(x_of(2, 5))
-    with pytest.raises(ValueError, match=r"^state\['\w+'\](\[\d\])?: expected shape \[3, .*\(batch 3\)"):
+    with pytest.raises(ValueError, match=r"^state\['\w+'\](\[\d\])?: expected shape \[3[,\]].*\(batch 3\)"):
         layer(x_of(3, 5), state)
-    with pytest.raises(ValueError, match=r"^state\['\w+'\](\[\d\])?: expected shape \[3, "):
+    with pytest.raises(ValueError, match=r"^state\['\w+'\](\[\d\])?: expected shape \[3[,\]]"):
         layer.step(x_of(3, 1)[:, 0], state)
     other = "vla" if name != "vla" else "gla"  # entries that differ from every other layer's
     _, foreign = make(other, {})(x_of(2, 5))
@@ -158,6 +156,8 @@ def test_bad_states_and_inputs_get_clear_errors(name, options):
         layer(x_of(2, 5), backend="bogus")
     with pytest.raises(TypeError, match="^x: expected a floating-point tensor"):
         layer(torch.ones(2, 5, D, dtype=torch.long))
+    with pytest.raises(ValueError, match="^x: expected the layer's device cpu, got meta"):
+        layer(x_of(2, 5).to("meta"))
     with pytest.raises(
         TypeError, match=r"^x: expected the layer's dtype torch.float64 \(or autocast\), got torch.float32"
     ):
@@ -170,6 +170,22 @@ def test_bad_states_and_inputs_get_clear_errors(name, options):
         layer(x_of(1, 9), cu_seqlens=torch.tensor([0.0, 4.0, 9.0]))
     with pytest.raises(ValueError, match="^cu_seqlens: expected to end at T = 9"):
         layer(x_of(1, 9), cu_seqlens=torch.tensor([0, 4, 7]))
+
+
+@pytest.mark.parametrize(("rho", "T"), [(0.9, 1500), (0.99, 10_000)])
+def test_a_forgetting_vla_layer_runs_on_inputs_that_leave_directions_unvisited(rho, T):
+    """One input repeated, so `u` stays in one direction a head. Plain forgetting (`refresh=False`) lets the penalty
+    decay in the others until the op refuses the state (training would stop on such data); the refresh keeps it:
+    finite outputs and gradients, float32, head dim 32."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 1, 64).expand(1, T, 64).contiguous()
+    with pytest.raises(ValueError, match="^rho: the inverse penalty A"):
+        build_layer("vla", 64, 2, rho=rho, refresh=False)(x)
+    layer = build_layer("vla", 64, 2, rho=rho)
+    y, state = layer(x)
+    y.square().mean().backward()
+    assert y.isfinite().all() and all(p.grad.isfinite().all() for p in layer.parameters())
+    assert state["position"].tolist() == [T]
 
 
 def test_raw_keys_reach_the_delta_rule_unnormalised(monkeypatch):

@@ -65,9 +65,12 @@ def hand_loop(lm: DecoderLM, ids: torch.Tensor, n: int) -> torch.Tensor:
     return torch.cat(tokens, dim=1)
 
 
-@pytest.mark.parametrize("mixer", sorted(LAYERS))
-def test_cached_generation_equals_recomputation_and_padded_rows_equal_each_alone(mixer, one_thread):
-    model = tiny(mixer)
+# a forgetting VLA carries each row's tokens seen (its refresh's phase) in the cache
+@pytest.mark.parametrize(
+    ("mixer", "options"), [(m, {}) for m in sorted(LAYERS)] + [("vla", {"rho": 0.9})], ids=[*sorted(LAYERS), "vla-rho"]
+)
+def test_cached_generation_equals_recomputation_and_padded_rows_equal_each_alone(mixer, options, one_thread):
+    model = tiny(mixer, mixer_options=options)
     rows = prompts(5, 9, 2)
     ids = rows[1][None]
     greedy = model.generate(ids, max_new_tokens=6, **GREEDY)

@@ -362,10 +362,12 @@ def vla_inputs(init):
     return x
 
 
-def vla_statement(rho, write="alpha"):
+def vla_statement(rho, write="alpha", position=None):
     """`k̂_t = k_t / ‖k_t‖`, `M_t = ρ M_{t-1} + u_t u_tᵀ` (`M_0 = λ0 I`, or `A_0⁻¹`), `α̂_t = M_t⁻¹ k̂_t / ‖M_t⁻¹ k̂_t‖`,
     `S_t = (I − α̂_t k̂_tᵀ) S_{t-1} + α̂_t v_tᵀ`, `o_t = scale · S_tᵀ q_t`; the final state `(S_T, M_T⁻¹)`.
-    `write="k"` is a wrong variant, for the mutation test: `S_t = (I − k̂_t α̂_tᵀ) S_{t-1} + k̂_t v_tᵀ`."""
+    `write="k"` is a wrong variant, for the mutation test: `S_t = (I − k̂_t α̂_tᵀ) S_{t-1} + k̂_t v_tᵀ`.
+    With `position` (`[B]`, the refresh's): `M_t` also gains `√ρ λ0 (1 − ρ^K)` at entry `(j, j)`,
+    `j = (n_b + t) mod K`."""
 
     def statement(x):
         q, k, v, u = x["q"], x["k"], x["v"], x["u"]
@@ -379,6 +381,9 @@ def vla_statement(rho, write="alpha"):
         for t in range(T):
             k_hat = k[:, t] / k[:, t].norm(dim=-1, keepdim=True)
             M = rho * M + outer(u[:, t], u[:, t])
+            if position is not None:
+                j = (position + t) % K  # [B]
+                M = M + (rho**0.5 * LAM0 * (1 - rho**K) * F.one_hot(j, K).to(F64).diag_embed())[:, None]
             alpha = torch.linalg.solve(M, k_hat)
             alpha_hat = alpha / alpha.norm(dim=-1, keepdim=True)
             if write == "k":
@@ -390,11 +395,13 @@ def vla_statement(rho, write="alpha"):
     return statement
 
 
-def vla_op(backend, rho):
+def vla_op(backend, rho, position=None):
+    refresh = {} if position is None else {"refresh": True, "position": position}
+
     def run(x):
         state = (x["S0"], spd_from(x["P"])) if "P" in x else None
         o, (S, A) = vla(x["q"], x["k"], x["v"], x["u"], lam0=LAM0, rho=rho, initial_state=state,
-                        output_final_state=True, backend=backend)  # fmt: skip
+                        output_final_state=True, backend=backend, **refresh)  # fmt: skip
         return [o, S, A]
 
     return run
@@ -410,6 +417,19 @@ def test_vla_is_the_regularised_two_key_write(backend, rho, init, monkeypatch):
     monkeypatch.setattr(forgetting, "MAX_LOG_SCALE", 0.4)
     assert rho == 1 or forgetting.segment_length(rho) == 7
     assert_matches(vla_op(backend, rho), vla_statement(rho), vla_inputs(init), grad=True)
+
+
+@pytest.mark.parametrize("init", [False, True], ids=["zero-state", "initial-state"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vla_refresh_reinjects_the_prior_one_coordinate_a_token(backend, init, monkeypatch):
+    """`refresh=True` at `ρ = 0.9`, each sequence from its own position (the refresh's phase), segments of 7 rows:
+    outputs, `(S_T, A_T)` and every gradient. Ignoring the positions (every sequence from 0) fails the check."""
+    forgetting = importlib.import_module("linattn.ops.vla.forgetting")
+    monkeypatch.setattr(forgetting, "MAX_LOG_SCALE", 0.4)
+    position = torch.tensor([3, 10])
+    x = vla_inputs(init)
+    assert_matches(vla_op(backend, 0.9, position), vla_statement(0.9, position=position), x, grad=True)
+    assert_rejected(vla_op(backend, 0.9, 0), vla_statement(0.9, position=position), x)
 
 
 # --- CCQ: decay, centred or not, raw or unit keys, from an initial (C, m, Z) ---------------------------------------

@@ -140,12 +140,12 @@ def test_unsupported_inputs_run_or_raise_clearly(op, name):
 
 # where meta inputs would meet a read of their values: packed offsets, and VLA's wind-up check under forgetting
 META_CASES = [(op, {"B": 1, "lengths": (8, 12)}) for op in OPS if op != "kaczmarz_beta"]
-META_CASES += [(op, {"rho": 0.99}) for op in ("vla", "vla_gate")]
+META_CASES += [(op, {"rho": 0.99, "variant": v}) for op in ("vla", "vla_gate") for v in ("", "refresh")]
 
 
 @pytest.mark.parametrize(("op", "options"), META_CASES, ids=lambda x: str(x))
 def test_meta_tensors_give_a_clear_error_or_a_meta_result(op, options):
-    d = Draw(op, T=20, H=2, K=4, V=3, variant=fuzz.VARIANTS[op][0], seed=1, **options)
+    d = Draw(op, **{"T": 20, "H": 2, "K": 4, "V": 3, "variant": fuzz.VARIANTS[op][0], "seed": 1} | options)
     call = cast(build(d), torch.float32)
     backend = "chunk" if fuzz.op_backends(op) else None
     outcome, detail = check_invalid(lambda: mutate(call, "meta").run(backend), fuzz.parameters(op), False)

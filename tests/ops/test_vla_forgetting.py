@@ -124,3 +124,62 @@ def test_an_ill_conditioned_penalty_is_a_clear_error():
     tokens, _ = draw(VLA_FORGET, Sizes(B=1, T=300, H=1, K=32))
     with pytest.raises(ValueError, match="rho: the inverse penalty A carried to token"):
         vla_gate(tokens["k"].float(), tokens["u"].float(), rho=0.5, backend="chunk")
+
+
+@pytest.mark.parametrize("backend", ["chunk", "triton", "fused_recurrent"])
+def test_refresh_on_packed_sequences_from_their_positions(backend):
+    """`refresh=True` on three packed sequences, each from its own position and initial `(S, A)`: every backend
+    against the float64 token loop, outputs, final states and (but the decode kernel's) every gradient; the Triton
+    and decode kernels in float32."""
+    cu, position = torch.tensor([0, 5, 45, 62]), torch.tensor([0, 7, 130])
+    tokens, leaves = draw(VLA_FORGET, Sizes(B=1, T=62, K=8, V=6), N=3, requires_grad=True)
+    leaves = [*tokens.values(), *leaves]
+    n = len(tokens)
+
+    def run(leaves, backend):
+        o, (S, A) = vla(**dict(zip(tokens, leaves[:n])), lam0=0.3, rho=0.9, refresh=True, position=position,
+                        initial_state=VLA_FORGET.init(leaves[n:]), output_final_state=True, cu_seqlens=cu,
+                        backend=backend)  # fmt: skip
+        return [o, S, A]
+
+    want = run(leaves, "naive")
+    tol = 1e-10 if backend == "chunk" else 1e-4
+    mine = [x.detach().to(torch.float64 if backend == "chunk" else torch.float32) for x in leaves]
+    if backend == "fused_recurrent":
+        with torch.no_grad():
+            got = run(mine, backend)
+    else:
+        mine = [x.requires_grad_() for x in mine]
+        got = run(mine, backend)
+        for name, a, b in zip([*tokens, "dS0", "dP"], grads(got, mine), grads(want, leaves)):
+            assert rel_err(a, b) < tol, f"d{name}: {rel_err(a, b):.2e}"
+    for name, a, b in zip(["o", "S", "A"], got, want):
+        assert rel_err(a, b) < tol, f"{name}: {rel_err(a, b):.2e}"
+
+
+def test_refresh_keeps_a_penalty_that_u_stops_visiting():
+    """`u` fixed along one direction, `ρ = 0.9`, 1,000 tokens: plain forgetting winds up (an error naming `rho`);
+    with the refresh the token loop and the chunk gate run, `A ⪯ ρ^{½−K} / λ0` as `refresh.py` bounds it (the Triton
+    gate runs the chunk gate's rows: the test above)."""
+    T, K = 1000, 4
+    q, k, v = torch.randn(1, T, 1, K), torch.randn(1, T, 1, K), torch.randn(1, T, 1, K)
+    u = torch.zeros(1, T, 1, K)
+    u[..., 0] = K**-0.5
+    with pytest.raises(ValueError, match="^rho: the inverse penalty A overflows"):
+        vla(q, k, v, u, rho=0.9, backend="chunk")
+    for backend in ("naive", "chunk"):
+        o, (S, A) = vla(q, k, v, u, lam0=0.1, rho=0.9, refresh=True, output_final_state=True, backend=backend)
+        assert o.isfinite().all() and S.isfinite().all(), backend
+        assert torch.linalg.eigvalsh(A.double()).max() <= 0.9 ** (0.5 - K) / 0.1 * (1 + 1e-4), backend
+
+
+def test_refresh_arguments_are_checked():
+    k, u = torch.randn(2, 9, 1, 4), torch.randn(2, 9, 1, 4) / 2
+    with pytest.raises(TypeError, match="^refresh: expected a bool, got int"):
+        vla_gate(k, u, rho=0.9, refresh=1)
+    with pytest.raises(ValueError, match=r"^position: expected shape \[N\] = \[2\], got \[3\]"):
+        vla_gate(k, u, rho=0.9, refresh=True, position=torch.zeros(3, dtype=torch.long))
+    with pytest.raises(TypeError, match="^position: expected an integer tensor, got dtype torch.float32"):
+        vla_gate(k, u, rho=0.9, refresh=True, position=torch.zeros(2))
+    with pytest.raises(ValueError, match="^position: expected an int >= 0 or an integer tensor"):
+        vla_gate(k, u, rho=0.9, refresh=True, position=-1)

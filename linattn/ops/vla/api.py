@@ -27,6 +27,7 @@ from linattn.ops.vla.chunk import chunk_vla_gate
 from linattn.ops.vla.forgetting import forgetting_gate, max_chunk
 from linattn.ops.vla.head import headed_gate
 from linattn.ops.vla.naive import naive_vla_gate
+from linattn.ops.vla.refresh import check_position, pseudo_norm, run_gate
 
 
 def triton_vla_gate(k, u, initial_state, *, lam0, unit_keys=False):
@@ -95,6 +96,20 @@ def check_max_u_norm(max_u_norm: object) -> float | None:
     return _finite_positive("max_u_norm", max_u_norm, "None or a finite number > 0")
 
 
+def check_refresh(refresh: object, position: object, N: int, device: torch.device) -> tuple[bool, torch.Tensor | int]:
+    """`refresh` a bool; `position` (`refresh.check_position`) checked where the refresh reads it."""
+    if not isinstance(refresh, bool):
+        raise TypeError(f"refresh: expected a bool, got {type(refresh).__name__}")
+    return refresh, (check_position(position, N, device) if refresh else position)
+
+
+def refreshed_u_norm(max_u_norm: float | None, lam0: float, rho: float, K: int, refresh: bool) -> float | None:
+    """The bound on the gate's row norms once the refresh's pseudo-rows join `u`'s."""
+    if max_u_norm is None or not refresh or rho == 1.0:
+        return max_u_norm
+    return max(max_u_norm, pseudo_norm(lam0, rho, K))
+
+
 def _forgetting(name: str, lam0: float, rho: float, unit_keys: bool):
     gate = GATES[name]
     if rho == 1.0:
@@ -112,6 +127,8 @@ def vla_gate(
     *,
     lam0: float = 0.1,
     rho: float = 1.0,
+    refresh: bool = False,
+    position: torch.Tensor | int = 0,
     initial_state: torch.Tensor | None = None,
     output_final_state: bool = False,
     cu_seqlens: torch.Tensor | None = None,
@@ -129,6 +146,10 @@ def vla_gate(
         k: keys `[B, T, H, K]` (L2-normalised inside).  u: penalty directions `[B, T, H, K]` (same dtype).
         lam0: ridge `λ0 > 0`, used when `initial_state` is None (`A_0 = I / λ0`).
         rho: forgetting factor `0 < ρ ≤ 1` (1: none, the paper's gate).
+        refresh: with `ρ < 1`, re-inject the prior one coordinate a token, `M_t = ρ M_{t-1} + c e_j e_jᵀ + u_t u_tᵀ`
+            (`j = n_t mod K`, `refresh.py`): `A` stays bounded whatever directions `u` visits (no wind-up).
+        position: the position `n` of each sequence's first token, the refresh's phase: an int, or an integer
+            tensor `[N]` (a decoder's tokens seen so far). Read only with `refresh`.
         initial_state: `A_0: [N, H, K, K]`, symmetric positive definite.
         output_final_state: also return `A_T: [N, H, K, K]` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.
@@ -153,12 +174,16 @@ def vla_gate(
     if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device, "k") is not None:
         check_spd("initial_state", initial_state)
     name = check_backend(backend, k.device, BACKENDS, k.dtype)
-    max_u_norm = check_max_u_norm(max_u_norm)
-    if name == "fused_recurrent":
-        _, alpha_hat, A = fused_recurrent_vla_gate(k, u, initial_state, lam0=lam0, rho=rho, cu_seqlens=cu_seqlens)
-    else:
-        split = split_packed(name, rho)
-        alpha_hat, A = split(backend_gate(name, lam0, rho, max_u_norm=max_u_norm), cu_seqlens, (k, u), initial_state)
+    refresh, position = check_refresh(refresh, position, N, k.device)
+    max_u_norm = refreshed_u_norm(check_max_u_norm(max_u_norm), lam0, rho, K, refresh)
+
+    def gate(k, u, rho, cu):
+        if name == "fused_recurrent":
+            return fused_recurrent_vla_gate(k, u, initial_state, lam0=lam0, rho=rho, cu_seqlens=cu)[1:]
+        one = backend_gate(name, lam0, rho, max_u_norm=max_u_norm)
+        return split_packed(name, rho)(one, cu, (k, u), initial_state)
+
+    alpha_hat, A = run_gate(gate, k, u, lam0=lam0, rho=rho, refresh=refresh, position=position, cu_seqlens=cu_seqlens)
     return alpha_hat.to(k.dtype), (A if output_final_state else None)
 
 
@@ -170,6 +195,8 @@ def vla(
     *,
     lam0: float = 0.1,
     rho: float = 1.0,
+    refresh: bool = False,
+    position: torch.Tensor | int = 0,
     scale: float | None = None,
     initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
     output_final_state: bool = False,
@@ -188,6 +215,8 @@ def vla(
         q, k: `[B, T, H, K]` (k is L2-normalised inside).  v: `[B, T, H, V]`.  u: `[B, T, H, K]`.
         lam0: ridge `λ0 > 0` for `A_0 = I / λ0` when no initial state is given.
         rho: the gate's forgetting factor `0 < ρ ≤ 1` (`vla_gate`; 1: none, the paper's).
+        refresh, position: with `ρ < 1`, the prior re-injected one coordinate a token from each sequence's
+            `position` on (`vla_gate`'s): no wind-up.
         scale: output scale, default `K ** -0.5`.
         initial_state: `(S_0: [N, H, K, V], A_0: [N, H, K, K])` or None.
         output_final_state: also return `(S_T, A_T)`.
@@ -219,57 +248,59 @@ def vla(
         check_spd("initial_state[1]", initial_state[1])
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     scale = check_scale(scale, dims.K)
-    max_u_norm = check_max_u_norm(max_u_norm)
+    refresh, position = check_refresh(refresh, position, dims.N, q.device)
+    max_u_norm = refreshed_u_norm(check_max_u_norm(max_u_norm), lam0, rho, dims.K, refresh)
+    S0, A0 = (None, None) if initial_state is None else initial_state
+    gating = dict(lam0=lam0, rho=rho, refresh=refresh, position=position, cu_seqlens=cu_seqlens)
     if name == "fused_recurrent":
-        return _vla_fused_recurrent(q, k, v, u, lam0, rho, scale, initial_state, output_final_state, cu_seqlens)
-    gate = backend_gate(name, lam0, rho, unit_keys=True, max_u_norm=max_u_norm)
+        return _vla_fused_recurrent(q, k, v, u, gating, scale, S0, A0, output_final_state)
+
+    def gate(k_hat, u, rho, cu):
+        one = backend_gate(name, lam0, rho, unit_keys=True, max_u_norm=max_u_norm)
+        return split_packed(name, rho)(one, cu, (k_hat, u), A0)
+
+    k_hat = unit_rows(k)  # once, for the gate and the state
+    alpha_hat, A = run_gate(gate, k_hat, u, **gating)
     if name == "triton":
-        return _vla_triton(
-            q, k, v, u, gate, split_packed(name, rho), scale, initial_state, output_final_state, cu_seqlens
-        )
-    state = STATES[name]
+        o, S = _state_triton(q, k, k_hat, v, alpha_hat, scale, S0, output_final_state, cu_seqlens)
+    else:
 
-    def one_sequence(q, k, v, u, s):
-        S0, A0 = (None, None) if s is None else s
-        k_hat = unit_rows(k)  # once, for the gate and the state
-        alpha_hat, A = gate(k_hat, u, A0)
-        o, S = state(q, k_hat, v, alpha_hat, None, None, S0, scale=scale)
-        return o, (S, A)
+        def state(q, k_hat, v, alpha_hat, s):
+            return STATES[name](q, k_hat, v, alpha_hat, None, None, s, scale=scale)
 
-    o, (S, A) = split_packed(name, rho)(one_sequence, cu_seqlens, (q, k, v, u), initial_state)
+        # the state after the gate: zero padding writes nothing whatever `ρ` (`split_packed` at `ρ = 1`)
+        o, S = split_packed(name, 1.0)(state, cu_seqlens, (q, k_hat, v, alpha_hat), S0)
     return o.to(v.dtype), ((S, A) if output_final_state else None)
 
 
-def _vla_fused_recurrent(q, k, v, u, lam0, rho, scale, initial_state, output_final_state, cu_seqlens):
+def _vla_fused_recurrent(q, k, v, u, gating, scale, S0, A0, output_final_state):
     """`vla`'s decode backend on validated inputs: the gate's step kernel gives `k̂`, `α̂` (float32) and `A_T`, the
-    delta rule's decode kernel the output and `S_T` (`w = α̂`): two launches, packed sequences included."""
+    delta rule's decode kernel the output and `S_T` (`w = α̂`): two launches, packed sequences included (`gating`:
+    `run_gate`'s keywords)."""
     # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
     from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent
 
-    S0, A0 = (None, None) if initial_state is None else initial_state
-    k_hat, alpha_hat, A = fused_recurrent_vla_gate(k, u, A0, lam0=lam0, rho=rho, cu_seqlens=cu_seqlens)
+    def gate(k, u, rho, cu):
+        return fused_recurrent_vla_gate(k, u, A0, lam0=gating["lam0"], rho=rho, cu_seqlens=cu)
+
+    k_hat, alpha_hat, A = run_gate(gate, k, u, **gating)
     o, S = fused_recurrent(
         q, k_hat, v, w=alpha_hat, scale=scale, initial_state=S0, output_final_state=output_final_state,
-        cu_seqlens=cu_seqlens,
+        cu_seqlens=gating["cu_seqlens"],
     )  # fmt: skip
     return o, ((S, A) if output_final_state else None)
 
 
-def _vla_triton(q, k, v, u, gate, split, scale, initial_state, output_final_state, cu_seqlens):
-    """`vla`'s triton backend on validated inputs: `gate` (the kernel's, from `backend_gate`) on the packed sequences
-    as `split` (`split_packed`) runs it, then the
-    two-key delta rule (`w = α̂`) of all sequences on the Triton engine. `k̂` and `α̂` come out of the gate in float32
-    and enter the engine so, beside `q` and `v` in their own dtype: rounding them to a bfloat16 model's dtype would
-    put that dtype's rounding into the float32 state, which the reference keeps exact."""
+def _state_triton(q, k, k_hat, v, alpha_hat, scale, S0, output_final_state, cu_seqlens):
+    """`vla`'s state on the Triton engine: the two-key delta rule (`w = α̂`) of all sequences, one launch per stage.
+    `k̂` and `α̂` come out of the gate in float32 and enter the engine so, beside `q` and `v` in their own dtype:
+    rounding them to a bfloat16 model's dtype would put that dtype's rounding into the float32 state, which the
+    reference keeps exact."""
     # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
     from linattn.ops.delta_rule.triton.function import delta_rule_triton
 
-    S0, A0 = (None, None) if initial_state is None else initial_state
-    k_hat = unit_rows(k)  # once, for the gate and the state
-    alpha_hat, A = split(gate, cu_seqlens, (k_hat, u), A0)
     # k̂, α̂: float32 keys derived from the tokens, whose gradients the gate and `unit_rows` bring back to k, u
     derived = k.dtype == torch.bfloat16
-    o, S = delta_rule_triton(
+    return delta_rule_triton(
         q, k_hat, v, alpha_hat, None, None, scale, S0, output_final_state, cu_seqlens, derived_keys=derived
     )
-    return o.to(v.dtype), ((S, A) if output_final_state else None)
