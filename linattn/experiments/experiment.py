@@ -135,6 +135,7 @@ class Experiment:
             **({"lr_below": lr_below} if lr_below is not None else {}),
             "paper": {m: {str(x): a for x, a in row.items()} for m, row in paper.items()},
             **({"state_size": state_sizes(specs)} if self.x_axis == "state_size" else {}),
+            **({"probes": summarize_probes(records, summary["lr"])} if any("probes" in r for r in records) else {}),
             "runs": [
                 {
                     k: r[k]
@@ -149,6 +150,7 @@ class Experiment:
                         "best_val",
                         "test",
                         "test_at",
+                        "probes",
                         "wall_time_s",
                         "params",
                         "hardware",
@@ -218,6 +220,25 @@ def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, d
             if len(values) > 1:
                 spread.setdefault(mixer, {})[setting] = [min(values), max(values)]
     return {metric: scores, "lr": lr, "spread": spread}
+
+
+def summarize_probes(records: list[dict], lr: dict[str, dict[str, float]]) -> dict[str, dict[str, dict]]:
+    """Per mixer and probe (`RunSpec.probe_at`): the median over the replicates at the chosen learning rate (`lr`,
+    `summarize`'s) of each metric, with `"seeds"` (how many) and `"range"` (each metric's `[min, max]`).
+    Returns `{mixer: {probe: {"exact": …, "acc": …, "loss": …, "seeds": n, "range": {metric: [lo, hi]}}}}`."""
+    found: dict[str, dict[str, list[dict]]] = {}
+    for r in records:
+        if "probes" in r and r["lr"] == lr.get(r["mixer"], {}).get(str(r["x"])):
+            for name, metrics in r["probes"].items():
+                found.setdefault(r["mixer"], {}).setdefault(name, []).append(metrics)
+    out: dict[str, dict[str, dict]] = {}
+    for mixer, probes in found.items():
+        for name, runs in probes.items():
+            keys = [k for k in runs[0] if all(k in m for m in runs)]
+            row = {k: median(m[k] for m in runs) for k in keys}
+            row["range"] = {k: [min(m[k] for m in runs), max(m[k] for m in runs)] for k in keys}
+            out.setdefault(mixer, {})[name] = {**row, "seeds": len(runs)}
+    return out
 
 
 def _val_score(record: dict, metric: str) -> float:
@@ -295,6 +316,8 @@ def table_markdown(results: dict) -> str:
         references = [f"{m} {a:.2f} at {int(float(n)):,} floats" for m, row in paper.items() for n, a in row.items()]
         if references:
             lines += ["", f"Reference points (accuracy at a state size): {'; '.join(references)}."]
+    if "probes" in results:
+        lines += ["", *probes_markdown(results)]
     shared = [f"`{r['id']}` ({r['reused_from']})" for r in results.get("runs", []) if "reused_from" in r]
     if shared:
         copied = "Runs another experiment trained (the same training, copied; each named as in its runs.jsonl.gz): "
@@ -309,6 +332,28 @@ def table_markdown(results: dict) -> str:
             for m in mixers
         ]
     return "\n".join(lines) + "\n"
+
+
+def probes_markdown(results: dict) -> list[str]:
+    """The probes' table (`summarize_probes`): one row a probe, one column a mixer, `exact / acc` in each cell: for
+    a passkey, the fraction of trials whose every key token was the model's top choice, and of key tokens."""
+    mixers, probes = results["mixers"], results["probes"]
+    names = list(dict.fromkeys(n for m in mixers for n in probes.get(m, {})))
+    over_seeds = ", medians over seeds" if results.get("seeds", 1) > 1 else ""
+    lines = [
+        "Probes of the tested weights (a passkey: RULER's, on the test split's text; `exact / tokens`: the fraction of "
+        f"trials recalled exactly and of the key's tokens{over_seeds}):",
+        "",
+        "| probe | " + " | ".join(mixers) + " |",
+        "|---|" + "---:|" * len(mixers),
+    ]
+    for name in names:
+        cells = [
+            "—" if name not in probes.get(m, {}) else "{exact:.3f} / {acc:.3f}".format(**probes[m][name])
+            for m in mixers
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot(results: dict, path: Path) -> None:

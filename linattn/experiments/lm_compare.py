@@ -1,6 +1,6 @@
 """The mechanisms compared as language models on real text: one recipe, the same tokens in the same order, for
 softmax attention, GDN, KLA, VLA, CCQ-GDN, GLA, CCQ-GLA and the Mamba-2 form; the test loss at the training length
-and on longer contexts.
+and on longer contexts, and recall of a passkey stated early in real text at each length.
 
 The corpus is assembled from package registries (`linattn.data.assemble`, its `MANIFEST.json` names every package,
 version and licence), split by document (`DataConfig`), a byte-level BPE trained on its train split, and tokenised
@@ -8,7 +8,9 @@ once into a memory-mapped cache, all under the data root (`linattn.tasks.corpus.
 and reused after. Training reads packed windows (documents cut by `cu_seqlens`, the state reset at each); every
 model draws the same windows (one data seed). The test loss (nats a token) is read on whole documents of the test
 split longer than the largest length, the same ones at every length `L`, their first `L + 1` tokens: a longer `L`
-adds positions with more context before them, and a model that uses it scores lower there.
+adds positions with more context before them, and a model that uses it scores lower there. The same weights are
+probed with RULER's passkey on the test split's text at every length (`linattn.tasks.passkey`: the key a tenth of
+the way in, asked at the end; the table's second part).
 
 Protocols (`--protocol`; `--quick` is one recipe for both):
 - `fair`: Debian's `linux-source-6.1` and every installed Python package (≥ 1 GB), a BPE of 32,768 ids; 12 layers
@@ -43,9 +45,12 @@ from linattn.experiments.mixers import MIXERS
 from linattn.experiments.runner import BEST_NAME, RunSpec
 from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks.corpus import SPLITS, CorpusConfig, corpus_fingerprint, data_root, prepared
+from linattn.tasks.passkey import PasskeyConfig
 from linattn.train import TrainConfig
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
 
+# the shortest context probed with the passkey: its needle and question take tens of tokens, and text surrounds them
+PASSKEY_MIN = 128
 MIXERS_COMPARED = ("softmax", "gated_deltanet", "kla", "vla", "ccq-gated_deltanet", "gla", "ccq-gla", "mamba2")
 
 
@@ -129,19 +134,23 @@ def plan(protocol_name: str, is_quick: bool, mixers) -> list[RunSpec]:
 
 def plan_recipe(recipe: Recipe, mixers) -> list[RunSpec]:
     """One run per mixer on the recipe's corpus (`prepare`d before): packed windows at the first length, validated
-    on packed val windows, tested on the same whole test documents at every length."""
+    on packed val windows, tested on the same whole test documents at every length, and on the passkey there."""
     cache = data_root() / recipe.name / "cache"
     if not prepared(cache):
         raise ValueError(f"corpus: {cache} is not prepared yet; `linattn run lm-compare` makes it (LINATTN_DATA: "
                          f"{data_root()})")  # fmt: skip
-    T = recipe.lengths[0]
+    lengths = recipe.lengths
+    T = lengths[0]
     corpus = CorpusConfig(str(cache.relative_to(data_root())), corpus_fingerprint(cache), T)
-    test = {L: replace(corpus, seq_len=L, split="test", whole=True, min_doc_tokens=recipe.lengths[-1])
-            for L in recipe.lengths}  # fmt: skip
+    test = {L: replace(corpus, seq_len=L, split="test", whole=True, min_doc_tokens=lengths[-1])
+            for L in lengths}  # fmt: skip
     sets = {
         "val_task": replace(corpus, split="val"),
         "test_task": test[T],
-        "eval_at": tuple((L, test[L]) for L in recipe.lengths[1:]),
+        "eval_at": tuple((L, test[L]) for L in lengths[1:]),
+        "probe_at": tuple(
+            (f"passkey {L}", PasskeyConfig(corpus.corpus, corpus.fingerprint, L)) for L in lengths if L >= PASSKEY_MIN
+        ),
         "eval_batches": recipe.eval_batches,
         "eval_batch_size": recipe.eval_batch_size,
     }

@@ -61,6 +61,8 @@ class RunSpec:
     eval_batches: int = 20
     eval_batch_size: int = 32
     eval_at: tuple[tuple[int, object], ...] = ()  # (setting, task): test sets beyond the trained task's, e.g. longer
+    # (name, task): other tests of the trained model, reported apart from the metric's table (a passkey's recall)
+    probe_at: tuple[tuple[str, object], ...] = ()
     # the validation and test sets' tasks where they are not the trained one's (a corpus's held-out splits)
     val_task: object | None = None
     test_task: object | None = None
@@ -96,8 +98,10 @@ def training_key(spec: RunSpec) -> str:
 
 
 def _tests_at(spec: RunSpec) -> dict[str, str]:
-    """`eval_at`'s tasks by setting, as digests."""
-    return {str(x): _digest(task) for x, task in spec.eval_at}
+    """`eval_at`'s tasks by setting, and `probe_at`'s by `probe:` and name, as digests."""
+    return {str(x): _digest(task) for x, task in spec.eval_at} | {
+        f"probe:{name}": _digest(task) for name, task in spec.probe_at
+    }
 
 
 def find_same_run(root: Path, spec: RunSpec, own: Path) -> FinishedRun | None:
@@ -121,9 +125,13 @@ def _reuse(spec: RunSpec, source: FinishedRun, run_dir: Path) -> dict:
     record.update(id=spec.id, mixer=spec.mixer, x=spec.x, replicate=spec.replicate, tests_at=mine)
     record["reused_from"] = source.where
     if spec.eval_at:
-        record["test_at"] = {x: record["test_at"][x] for x in mine}
+        record["test_at"] = {str(x): record["test_at"][str(x)] for x, _ in spec.eval_at}
     else:
         record.pop("test_at", None)
+    if spec.probe_at:
+        record["probes"] = {name: record["probes"][name] for name, _ in spec.probe_at}
+    else:
+        record.pop("probes", None)
     run_dir.mkdir(parents=True, exist_ok=True)
     if source.metrics:
         write_atomic(run_dir / METRICS_NAME, "".join(json.dumps(row) + "\n" for row in source.metrics))
@@ -219,10 +227,11 @@ def run_one(
     `supervised_cross_entropy`), evaluate it on a held-out test set, write `result.json`; a finished run is read
     back (an error if it trained something else than `spec`, `training_key`).
 
-    With `spec.eval_at` the record also holds `test_at: {setting: metrics}`, the same model on each of those tasks'
-    test sets (drawn from the same seed as the trained task's). With `reuse_root`, a finished run of the same
-    training found there (`find_same_run`) is copied instead of trained. Past `start_by` (a `time.time()`), a run
-    that would train (or resume) raises `NotStarted` instead; finished and copied ones are still read back."""
+    With `spec.eval_at` the record also holds `test_at: {setting: metrics}`, and with `spec.probe_at` `probes:
+    {name: metrics}`: the same model on each of those tasks' test sets (drawn from the same seed as the trained
+    task's). With `reuse_root`, a finished run of the same training found there (`find_same_run`) is copied instead
+    of trained. Past `start_by` (a `time.time()`), a run that would train (or resume) raises `NotStarted` instead;
+    finished and copied ones are still read back."""
     if (finished := read_folder(run_dir)) is not None:
         return _read_back(finished.record, spec, run_dir / RESULT_NAME)
     archive = run_dir.parent.parent / ARCHIVE_NAME  # `<experiment>/<variant>/runs/<id>`: the variant's archive
@@ -282,6 +291,7 @@ def run_one(
         **({"selected_on": spec.select_on} if spec.select_on else {}),
         "test": evaluate_on(model, test, device),
         **({"test_at": _test_at(spec, model, device)} if spec.eval_at else {}),
+        **({"probes": _probes(spec, model, device)} if spec.probe_at else {}),
         "wall_time_s": outcome.wall_time_s,
         "params": sum(p.numel() for p in model.parameters()),
         "hardware": torch.cuda.get_device_name(device) if device.type == "cuda" else describe("cpu")["cpu"],
@@ -297,6 +307,12 @@ def _test_at(spec: RunSpec, model: torch.nn.Module, device: torch.device) -> dic
     """The trained model's metrics on the test set of each task in `spec.eval_at`, by setting."""
     seed = spec.train.seed + TEST_SEED_OFFSET
     return {str(x): evaluate_on(model, eval_set(spec, seed, task), device) for x, task in spec.eval_at}
+
+
+def _probes(spec: RunSpec, model: torch.nn.Module, device: torch.device) -> dict[str, dict[str, float]]:
+    """The trained model's metrics on each task of `spec.probe_at` (drawn from the test sets' seed), by name."""
+    seed = spec.train.seed + TEST_SEED_OFFSET
+    return {name: evaluate_on(model, eval_set(spec, seed, task), device) for name, task in spec.probe_at}
 
 
 def _die_with_parent() -> None:

@@ -1,5 +1,5 @@
 """Tasks: typed configs and pure generators (a local `torch.Generator`, never global RNG) of the synthetic tasks,
-of byte-level text (`text.py`) and of a tokenised corpus (`corpus.py`).
+of byte-level text (`text.py`), of a tokenised corpus (`corpus.py`) and RULER's passkey on its text (`passkey.py`).
 
 `generate(config, batch_size, generator) -> Batch` works for every task config; each module also has its own
 `generate` (`linattn.tasks.mqar.generate_vla`, … for a single MQAR format). Accuracy per slice and the mean loss:
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from linattn.tasks import copy, corpus, mqar, sniah, stack, text
+from linattn.tasks import copy, corpus, mqar, passkey, sniah, stack, text
 from linattn.tasks.batch import IGNORE, Batch
 from linattn.tasks.copy import CopyConfig
 from linattn.tasks.corpus import CorpusConfig
@@ -30,11 +30,14 @@ from linattn.tasks.mqar import (
     generate_mixture,
     zoology_mix,
 )
+from linattn.tasks.passkey import PasskeyConfig
 from linattn.tasks.sniah import SNIAH_EVAL_SEQ_LENS, SNIAHConfig
 from linattn.tasks.stack import StackConfig
 from linattn.tasks.text import TextConfig
 
-TaskConfig = MQARConfig | MQARMixtureConfig | CopyConfig | SNIAHConfig | StackConfig | TextConfig | CorpusConfig
+TaskConfig = (
+    MQARConfig | MQARMixtureConfig | CopyConfig | SNIAHConfig | StackConfig | TextConfig | CorpusConfig | PasskeyConfig
+)
 
 
 def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) -> Batch:
@@ -52,6 +55,8 @@ def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) ->
         return text.generate(config, batch_size, generator)
     if isinstance(config, CorpusConfig):
         return corpus.generate(config, batch_size, generator)
+    if isinstance(config, PasskeyConfig):
+        return passkey.generate(config, batch_size, generator)
     return mqar.generate(config, batch_size, generator)
 
 
@@ -71,6 +76,7 @@ __all__ = [
     "KLAMQARConfig",
     "MQARConfig",
     "MQARMixtureConfig",
+    "PasskeyConfig",
     "SNIAHConfig",
     "StackConfig",
     "TaskConfig",

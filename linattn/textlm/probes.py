@@ -27,6 +27,7 @@ from torch import nn
 from linattn.data.cache import TokenSplit, cached_split
 from linattn.data.corpus import SPLITS, read_corpus
 from linattn.data.tokenizer import Tokenizer
+from linattn.tasks.passkey import passkey_prompt
 from linattn.textlm.run import CACHE_NAME, load_run
 
 HEAD_ROWS = 4096  # positions whose logits are formed at once: [4096, vocab] float32 stays far below the model's size
@@ -77,17 +78,6 @@ def loss_at_lengths(model: nn.Module, split: TokenSplit, lengths: list[int], win
             tail.append(losses[-(L // 4) or None :].mean().item())
         out[L] = {"loss": float(np.mean(all_)), "tail_loss": float(np.mean(tail)), "windows": len(docs)}
     return out
-
-
-def passkey_prompt(tokenizer: Tokenizer, filler: np.ndarray, key: str, depth: float) -> tuple[list[int], int]:
-    """`(ids, answer_start)`: `filler`'s tokens with the key stated at `depth` of the way in, the question, and the
-    key's tokens from `answer_start` on."""
-    needle = tokenizer.encode(f"\nThe pass key is {key}. Remember it. {key} is the pass key.\n")
-    question = tokenizer.encode("\nWhat is the pass key? The pass key is")
-    answer = tokenizer.encode(f" {key}")
-    at = int(depth * len(filler))
-    ids = [*filler[:at].tolist(), *needle, *filler[at:].tolist(), *question]
-    return ids + answer, len(ids)
 
 
 @torch.no_grad()

@@ -9,10 +9,12 @@ import shutil
 import pytest
 import torch
 
+from linattn.data.tokenizer import FileTokenizer
 from linattn.experiments import lm_compare
 from linattn.tasks import generate
 from linattn.tasks.batch import IGNORE
 from linattn.tasks.corpus import data_root
+from linattn.tasks.passkey import PasskeyConfig
 
 # a corpus any test machine has: pluggy's own sources (a pytest dependency), a BPE of 400 ids
 RECIPE = dataclasses.replace(
@@ -130,3 +132,45 @@ def test_a_compared_model_exports_to_the_auto_classes_generates_and_is_probed(co
                  "--json", str(tmp_path / "probe.json")]) == 0  # fmt: skip
     probe = json.loads((tmp_path / "probe.json").read_text())
     assert probe["split"] == "train" and set(probe["loss"]) == set(probe["passkey"]) == {"100", "200"}
+
+
+def test_the_passkey_rows_ask_the_key_stated_in_their_text(corpus, monkeypatch):
+    """RULER's passkey on the corpus's text: each row `seq_len` tokens, the key stated a tenth of the way in and
+    asked at the end; only the key's tokens are targets; the same generator seed gives the same rows."""
+    monkeypatch.setenv("LINATTN_DATA", str(corpus[0]))
+    [run] = lm_compare.plan_recipe(RECIPE, ("gla",))
+    config = PasskeyConfig(run.task.corpus, run.task.fingerprint, seq_len=200)
+    tokenizer = FileTokenizer(corpus[1].parent / "tokenizer.json")
+    batch = generate(config, 3, torch.Generator().manual_seed(1))
+    assert batch.inputs.shape == batch.targets.shape == (3, 200)
+    for row, target in zip(batch.inputs, batch.targets):
+        key = tokenizer.decode(target[target != IGNORE].tolist()).strip()
+        text = tokenizer.decode(row.tolist())
+        assert len(key) == 5 and key.isdigit() and f"The pass key is {key}. Remember it." in text
+        assert "What is the pass key? The pass key is" in text[-60:]
+        assert (target != IGNORE).nonzero().min() > 180  # asked at the end only
+    again = generate(config, 3, torch.Generator().manual_seed(1))
+    assert torch.equal(again.inputs, batch.inputs) and torch.equal(again.targets, batch.targets)
+    with pytest.raises(ValueError, match=r"^seq_len: 20 tokens leave -\d+ for the text around the passkey's"):
+        generate(dataclasses.replace(config, seq_len=20), 1, torch.Generator())
+    with pytest.raises(ValueError, match=r"^depth: expected a fraction in \[0, 1\], got 1.5"):
+        dataclasses.replace(config, depth=1.5)
+
+
+def test_lm_compare_reports_the_passkey_beside_the_loss(corpus, tmp_path, monkeypatch):
+    """A run with a passkey probe records its recall (`probes`), and the experiment's table shows it by mixer."""
+    from linattn.experiments.experiment import probes_markdown, summarize_probes
+    from linattn.experiments.runner import run_one
+
+    monkeypatch.setenv("LINATTN_DATA", str(corpus[0]))
+    [spec] = lm_compare.plan_recipe(RECIPE, ("gla",))
+    assert spec.probe_at == ()  # RECIPE's lengths are below PASSKEY_MIN
+    probe = ("passkey 128", PasskeyConfig(spec.task.corpus, spec.task.fingerprint, 128))
+    spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, steps=2, warmup_steps=1, eval_every=2),
+                               eval_batches=1, probe_at=(probe,))  # fmt: skip
+    record = run_one(spec, tmp_path / "run", progress=False)
+    assert set(record["probes"]) == {"passkey 128"} and 0 <= record["probes"]["passkey 128"]["exact"] <= 1
+    assert "probe:passkey 128" in record["tests_at"]
+    summary = summarize_probes([record], {"gla": {str(spec.x): spec.train.lr}})
+    table = "\n".join(probes_markdown({"mixers": ["gla", "kla"], "probes": summary}))
+    assert "| probe | gla | kla |" in table and table.endswith(" | — |") and "| passkey 128 | 0." in table

@@ -1,0 +1,91 @@
+"""RULER's passkey on a tokenised corpus's real text: a random five-digit key stated early, asked at the end.
+
+Each row is `seq_len + 1` tokens: the split's token stream from a random offset (without its end-of-document
+tokens: training resets the state at every document start, so a model never sees text after one), the needle
+`The pass key is 71432. Remember it. 71432 is the pass key.` at `depth` of the way in, then
+`What is the pass key? The pass key is` and the key. Only the key's tokens are targets, so `AccuracyMeter` gives
+`exact` (every key token the model's top choice) and `acc` (the fraction of key tokens that are). The key is asked
+as it was stated, after a space (`is 71432`), so that a GPT-2-style BPE gives it the same tokens both times. The
+tokenizer is the corpus's own, `tokenizer.json` beside its cache (`linattn run lm-compare` keeps it there).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from linattn.data.corpus import SPLITS
+from linattn.tasks.batch import IGNORE, Batch
+from linattn.tasks.checks import check_int
+from linattn.tasks.corpus import _split, data_root
+
+TOKENIZER_NAME = "tokenizer.json"  # beside the corpus's cache folder
+
+
+def passkey_prompt(tokenizer, filler, key: str, depth: float) -> tuple[list[int], int]:
+    """`(ids, answer_start)`: `filler`'s tokens (an int sequence) with the key stated at `depth` of the way in, the
+    question, and the key's tokens from `answer_start` on."""
+    needle = tokenizer.encode(f"\nThe pass key is {key}. Remember it. {key} is the pass key.\n")
+    question = tokenizer.encode("\nWhat is the pass key? The pass key is")
+    answer = tokenizer.encode(f" {key}")
+    at = int(depth * len(filler))
+    ids = [*filler[:at].tolist(), *needle, *filler[at:].tolist(), *question]
+    return ids + answer, len(ids)
+
+
+@dataclass(frozen=True)
+class PasskeyConfig:
+    """The passkey asked after `seq_len` tokens of the `split` of the corpus `corpus` (a cache folder under
+    `data_root()`, `fingerprint` its `corpus_fingerprint`), stated at `depth` of the way in."""
+
+    corpus: str
+    fingerprint: str
+    seq_len: int = 2048
+    split: str = "test"
+    depth: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_int("seq_len", self.seq_len, 1)
+        if self.split not in SPLITS:
+            raise ValueError(f"split: expected one of {list(SPLITS)}, got {self.split!r}")
+        if not 0 <= self.depth <= 1:
+            raise ValueError(f"depth: expected a fraction in [0, 1], got {self.depth!r}")
+
+
+@functools.cache
+def _text(cache: str, split: str, fingerprint: str):
+    """The split's tokens without end-of-document ids, and the corpus's tokenizer, once per process."""
+    from linattn.data.tokenizer import FileTokenizer
+
+    path = Path(cache).parent / TOKENIZER_NAME
+    if not path.exists():
+        raise ValueError(f"tokenizer: the passkey needs the corpus's {TOKENIZER_NAME} beside {cache}; none there")
+    tokenizer = FileTokenizer(path)
+    tokens = _split(cache, split, fingerprint).split.tokens
+    return (tokens if tokenizer.eod_id is None else tokens[tokens != tokenizer.eod_id]), tokenizer
+
+
+def generate(config: PasskeyConfig, batch_size: int, generator: torch.Generator) -> Batch:
+    """`batch_size` rows (module docstring), `inputs, targets: [B, seq_len]`, keys and offsets drawn from
+    `generator`, on `generator.device`."""
+    check_int("batch_size", batch_size, 1)
+    text, tokenizer = _text(str(data_root() / config.corpus), config.split, config.fingerprint)
+    rows, targets = [], []
+    for key in torch.randint(10_000, 100_000, (batch_size,), generator=generator).tolist():
+        # BPE may cut two keys into different numbers of tokens: each row's text fills what its key leaves
+        overhead = len(passkey_prompt(tokenizer, text[:0], str(key), config.depth)[0])
+        n = config.seq_len + 1 - overhead
+        if n < 1 or len(text) < n:
+            raise ValueError(f"seq_len: {config.seq_len} tokens leave {n} for the text around the passkey's "
+                             f"{overhead} (the {config.split} split has {len(text)})")  # fmt: skip
+        start = int(torch.randint(0, len(text) - n + 1, (1,), generator=generator))
+        ids, answer = passkey_prompt(tokenizer, text[start : start + n].astype("int64"), str(key), config.depth)
+        ids = torch.tensor(ids)  # [seq_len + 1]
+        target = torch.full((config.seq_len,), IGNORE, dtype=torch.int64)
+        target[answer - 1 :] = ids[answer:]  # the positions that predict the key's tokens
+        rows.append(ids[:-1])
+        targets.append(target)
+    return Batch(torch.stack(rows), torch.stack(targets)).to(generator.device)
