@@ -281,6 +281,40 @@ def test_stages_match_references(name):
     check(o, output_ref(q, w, G, h, U, 0.3, layout), STAGE_TOL, "output o")
 
 
+SEGMENTED = {
+    "gdn-rows": Config(T=330, B=2),
+    "two-key-varlen": Config(T=460, two_key=True, lengths=(1, 200, 5, 254)),
+    "kla-varlen": Config(T=460, lengths=(130, 66, 264), kaczmarz=True),
+    "strong-decay": Config(T=257, gate="strong", two_key=True),
+    "no-decay-two-key": Config(T=300, two_key=True, gate=None),  # float32 w without a decay: read transposed
+}
+
+
+@pytest.mark.parametrize("segments", [2, 3, 7])
+@pytest.mark.parametrize("name", list(SEGMENTED))
+def test_the_state_pass_in_segments_equals_the_one_pass(name, segments):
+    """The state pass with each sequence cut into segments walked at once (`segments.py`: their transitions, the
+    combined start states, then each segment again) against the float64 reference: chunk states, pseudo-values and
+    final states, with an initial state, rows and packed sequences, segments of unequal chunk counts, more segments
+    asked than a short sequence has chunks; and without the erase term (linear attention's pass)."""
+    cfg = SEGMENTED[name]
+    x = make_inputs(cfg)
+    k, v, beta, g, h0 = (x[n] for n in ("k", "v", "beta", "g", "initial_state"))
+    w = k if x["w"] is None else x["w"]
+    layout = chunk_layout(cfg.B, cfg.T, x["cu_seqlens"], k.device)
+    G = None if g is None else chunk_cumsum(g, layout)
+    eps = x["kaczmarz_eps"]
+    step = beta if eps is None else kaczmarz_beta(k, beta, eps)
+    _, u_tilde, k_tilde, _ = wy_fwd(k, v, w, step if eps is None else beta, G, layout, eps)
+    want = state_ref(k_tilde, u_tilde, w, G, h0, layout)
+    got = state_fwd(k_tilde, u_tilde, w, G, h0, True, layout, segments=segments)
+    for what, a, b in zip(("h", "U", "final"), got, want):
+        check(a, b, STAGE_TOL, f"state {what}")
+    h, _, final = state_fwd(None, v, k, G, h0, True, layout, segments=segments)
+    for what, a, b in zip(("h", "final"), (h, final), state_ref(None, v, k, G, h0, layout)[::2]):
+        check(a, b, STAGE_TOL, f"linear attention's state {what}")
+
+
 def test_output_stage_one_pass_launch_matches_reference():
     """The output stage as a training call launches it (16-bit keys, one pass: 32-wide key and 64-wide value
     blocks) on a value dim its blocks do not divide and a short last chunk, against the float64 reference."""

@@ -17,14 +17,21 @@ state in float32 registers (`BK = next_pow2(K) ≤ 256`, `BV ≤ 32`, `BK · BV 
 Without the erase term (`ERASE` off: linear attention and scalar-decay GLA, `T = I`, `K̃ = 0`) the pseudo-values
 are the values themselves, `U_c = V_c`: the kernel reads `V` where it would read `Ũ`, skips `K̃ h`, and stores no
 `U` (stage 4 reads `V`).
+
+Where the programs would leave most SMs idle, the pass runs in segments of each sequence at once
+(`segments.py`): the same kernel walks them as packed sequences, first from zero (and, `TRANSITION`, on identity
+columns with `Ũ = 0`: each segment's `K × K` transition), then, after their start states are combined, again.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import torch
 import triton
 import triton.language as tl
 
+from linattn.ops.delta_rule.triton.segments import combine, segment_count, split
 from linattn.ops.delta_rule.triton.transpose import chunk_transpose, load_chunk_transposed
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import sequence_coords
@@ -95,11 +102,15 @@ def state_fwd_kernel(
     IS_VARLEN: tl.constexpr,
     PRECISION: tl.constexpr,
     W_T: tl.constexpr,
+    TRANSITION: tl.constexpr,
+    STORE_CHUNKS: tl.constexpr,
 ):
     """One program per (value block, sequence · head) walks the sequence's chunks in order. Without `ERASE`,
     `u_tilde` points at the values `V` (any float dtype) and `k_tilde`, `U` are unused. `PRECISION`: of the
     products, `"tf32x3"` or (a bfloat16 training call, `precision.py`) `"tf32"`. `W_T`: `w` holds each chunk's
-    rows transposed (`[B, NT, H, K, BT]` float32, `transpose.py`; only without a decay)."""
+    rows transposed (`[B, NT, H, K, BT]` float32, `transpose.py`; only without a decay). `TRANSITION`: the state's
+    `V = K` columns start as the identity's and `Ũ = 0` (`u_tilde` unused), so the walk ends at the product of the
+    chunks' transitions (`segments.py`). `STORE_CHUNKS`: store `h` and `U` (off for `segments.py`'s first walk)."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
@@ -115,11 +126,15 @@ def state_fwd_kernel(
 
     # [BK, BV] state tile, float32
     b_h = tl.zeros([BK, BV], dtype=tl.float32)
+    if TRANSITION:
+        # [BK, BV] columns o_v of the K × K identity
+        b_h += tl.where(o_k[:, None] == o_v[None, :], 1.0, 0.0)
     if USE_H0:
         b_h += tl.load(h0 + i_nh.to(tl.int64) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
 
     for i_t in range(0, NT):
-        tl.store(h + ((boh + i_t) * H + i_h) * K * V + o_h, b_h, mask=m_h)
+        if STORE_CHUNKS:
+            tl.store(h + ((boh + i_t) * H + i_h) * K * V + o_h, b_h, mask=m_h)
 
         # this head at the chunk's first token; a token step is H·(K | V | 1) elements
         t0 = bos + i_t * BT
@@ -129,13 +144,17 @@ def state_fwd_kernel(
         o_tk = (t0 * H + i_h) * K + o_i[:, None] * (H * K) + o_k[None, :]
         o_tv = (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :]
         # [BT, BV]
-        b_U = tl.load(u_tilde + o_tv, mask=m_tv, other=0).to(tl.float32)
+        if TRANSITION:
+            b_U = tl.zeros([BT, BV], dtype=tl.float32)
+        else:
+            b_U = tl.load(u_tilde + o_tv, mask=m_tv, other=0).to(tl.float32)
         if ERASE:
             # [BT, BK]
             b_kt = tl.load(k_tilde + o_tk, mask=m_tk, other=0)
             # [BT, BV] − [BT, BK] @ [BK, BV] -> [BT, BV]
             b_U -= mma(b_kt, b_h, PRECISION)
-            tl.store(U + o_tv, b_U, mask=m_tv)
+            if STORE_CHUNKS:
+                tl.store(U + o_tv, b_U, mask=m_tv)
 
         if W_T:
             # [BK, BT] the chunk's write directions transposed, contiguous along the tokens (`transpose.py`)
@@ -167,12 +186,14 @@ def state_fwd(
     layout: ChunkLayout,
     precision: str = "tf32x3",
     store: torch.dtype = torch.float32,
+    segments: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """`K̃: [B, T, H, K]`, `Ũ: [B, T, H, V]` (stage 2's), `w: [B, T, H, K]`, `G: [B, T, H]` or None,
     `initial_state: [N, H, K, V]` (any float dtype) or None. Without the erase term pass `k_tilde=None` and the
     values `v: [B, T, H, V]` (any float dtype) as `u_tilde`: then `U = V` and is not stored. `precision`: of the
     products (`precision.state_precision` in the forward, `grad_precision` in the backward's recompute). `store`: the
     dtype `h` and `U` are stored in (the fast level's bfloat16, `precision.py`; the final state stays float32).
+    `segments`: each sequence's segments walked at once (`segments.py`), None to let `segment_count` choose.
 
     Returns the chunk-start states `h: [B, NT, H, K, V]` and pseudo-values `U: [B, T, H, V]` (None without the erase
     term) in `store`, and the float32 final state `[N, H, K, V]` (None unless `output_final_state`).
@@ -180,28 +201,54 @@ def state_fwd(
     B, T, H, K = w.shape
     V = u_tilde.shape[-1]
     erase = k_tilde is not None
-    # the whole key dim in one tile (the state's rows cannot be split across loop steps), the value dim in blocks
-    # that keep the [BK, BV] state tile at ≤ 4096 floats; every dim ≥ 16 for tl.dot
-    BK = max(16, next_power_of_2(K))
-    # value blocks of 16: twice the programs of 32 (128 at B = 1, H = 16, K = V = 128: about one per SM of a Hopper GPU)
-    BV = 16
     h = torch.empty(B, layout.NT, H, K, V, dtype=store, device=w.device)
     U = torch.empty(B, T, H, V, dtype=store, device=w.device) if erase else None
-    ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=w.device) if output_final_state else None
     # float32 write directions without a decay (VLA's α̂) would go from the load straight into the product that
     # contracts over tokens and, as the state backward's K̃ would, be copied in 4 bytes at a time: so they are laid
     # out along the tokens first (`transpose.py`). Scaled by a decay, or converted from 16 bits, they pass through
     # registers anyway.
     transposed = w.dtype == torch.float32 and G is None
-    grid = (cdiv(V, BV), layout.N * H)
+    walk = partial(
+        _walk, k_tilde, u_tilde, chunk_transpose(w, layout) if transposed else w, G, h, U, T, H=H, K=K, BT=layout.BT,
+        precision=precision, w_t=transposed,
+    )  # fmt: skip
+    if segments is None:
+        segments = segment_count(layout, cdiv(V, BLOCK_V) * layout.N * H, w.device)
+    if segments <= 1:
+        ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=w.device) if output_final_state else None
+        walk(layout.cu_seqlens, layout.chunk_offsets, layout.N, V, initial_state, ht, store_chunks=True)
+        return h, U, ht
+    seg = split(layout, segments, w.device)
+    # A: each segment from zero, its end state E and (on K identity columns) its transition P
+    E = torch.empty(seg.count, H, K, V, dtype=torch.float32, device=w.device)
+    P = torch.empty(seg.count, H, K, K, dtype=torch.float32, device=w.device)
+    walk(seg.cu, seg.chunk_offsets, seg.count, V, None, E, store_chunks=False)
+    walk(seg.cu, seg.chunk_offsets, seg.count, K, None, P, store_chunks=False, transition=True)
+    # B, then C: each segment again from its start state, storing its chunks'
+    starts, final = combine(P, E, initial_state, seg, layout.N)
+    walk(seg.cu, seg.chunk_offsets, seg.count, V, starts, None, store_chunks=True)
+    return h, U, (final if output_final_state else None)
+
+
+BLOCK_V = 16  # value blocks of 16: twice the programs of 32 (128 at B = 1, H = 16, K = V = 128: about one per SM)
+
+
+def _walk(
+    k_tilde, u_tilde, w, G, h, U, T, cu_seqlens, chunk_offsets, N, V, h0, ht, *, H, K, BT, precision, w_t,
+    store_chunks, transition=False,
+) -> None:  # fmt: skip
+    """One launch of `state_fwd_kernel` over `N` sequences (packed by `cu_seqlens` / `chunk_offsets`, or rows of
+    `T`) whose states have `V` columns (`K` with `transition`), from `h0` (or 0), the end states into `ht` (if any)."""
+    # the whole key dim in one tile (the state's rows cannot be split across loop steps), the value dim in blocks
+    # that keep the [BK, BV] state tile at ≤ 4096 floats; every dim ≥ 16 for tl.dot
+    BK = max(16, next_power_of_2(K))
+    grid = (cdiv(V, BLOCK_V), N * H)
     state_fwd_kernel[grid](
-        k_tilde, u_tilde, chunk_transpose(w, layout) if transposed else w, G, h, U, initial_state, ht,
-        layout.cu_seqlens, layout.chunk_offsets, T, H=H, K=K, V=V, BT=layout.BT, BK=BK, BV=BV,
-        ERASE=erase, USE_G=G is not None, USE_H0=initial_state is not None, STORE_HT=ht is not None,
-        IS_VARLEN=layout.cu_seqlens is not None, PRECISION=precision, W_T=transposed,
-        # K = V = 128: three stages prefetch the next chunks' K̃, Ũ, w while this one multiplies (the pass at 64K
-        # 2.15 ms against two stages' 2.52, `python -m linattn.bench stages`); at K = 256 two would take 209 KB of
-        # shared memory
+        k_tilde, u_tilde, w, G, h, U, h0, ht, cu_seqlens, chunk_offsets, T, H=H, K=K, V=V, BT=BT, BK=BK, BV=BLOCK_V,
+        ERASE=k_tilde is not None, USE_G=G is not None, USE_H0=h0 is not None, STORE_HT=ht is not None,
+        IS_VARLEN=cu_seqlens is not None, PRECISION=precision, W_T=w_t, TRANSITION=transition,
+        STORE_CHUNKS=store_chunks,
+        # K = V = 128: three stages prefetch the next chunks' K̃, Ũ, w while this one multiplies (`python -m
+        # linattn.bench stages` times the pass at 2 and 3); at K = 256 two would take 209 KB of shared memory
         num_warps=4, num_stages=3 if BK <= 128 else 1,
     )  # fmt: skip
-    return h, U, ht

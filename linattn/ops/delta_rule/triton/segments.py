@@ -1,0 +1,96 @@
+"""The state pass in segments that run in parallel (intra-card context parallelism), for grids that leave SMs idle.
+
+Chunk `c`'s hand-over (`state.py`) is affine in the state: `h_{c+1} = M_c h_c + W̃_cᵀ Ũ_c` with the `K × K`
+transition `M_c = Γ_C I − W̃_cᵀ K̃_c` (`Γ_C I` alone without the erase term). Cut a sequence into segments of whole
+chunks; over segment `s` the chunks compose to `h_end = P_s h_start + E_s`, `P_s = Π_c M_c` and `E_s` the segment's
+end state from zero. So the pass runs in three steps:
+
+    A  every segment at once, from zero: `E_s` (its `V` columns), and `P_s` (the same walk on `K` identity columns
+       with `Ũ = 0`)                                                                          [S, H, K, V + K]
+    B  along each sequence's segments: `h_start(s + 1) = P_s h_start(s) + E_s` from the initial state    (PyTorch)
+    C  every segment at once again, from its `h_start`: the chunk states and pseudo-values as the one-pass walk
+
+A and C each walk `T / S` chunks, in `S` times the programs. They do `2V + K` columns of work where one pass does
+`V`, so segments pay only where the one pass's programs leave most SMs idle (`segment_count`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from linattn.ops.utils.grid import cdiv
+from linattn.ops.utils.layout import ChunkLayout
+
+MAX_SEGMENTS = 16  # a sequence's segments; B's sequential steps grow with them
+MIN_CHUNKS = 8  # a segment's chunks at least (512 tokens of 64): shorter ones pay A's and B's costs for little
+MIN_GAIN = 4  # segments a sequence needs before they pay: A and C do three times the one pass's columns
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Segments of whole chunks of a `ChunkLayout`'s sequences, laid out as packed sequences for the state kernel.
+
+    `cu: [S + 1]` int32 token offsets in the flattened `[B·T]` row, `chunk_offsets: [S]` int32 the chunk row (of
+    `h: [B·NT, ...]`) of each segment's first chunk; `order[j]`: `(segments, sequences)` long index tensors of
+    every sequence's `j`-th segment, for step B."""
+
+    cu: torch.Tensor
+    chunk_offsets: torch.Tensor
+    order: list[tuple[torch.Tensor, torch.Tensor]]
+
+    @property
+    def count(self) -> int:
+        return self.chunk_offsets.numel()
+
+
+def split(layout: ChunkLayout, per_sequence: int, device: torch.device) -> Segments:
+    """Each sequence of `layout` in `per_sequence` segments of near-equal chunk counts (fewer where it has fewer
+    chunks). The sequences tile the flattened row, so the segments' starts and the row's end are their offsets."""
+    starts, offsets, order = [], [], []
+    for n, b, bos, eos, first in layout.sequences():
+        chunks = cdiv(eos - bos, layout.BT)
+        m = max(1, min(per_sequence, chunks))
+        for j in range(m):
+            c0 = chunks * j // m
+            if j == len(order):
+                order.append(([], []))
+            order[j][0].append(len(offsets))
+            order[j][1].append(n)
+            starts.append(b * layout.T + bos + c0 * layout.BT)
+            offsets.append(b * layout.NT + first + c0)
+    return Segments(
+        torch.tensor([*starts, layout.B * layout.T], dtype=torch.int32, device=device),
+        torch.tensor(offsets, dtype=torch.int32, device=device),
+        [tuple(torch.tensor(ix, dtype=torch.long, device=device) for ix in pair) for pair in order],
+    )
+
+
+def combine(
+    P: torch.Tensor, E: torch.Tensor, initial_state: torch.Tensor | None, segments: Segments, N: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step B: `P: [S, H, K, K]`, `E: [S, H, K, V]` (step A's, float32) and the initial state `[N, H, K, V]` (or 0)
+    -> every segment's start state `[S, H, K, V]` and every sequence's final state `[N, H, K, V]`, float32. The
+    products in float64: they are small, and a float32 matmul would follow the process's TF32 setting."""
+    _, H, K, V = E.shape
+    h = torch.zeros(N, H, K, V, dtype=torch.float64, device=E.device)
+    if initial_state is not None:
+        h.copy_(initial_state)
+    starts = torch.empty_like(E)
+    for seg, seq in segments.order:  # every sequence's j-th segment at once
+        starts[seg] = h[seq].float()
+        h[seq] = torch.matmul(P[seg].double(), h[seq]) + E[seg]
+    return starts, h.float()
+
+
+def segment_count(layout: ChunkLayout, programs: int, device: torch.device) -> int:
+    """Segments a sequence for the state pass on `device`: 1 (the one pass) unless its `programs` leave most SMs
+    idle and each sequence is long enough for `MIN_GAIN` segments of `MIN_CHUNKS` chunks; then as many as fill
+    the SMs once, up to `MAX_SEGMENTS`."""
+    if device.type != "cuda":
+        return 1
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    shortest = min(cdiv(eos - bos, layout.BT) for _, _, bos, eos, _ in layout.sequences())
+    count = min(MAX_SEGMENTS, sms // programs, shortest // MIN_CHUNKS)
+    return count if count >= MIN_GAIN else 1
