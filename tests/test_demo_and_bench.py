@@ -131,7 +131,7 @@ def test_stage_profile_times_every_kernel():
     assert names[:2] == ["chunk_cumsum", "wy_fwd"] and names[-1] == "delta_rule forward + backward"
     assert all(r["ms"] > 0 for r in rows) and rows[2]["us_per_chunk"] == rows[2]["ms"] * 1e3 / 2
     assert "**stages, total**" in stages.table(rows)
-    batched = stages.profile(70, timer, B=2, H=1, K=16, dtype=torch.float32, device="cpu")
+    batched = stages.profile(70, timer, B=2, H=1, K=16, dtype=torch.float32, device="cpu", segments=2)
     assert {r["B"] for r in batched} == {2} and "| 2 × 70 | wy_fwd |" in stages.table(batched)
     fast = stages.profile(70, timer, H=1, K=16, dtype=torch.bfloat16, device="cpu", fast=True)
     assert [r["stage"] for r in fast] == names

@@ -101,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     p_stages.add_argument(
         "--precision", choices=PRECISIONS, default="exact", help="delta_rule: the level (default exact)"
     )
+    p_stages.add_argument(
+        "--segments", type=int, default=None, help="delta_rule: segments a sequence in the state passes (default: "
+        "the library's choice; 1: one pass)",
+    )  # fmt: skip
     p_prof = sub.add_parser("profile", help="a contender's kernels by time, and its memory at the peak")
     p_prof.add_argument(
         "--contenders", default="VLA triton", help="comma-separated vla-speed contenders (CUDA: or ops contenders)"
@@ -226,9 +230,13 @@ def main(argv: list[str] | None = None) -> int:
             f"VLA chunk gate, float32, B=1, H=16, K={args.K}"
             if args.op == "vla-gate"
             else f"Triton delta rule, GDN configuration, bf16, B={args.batch}, H=16, K=V=128, {args.precision}"
+            + ("" if args.segments is None else f", {args.segments} segments")
         )
         print(f"# linattn stage profile: {what}; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
-        rows = stages.run(args.lengths, op=args.op, K=args.K, device=device, batch=args.batch, precision=args.precision)
+        rows = stages.run(
+            args.lengths, op=args.op, K=args.K, device=device, batch=args.batch, precision=args.precision,
+            segments=args.segments,
+        )  # fmt: skip
         print(stages.table(rows))
         extra = {}
     elif args.command == "profile":

@@ -79,10 +79,13 @@ def inputs(B: int, T: int, H: int, K: int, dtype: torch.dtype, device) -> dict[s
     }
 
 
-def stage_calls(x: dict[str, torch.Tensor], fast: bool = False) -> list[tuple[str, Callable[[], object]]]:
+def stage_calls(
+    x: dict[str, torch.Tensor], fast: bool = False, segments: int | None = None
+) -> list[tuple[str, Callable[[], object]]]:
     """`(stage, call)` for every launch of the forward, then of the backward, in order; each call repeats its
     stage on inputs computed once here (the intermediates of one forward and backward). Each stage runs in the
-    precision and stores in the dtype `delta_rule` gives it without a final state (`fast`: at the fast level)."""
+    precision and stores in the dtype `delta_rule` gives it without a final state (`fast`: at the fast level); the
+    sequential stages in `segments` segments a sequence (`segments.py`; None: the library's choice)."""
     q, k, v, beta, g, do = (x[n] for n in ("q", "k", "v", "beta", "g", "do"))
     B, T, _, K = q.shape
     scale = K**-0.5
@@ -90,20 +93,22 @@ def stage_calls(x: dict[str, torch.Tensor], fast: bool = False) -> list[tuple[st
     G = chunk_cumsum(g, layout)
     fp = forward_precision(q, k, v, k, v.dtype, False, fast)
     T_inv, u_tilde, k_tilde, _ = wy_fwd(k, v, k, beta, G, layout, None, fp.rows, fp.store)
-    h, U, _ = state_fwd(k_tilde, u_tilde, k, G, None, False, layout, fp.state, fp.store)
+    fwd = partial(state_fwd, k_tilde, u_tilde, k, G, None, False, layout, segments=segments)
+    h, U, _ = fwd(fp.state, fp.store)
     bp = backward_precision((q, k, v, do), False, fast=fast)
     k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, precision=bp.wy, store=bp.store)[2]
-    dh, dv_tilde, _ = state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk)
+    bwd = partial(state_bwd, q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk, segments=segments)
+    dh, dv_tilde, _ = bwd()
     local = partial(local_bwd, q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bp.local)
     dG = local()[-1]
     return [
         ("chunk_cumsum", lambda: chunk_cumsum(g, layout)),
         ("wy_fwd", lambda: wy_fwd(k, v, k, beta, G, layout, None, fp.rows, fp.store)),
-        ("state_fwd", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, fp.state, fp.store)),
+        ("state_fwd", lambda: fwd(fp.state, fp.store)),
         ("output_fwd", lambda: output_fwd(q, k, G, h, U, scale, layout, v.dtype, fp.output)),
         ("wy_apply", lambda: wy_apply(k, v, beta, G, T_inv, layout, precision=bp.wy, store=bp.store)),
-        ("state_fwd (recompute)", lambda: state_fwd(k_tilde, u_tilde, k, G, None, False, layout, bp.state, bp.store)),
-        ("state_bwd", lambda: state_bwd(q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk)),
+        ("state_fwd (recompute)", lambda: fwd(bp.state, bp.store)),
+        ("state_bwd", bwd),
         ("local_bwd", local),
         ("chunk_cumsum (reverse)", lambda: chunk_cumsum(dG, layout, reverse=True)),
     ]
@@ -125,15 +130,16 @@ def end_to_end(x: dict[str, torch.Tensor], fast: bool = False) -> dict[str, Call
 
 
 def profile(
-    T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dtype=torch.bfloat16, device="cuda", fast=False
-):
-    """Rows `{B, T, stage, ms}` (and `us_per_chunk` for the sequential stages: per step of one program's walk), the
-    end-to-end rows last; `timer(fn) -> ms`; `fast`: the fast precision level's stages."""
+    T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dtype=torch.bfloat16, device="cuda", fast=False,
+    segments: int | None = None,
+):  # fmt: skip
+    """Rows `{B, T, stage, ms}` (and `us_per_chunk` for the sequential stages: per chunk of the sequence), the
+    end-to-end rows last; `timer(fn) -> ms`; `fast`: the fast precision level's stages; `segments`: `stage_calls`'."""
     x = inputs(B, T, H, K, dtype, device)
     NT = cdiv(T, 64)
     moved = stage_bytes(B, T, H, K, K, fast)
     rows = []
-    for stage, call in stage_calls(x, fast):
+    for stage, call in stage_calls(x, fast, segments):
         row = {"B": B, "T": T, "stage": stage, "kind": "stage", "ms": timer(call), "bytes": moved[stage]}
         if stage in SEQUENTIAL:
             row["us_per_chunk"] = row["ms"] * 1e3 / NT
@@ -150,15 +156,17 @@ def run(
     device: str = "cuda",
     batch: int = 1,
     precision: str = "exact",
+    segments: int | None = None,
 ) -> list[dict]:
     """`op`: `delta_rule` (the Triton kernels, K = V = 128, `batch` sequences of each length, on CUDA, at
-    `precision`) or `vla-gate` (`gate_stages`, head dim `K`, on `device`)."""
+    `precision`, the sequential stages in `segments` segments a sequence) or `vla-gate` (`gate_stages`, head dim
+    `K`, on `device`)."""
     if op == "vla-gate":
         from linattn.bench import gate_stages
 
         profiler = partial(gate_stages.profile, K=K, device=device)
     elif device == "cuda" and torch.cuda.is_available():
-        profiler = partial(profile, B=batch, fast=precision == "fast")
+        profiler = partial(profile, B=batch, fast=precision == "fast", segments=segments)
     else:
         raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU for the delta rule's kernels")
     rows = []

@@ -352,6 +352,43 @@ def test_the_walk_reads_ahead_the_same_values(name, monkeypatch):
         assert (a is None and b is None) or torch.equal(a, b)
 
 
+SEGMENTED = {
+    "gdn-rows": (Config(T=330, B=2), True),
+    "two-key-varlen": (Config(T=460, two_key=True, lengths=(1, 200, 5, 254)), True),
+    "kla-varlen-no-final-grad": (Config(T=460, lengths=(130, 66, 264), kaczmarz=True, h0=False), False),
+    "strong-decay": (Config(T=257, gate="strong", two_key=True), True),
+    "no-decay": (Config(T=300, gate=None), True),
+}
+
+
+# each sequence in 2 – 7 segments (7: more than a packed sequence's chunks), unequal chunk counts among them
+@pytest.mark.parametrize(
+    ("name", "segments"),
+    [("gdn-rows", 2), ("two-key-varlen", 7), ("kla-varlen-no-final-grad", 3), ("strong-decay", 3), ("no-decay", 2)],
+)
+def test_the_state_backward_in_segments_equals_the_one_pass(name, segments):
+    """The state backward with each sequence's segments walked at once (`segments.py`, from each sequence's end)
+    against the float64 reference: `dh`, `dṼ` and `dh_0`, with and without the final state's gradient, rows and
+    packed sequences, more segments asked than a short sequence has chunks; and without the erase term (linear
+    attention's walk: `dṼ = dU`)."""
+    cfg, final_grad = SEGMENTED[name]
+    x = make_inputs(cfg)
+    q, k, v, beta, g = (x[n] for n in ("q", "k", "v", "beta", "g"))
+    w = k if x["w"] is None else x["w"]
+    do, dS = draw_cotangents(x, torch.float32)
+    dht = dS if final_grad else None
+    layout = chunk_layout(cfg.B, cfg.T, x["cu_seqlens"], q.device)
+    G = None if g is None else chunk_cumsum(g, layout)
+    T_inv, _, _, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, x["kaczmarz_eps"])
+    _, k_tilde, k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm)
+    for erase in (True, False):
+        args = (T_inv, k_tilde_t) if erase else (None, None)
+        got = state_bwd(q, w, G, *args, do, dht, 0.3, True, layout, segments=segments)
+        want = state_bwd_ref(q, w, G, T_inv if erase else None, k_tilde if erase else None, do, dht, 0.3, layout)
+        for what, a, b in zip(("dh", "dṼ", "dh0"), got, want):
+            check(a, b, STAGE_TOL, f"state_bwd {what}{'' if erase else ' (no erase term)'}")
+
+
 DELTA_IDS = ("deltanet-beta1", "deltanet", "gated-deltanet", "two-key", "kla", "kla-kaczmarz-eps")
 DELTA_CASES = [c for c in CASES if c.id in DELTA_IDS]
 

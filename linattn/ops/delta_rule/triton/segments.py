@@ -12,6 +12,11 @@ end state from zero. So the pass runs in three steps:
 
 A and C each walk `T / S` chunks, in `S` times the programs. They do `2V + K` columns of work where one pass does
 `V`, so segments pay only where the one pass's programs leave most SMs idle (`segment_count`).
+
+The state backward (`state_bwd.py`) walks from the last chunk: `dh_c = M_cᵀ dh_{c+1} + (E_c − K̃_cᵀ dU^loc_c)`, affine
+in the end state's gradient with the transposed transitions, so the same three steps run with the segments taken
+from each sequence's end (`Segments.reverse`): A gives each segment's `dh` at its start from zero at its end and
+its `Π M_cᵀ`, B carries the gradient from the final state's back, C walks each segment from its end's gradient.
 """
 
 from __future__ import annotations
@@ -33,12 +38,13 @@ class Segments:
     """Segments of whole chunks of a `ChunkLayout`'s sequences, laid out as packed sequences for the state kernel.
 
     `cu: [S + 1]` int32 token offsets in the flattened `[B·T]` row, `chunk_offsets: [S]` int32 the chunk row (of
-    `h: [B·NT, ...]`) of each segment's first chunk; `order[j]`: `(segments, sequences)` long index tensors of
-    every sequence's `j`-th segment, for step B."""
+    `h: [B·NT, ...]`) of each segment's first chunk; `order[j]` / `reverse[j]`: `(segments, sequences)` long index
+    tensors of every sequence's `j`-th segment from its start / from its end, for step B."""
 
     cu: torch.Tensor
     chunk_offsets: torch.Tensor
     order: list[tuple[torch.Tensor, torch.Tensor]]
+    reverse: list[tuple[torch.Tensor, torch.Tensor]]
 
     @property
     def count(self) -> int:
@@ -48,37 +54,49 @@ class Segments:
 def split(layout: ChunkLayout, per_sequence: int, device: torch.device) -> Segments:
     """Each sequence of `layout` in `per_sequence` segments of near-equal chunk counts (fewer where it has fewer
     chunks). The sequences tile the flattened row, so the segments' starts and the row's end are their offsets."""
-    starts, offsets, order = [], [], []
+    starts, offsets, order, reverse = [], [], [], []
     for n, b, bos, eos, first in layout.sequences():
         chunks = cdiv(eos - bos, layout.BT)
         m = max(1, min(per_sequence, chunks))
         for j in range(m):
             c0 = chunks * j // m
-            if j == len(order):
-                order.append(([], []))
-            order[j][0].append(len(offsets))
-            order[j][1].append(n)
+            for lists, rank in ((order, j), (reverse, m - 1 - j)):
+                while len(lists) <= rank:
+                    lists.append(([], []))
+                lists[rank][0].append(len(offsets))
+                lists[rank][1].append(n)
             starts.append(b * layout.T + bos + c0 * layout.BT)
             offsets.append(b * layout.NT + first + c0)
+
+    def index(lists):
+        return [tuple(torch.tensor(ix, dtype=torch.long, device=device) for ix in pair) for pair in lists]
+
     return Segments(
         torch.tensor([*starts, layout.B * layout.T], dtype=torch.int32, device=device),
         torch.tensor(offsets, dtype=torch.int32, device=device),
-        [tuple(torch.tensor(ix, dtype=torch.long, device=device) for ix in pair) for pair in order],
+        index(order),
+        index(reverse),
     )
 
 
 def combine(
-    P: torch.Tensor, E: torch.Tensor, initial_state: torch.Tensor | None, segments: Segments, N: int
+    P: torch.Tensor,
+    E: torch.Tensor,
+    initial_state: torch.Tensor | None,
+    order: list[tuple[torch.Tensor, torch.Tensor]],
+    N: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Step B: `P: [S, H, K, K]`, `E: [S, H, K, V]` (step A's, float32) and the initial state `[N, H, K, V]` (or 0)
-    -> every segment's start state `[S, H, K, V]` and every sequence's final state `[N, H, K, V]`, float32. The
-    products in float64: they are small, and a float32 matmul would follow the process's TF32 setting."""
+    -> every segment's start state `[S, H, K, V]` and every sequence's final state `[N, H, K, V]`, float32, taking
+    the segments in `order` (`Segments.order`; the backward's walk, whose state is a gradient carried from the
+    end, `Segments.reverse`). The products in float64: they are small, and a float32 matmul would follow the
+    process's TF32 setting."""
     _, H, K, V = E.shape
     h = torch.zeros(N, H, K, V, dtype=torch.float64, device=E.device)
     if initial_state is not None:
         h.copy_(initial_state)
     starts = torch.empty_like(E)
-    for seg, seq in segments.order:  # every sequence's j-th segment at once
+    for seg, seq in order:  # every sequence's j-th segment at once
         starts[seg] = h[seq].float()
         h[seq] = torch.matmul(P[seg].double(), h[seq]) + E[seg]
     return starts, h.float()
@@ -91,6 +109,8 @@ def segment_count(layout: ChunkLayout, programs: int, device: torch.device) -> i
     if device.type != "cuda":
         return 1
     sms = torch.cuda.get_device_properties(device).multi_processor_count
+    if programs * MIN_GAIN > sms:  # the usual case, decided before a look at each sequence
+        return 1
     shortest = min(cdiv(eos - bos, layout.BT) for _, _, bos, eos, _ in layout.sequences())
     count = min(MAX_SEGMENTS, sms // programs, shortest // MIN_CHUNKS)
     return count if count >= MIN_GAIN else 1

@@ -225,7 +225,7 @@ def state_fwd(
     walk(seg.cu, seg.chunk_offsets, seg.count, V, None, E, store_chunks=False)
     walk(seg.cu, seg.chunk_offsets, seg.count, K, None, P, store_chunks=False, transition=True)
     # B, then C: each segment again from its start state, storing its chunks'
-    starts, final = combine(P, E, initial_state, seg, layout.N)
+    starts, final = combine(P, E, initial_state, seg.order, layout.N)
     walk(seg.cu, seg.chunk_offsets, seg.count, V, starts, None, store_chunks=True)
     return h, U, (final if output_final_state else None)
 

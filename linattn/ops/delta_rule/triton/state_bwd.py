@@ -33,12 +33,15 @@ Without the erase term (`ERASE` off: `T = I`, `K̃ = 0`) the middle line is `d�
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import triton
 import triton.language as tl
 
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.precision import narrow_launch
+from linattn.ops.delta_rule.triton.segments import combine, segment_count, split
 from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import chunk_coords, sequence_coords
@@ -184,15 +187,23 @@ def state_bwd_local_kernel(
 
 
 @triton.jit
-def _walk_loads(dh, du, G, bos, T, boh, i_t, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G: tl.constexpr):
+def _walk_loads(
+    dh, du, G, bos, T, boh, i_t, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, BK: tl.constexpr, BV: tl.constexpr,
+    USE_G: tl.constexpr, LOCAL: tl.constexpr,
+):  # fmt: skip
     """What step `i_t` of the state backward's walk reads besides its products' operands: `E_c` from `dh[c]`
     (`[BK, BV]`), the local part of `dU_c` (`[BT, BV]`) and, with a decay, `G` at the chunk's last real token (0
-    without). `i_t = −1` (the step after the last) reads chunk 0's again, which nobody uses."""
+    without). `i_t = −1` (the step after the last) reads chunk 0's again, which nobody uses. Without `LOCAL` (the
+    walk of a segment's transition, `segments.py`) the first two are zeros."""
     c = tl.maximum(i_t, 0)
-    b_E = tl.load(dh + ((boh + c) * H + i_h) * K * V + o_h, mask=m_h, other=0)
     t0 = bos + c * BT
-    m_tv = (o_i < T - c * BT)[:, None] & m_v[None, :]
-    b_du = tl.load(du + (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :], mask=m_tv, other=0)
+    if LOCAL:
+        b_E = tl.load(dh + ((boh + c) * H + i_h) * K * V + o_h, mask=m_h, other=0)
+        m_tv = (o_i < T - c * BT)[:, None] & m_v[None, :]
+        b_du = tl.load(du + (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :], mask=m_tv, other=0)
+    else:
+        b_E = tl.zeros([BK, BV], dtype=tl.float32)
+        b_du = tl.zeros([BT, BV], dtype=tl.float32)
     b_g_last = (c * 0).to(tl.float32)  # a scalar tensor: the walk's loop carries it
     if USE_G:
         b_g_last = tl.load(G + (t0 + tl.minimum(BT, T - c * BT) - 1) * H + i_h)
@@ -224,11 +235,16 @@ def state_bwd_kernel(
     IS_VARLEN: tl.constexpr,
     PRECISION: tl.constexpr,
     AHEAD: tl.constexpr,
+    TRANSITION: tl.constexpr,
+    STORE_CHUNKS: tl.constexpr,
 ):
     """One program per (value block, sequence · head) walks the sequence's chunks from the last to the first:
     `dh_c = Γ_C dh_{c+1} + E_c − K̃_cᵀ dU_c`, with `E_c` read from `dh[c]` before `dh_{c+1}` is stored there, and
     `dU_c` (the local part in `du`, plus `W̃ dh_{c+1}`) written back to `du`. Without `ERASE`, `k_tilde_t` is unused.
-    `AHEAD`: each step's plain loads are issued in the step before (`reads_ahead`)."""
+    `AHEAD`: each step's plain loads are issued in the step before (`reads_ahead`). `TRANSITION`: the gradient's
+    `V = K` columns start as the identity's and `E_c`, the local `dU_c` are 0, so the walk ends at the product of
+    the chunks' transposed transitions (`segments.py`). `STORE_CHUNKS`: store `dh` and `dU` (off for
+    `segments.py`'s first walks, which leave `E_c` and the local `dU_c` for the last)."""
     i_v, i_nh = tl.program_id(0), tl.program_id(1)
     i_n, i_h = i_nh // H, i_nh % H
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
@@ -244,6 +260,9 @@ def state_bwd_kernel(
 
     # [BK, BV] gradient of the state at the end of the current chunk, float32
     b_dh = tl.zeros([BK, BV], dtype=tl.float32)
+    if TRANSITION:
+        # [BK, BV] columns o_v of the K × K identity
+        b_dh += tl.where(o_k[:, None] == o_v[None, :], 1.0, 0.0)
     if USE_DHT:
         b_dh += tl.load(dht + i_nh.to(tl.int64) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
 
@@ -255,17 +274,19 @@ def state_bwd_kernel(
     # 524 B a thread; `scripts/compile_kernels.py`).
     if AHEAD:
         b_E, b_du_loc, b_g_last = _walk_loads(
-            dh, du, G, bos, T, boh, NT - 1, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G
+            dh, du, G, bos, T, boh, NT - 1, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, BK, BV, USE_G, not TRANSITION
         )
     for i_t in range(NT - 1, -1, -1):
         # this step's loads, or with `AHEAD` the next step's (chunk i_t − 1), issued before this step's products
         b_E_read, b_du_read, b_g_read = _walk_loads(
-            dh, du, G, bos, T, boh, i_t - 1 if AHEAD else i_t, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, USE_G
-        )
+            dh, du, G, bos, T, boh, i_t - 1 if AHEAD else i_t, i_h, o_h, m_h, o_i, o_v, m_v, H, K, V, BT, BK, BV,
+            USE_G, not TRANSITION,
+        )  # fmt: skip
         if not AHEAD:
             b_E, b_du_loc, b_g_last = b_E_read, b_du_read, b_g_read
         # the slot of E_c takes the gradient of the chunk's end state
-        tl.store(dh + ((boh + i_t) * H + i_h) * K * V + o_h, b_dh, mask=m_h)
+        if STORE_CHUNKS:
+            tl.store(dh + ((boh + i_t) * H + i_h) * K * V + o_h, b_dh, mask=m_h)
 
         # this head at the chunk's first token; a token step is H·(K | V | 1) elements
         t0 = bos + i_t * BT
@@ -280,7 +301,8 @@ def state_bwd_kernel(
 
         # [BT, BV] + [BT, BK] @ [BK, BV] -> [BT, BV]
         b_du = b_du_loc + mma(b_w, b_dh, PRECISION)
-        tl.store(du + o_tv, b_du, mask=m_tv)
+        if STORE_CHUNKS:
+            tl.store(du + o_tv, b_du, mask=m_tv)
 
         if USE_G:
             b_dh *= tl.exp(b_g_last)
@@ -348,11 +370,13 @@ def state_bwd(
     want_dh0: bool,
     layout: ChunkLayout,
     precision: str = "tf32x3",
+    segments: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, the forward's `T: [B, T, H, BT]`, each chunk's `K̃ᵀ`
     (`[B, NT, H, K, BT]`, float32 or the fast level's bfloat16, `transpose.chunk_transpose` of the recomputed `K̃`;
     both None without the erase term), `do: [B, T, H, V]`, `dht: [N, H, K, V]` or None (no gradient for the final
-    state). `precision`: of the products that involve an intermediate (`precision.backward_precision`).
+    state). `precision`: of the products that involve an intermediate (`precision.backward_precision`). `segments`:
+    each sequence's segments walked at once (`segments.py`), None to let `segment_count` choose.
 
     Returns float32 `dh: [B, NT, H, K, V]` (row `c`: gradient of chunk `c`'s end state), `dṼ: [B, T, H, V]` and
     `dh_0: [N, H, K, V]` (None unless `want_dh0`).
@@ -374,18 +398,27 @@ def state_bwd(
         num_warps=2 if narrow_launch(q.dtype, w.dtype) else 4, num_stages=3,  # `narrow_launch` says why
     )  # fmt: skip
 
-    # as in state_fwd: the whole key dim in one tile; value blocks of 16: 128 programs at B = 1, H = 16, K = V = 128
-    # (about one per SM of a Hopper GPU); two pipeline stages up to K = 128 (at 256 they would take more than
-    # Hopper's 227 KB of shared memory a block)
-    BK_state = max(16, next_power_of_2(K))
-    dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
     erase = k_tilde_t is not None
-    state_bwd_kernel[(cdiv(V, 16), layout.N * H)](
-        w if w_tilde is None else w_tilde, G, k_tilde_t, du, dh, dht, dh0, layout.cu_seqlens, layout.chunk_offsets, T,
-        H=H, K=K, V=V, BT=layout.BT, BK=BK_state, BV=16, ERASE=erase,
-        USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=want_dh0, IS_VARLEN=layout.cu_seqlens is not None,
-        PRECISION=precision, AHEAD=reads_ahead(precision), num_warps=4, num_stages=2 if BK_state <= 128 else 1,
-    )  # fmt: skip
+    walk = partial(
+        _walk, w if w_tilde is None else w_tilde, G, k_tilde_t, du, dh, T, H=H, K=K, BT=layout.BT, precision=precision
+    )
+    if segments is None:
+        segments = segment_count(layout, cdiv(V, BLOCK_V) * layout.N * H, device)
+    if segments <= 1:
+        dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
+        walk(layout.cu_seqlens, layout.chunk_offsets, layout.N, V, dht, dh0, store_chunks=True)
+    else:
+        seg = split(layout, segments, device)
+        # A: each segment from a zero gradient at its end: the gradient at its start, and (on K identity columns,
+        # without the local terms) its transposed transition
+        F = torch.empty(seg.count, H, K, V, dtype=torch.float32, device=device)
+        Q = torch.empty(seg.count, H, K, K, dtype=torch.float32, device=device)
+        walk(seg.cu, seg.chunk_offsets, seg.count, V, None, F, store_chunks=False)
+        walk(seg.cu, seg.chunk_offsets, seg.count, K, None, Q, store_chunks=False, transition=True)
+        # B, from each sequence's end, then C: each segment again from the gradient at its end
+        ends, first = combine(Q, F, dht, seg.reverse, layout.N)
+        walk(seg.cu, seg.chunk_offsets, seg.count, V, ends, None, store_chunks=True)
+        dh0 = first if want_dh0 else None
     if not erase:  # T = I: dṼ = dU
         return dh, du, dh0
     # in place: each program reads its whole [BT, BV] tile of dU before it writes that tile of dṼ
@@ -395,3 +428,25 @@ def state_bwd(
     )  # fmt: skip
     dv_tilde = du
     return dh, dv_tilde, dh0
+
+
+BLOCK_V = 16  # as in state_fwd: value blocks of 16, 128 programs at B = 1, H = 16, K = V = 128 (one an SM)
+
+
+def _walk(
+    w_tilde, G, k_tilde_t, du, dh, T, cu_seqlens, chunk_offsets, N, V, dht, dh0, *, H, K, BT, precision, store_chunks,
+    transition=False,
+) -> None:  # fmt: skip
+    """One launch of `state_bwd_kernel` over `N` sequences (packed by `cu_seqlens` / `chunk_offsets`, or rows of
+    `T`) whose gradients have `V` columns (`K` with `transition`), from `dht` at their ends (or 0), the gradients at
+    their starts into `dh0` (if any)."""
+    # the whole key dim in one tile; two pipeline stages up to K = 128 (at 256 they would take more than Hopper's
+    # 227 KB of shared memory a block)
+    BK = max(16, next_power_of_2(K))
+    state_bwd_kernel[(cdiv(V, BLOCK_V), N * H)](
+        w_tilde, G, k_tilde_t, du, dh, dht, dh0, cu_seqlens, chunk_offsets, T,
+        H=H, K=K, V=V, BT=BT, BK=BK, BV=BLOCK_V, ERASE=k_tilde_t is not None,
+        USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=dh0 is not None, IS_VARLEN=cu_seqlens is not None,
+        PRECISION=precision, AHEAD=reads_ahead(precision), TRANSITION=transition, STORE_CHUNKS=store_chunks,
+        num_warps=4, num_stages=2 if BK <= 128 else 1,
+    )  # fmt: skip
