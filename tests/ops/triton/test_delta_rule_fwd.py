@@ -282,10 +282,8 @@ def test_stages_match_references(name):
 
 
 SEGMENTED = {
-    "gdn-rows": Config(T=330, B=2),
+    "gdn-rows": Config(T=200, B=2),
     "two-key-varlen": Config(T=460, two_key=True, lengths=(1, 200, 5, 254)),
-    "kla-varlen": Config(T=460, lengths=(130, 66, 264), kaczmarz=True),
-    "strong-decay": Config(T=257, gate="strong", two_key=True),
     "no-decay-two-key": Config(T=300, two_key=True, gate=None),  # float32 w without a decay: read transposed
 }
 
@@ -293,7 +291,7 @@ SEGMENTED = {
 # each sequence in 2 – 7 segments (7: more than a packed sequence's chunks), unequal chunk counts among them
 @pytest.mark.parametrize(
     ("name", "segments"),
-    [("gdn-rows", 2), ("two-key-varlen", 7), ("kla-varlen", 3), ("strong-decay", 3), ("no-decay-two-key", 2)],
+    [("gdn-rows", 2), ("two-key-varlen", 7), ("no-decay-two-key", 2)],
 )
 def test_the_state_pass_in_segments_equals_the_one_pass(name, segments):
     """The state pass with each sequence cut into segments walked at once (`segments.py`: their transitions, the
