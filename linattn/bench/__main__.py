@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         "--precision", choices=PRECISIONS, default="exact", help="delta_rule: the level (default exact)"
     )
     p_stages.add_argument(
-        "--segments", type=int, default=None, help="delta_rule: segments a sequence in the state passes (default: "
-        "the library's choice; 1: one pass)",
+        "--segments", type=_positive(int), default=None,
+        help="delta_rule: segments a sequence in the state passes (default: the library's choice; 1: one pass)",
     )  # fmt: skip
     p_prof = sub.add_parser("profile", help="a contender's kernels by time, and its memory at the peak")
     p_prof.add_argument(

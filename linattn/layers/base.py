@@ -225,9 +225,10 @@ def _shapes(x) -> list[tuple[int, ...]]:
 
 
 def _numel(x) -> int:
+    """Floats in a state entry (an integer counter, such as a forgetting VLA's position, is not state)."""
     if isinstance(x, tuple):
         return sum(_numel(t) for t in x)
-    return x.numel() if isinstance(x, torch.Tensor) else 0
+    return x.numel() if isinstance(x, torch.Tensor) and x.is_floating_point() else 0
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:

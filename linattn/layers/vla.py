@@ -126,7 +126,11 @@ class VariationalLinearAttention(Mixer):
         if self.refresh:  # each sequence's tokens seen: the phase of the prior's refresh
             N = x.shape[0] if cu_seqlens is None else cu_seqlens.numel() - 1
             position = state.get("position", torch.zeros(N, dtype=torch.long, device=x.device))
-            new["position"] = position + (x.shape[1] if cu_seqlens is None else cu_seqlens.diff())
+            if position.is_floating_point():
+                raise TypeError(f"state['position']: expected the integer count of tokens seen (int64), got "
+                                f"{position.dtype}: convert a state's floating entries only")  # fmt: skip
+            lengths = x.shape[1] if cu_seqlens is None else cu_seqlens.diff().to(position.device)
+            new["position"] = position + lengths
         o, (new["S"], new["A"]) = vla(
             q,
             k,

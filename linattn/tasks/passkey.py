@@ -26,8 +26,8 @@ TOKENIZER_NAME = "tokenizer.json"  # beside the corpus's cache folder
 
 
 def passkey_prompt(tokenizer, filler, key: str, depth: float) -> tuple[list[int], int]:
-    """`(ids, answer_start)`: `filler`'s tokens (an int sequence) with the key stated at `depth` of the way in, the
-    question, and the key's tokens from `answer_start` on."""
+    """`(ids, answer_start)`: `filler`'s tokens (a 1-D integer array or tensor) with the key stated at `depth` of the
+    way in, the question, and the key's tokens from `answer_start` on."""
     needle = tokenizer.encode(f"\nThe pass key is {key}. Remember it. {key} is the pass key.\n")
     question = tokenizer.encode("\nWhat is the pass key? The pass key is")
     answer = tokenizer.encode(f" {key}")

@@ -183,3 +183,13 @@ def test_refresh_arguments_are_checked():
         vla_gate(k, u, rho=0.9, refresh=True, position=torch.zeros(2))
     with pytest.raises(ValueError, match="^position: expected an int >= 0 or an integer tensor"):
         vla_gate(k, u, rho=0.9, refresh=True, position=-1)
+    with pytest.raises(TypeError, match=r"^position: expected an int or an integer tensor \[N\], got bool"):
+        vla_gate(k, u, rho=0.9, position=True)  # checked also where nothing reads it
+
+
+def test_refresh_names_rho_where_its_window_is_too_short_for_the_head_dim():
+    """`ρ = 0.3` at K = 64 in float32: the refresh's floor `λ0 ρ^{K−½}` leaves `M` too ill-conditioned; the error
+    names the caller's `ρ` and `K` (not the interleaved rows' `√ρ`, nor an initial state nobody passed)."""
+    k, u = torch.randn(1, 400, 1, 64), F.normalize(torch.randn(1, 400, 1, 64), dim=-1) / 8
+    with pytest.raises(ValueError, match=r"^rho: with refresh=True .* at rho = 0.3, K = 64 \(cond"):
+        vla_gate(k, u, rho=0.3, refresh=True, backend="chunk")

@@ -97,10 +97,10 @@ def check_max_u_norm(max_u_norm: object) -> float | None:
 
 
 def check_refresh(refresh: object, position: object, N: int, device: torch.device) -> tuple[bool, torch.Tensor | int]:
-    """`refresh` a bool; `position` (`refresh.check_position`) checked where the refresh reads it."""
+    """`refresh` a bool, `position` as `refresh.check_position` takes it (checked also where no refresh reads it)."""
     if not isinstance(refresh, bool):
         raise TypeError(f"refresh: expected a bool, got {type(refresh).__name__}")
-    return refresh, (check_position(position, N, device) if refresh else position)
+    return refresh, check_position(position, N, device)
 
 
 def refreshed_u_norm(max_u_norm: float | None, lam0: float, rho: float, K: int, refresh: bool) -> float | None:
@@ -149,7 +149,8 @@ def vla_gate(
         refresh: with `ρ < 1`, re-inject the prior one coordinate a token, `M_t = ρ M_{t-1} + c e_j e_jᵀ + u_t u_tᵀ`
             (`j = n_t mod K`, `refresh.py`): `A` stays bounded whatever directions `u` visits (no wind-up).
         position: the position `n` of each sequence's first token, the refresh's phase: an int, or an integer
-            tensor `[N]` (a decoder's tokens seen so far). Read only with `refresh`.
+            tensor `[N]` (a decoder's tokens seen so far; continuing from an `initial_state`, the tokens before it,
+            as the layer passes them). Read only with `refresh` and `ρ < 1`.
         initial_state: `A_0: [N, H, K, K]`, symmetric positive definite.
         output_final_state: also return `A_T: [N, H, K, K]` (float32; float64 for float64 inputs).
         cu_seqlens: `[N + 1]` int offsets of packed sequences in `B == 1`.

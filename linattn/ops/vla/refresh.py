@@ -6,9 +6,10 @@ coordinate of the prior, cycling through them with the token's position `n_t` in
 ```
 M_t = ρ M_{t-1} + c e_j e_jᵀ + u_t u_tᵀ,      j = n_t mod K,      c = √ρ λ0 (1 − ρ^K)
 ```
-Coordinate `j` is topped up every `K` tokens and decays by `ρ^K` in between, so from `M_0 ⪰ λ0 ρ^{K−½} I` (as
-`λ0 I`) the prior part never falls below `λ0 ρ^{K−½}` in any direction: `A_t ⪯ ρ^{½−K} / λ0 · I` whatever `u` does
-(and `u u_ᵀ` only adds to `M`). `c` makes the prior settle at `√ρ λ0` per coordinate; `ρ = 1` needs no refresh.
+Coordinate `j` is topped up every `K` tokens and decays by `ρ^K` in between, so from `M_0 ⪰ √ρ λ0 I` (as `λ0 I`)
+the prior part never falls below `λ0 ρ^{K−½}` in any direction: `A_t ⪯ ρ^{½−K} / λ0 · I` whatever `u` does (and
+`u uᵀ` only adds to `M`). `c` makes each coordinate's prior return to `√ρ λ0` at each top-up (and fall to
+`λ0 ρ^{K−½}` before the next); `ρ = 1` needs no refresh.
 
 Each token's update is two rank-one ones, so every backend runs its gate unchanged on rows interleaved as
 `(p_t, u_t)` with `p_t = √(λ0 (1 − ρ^K)) e_j` and forgetting factor `√ρ` per row:
@@ -23,10 +24,12 @@ from collections.abc import Callable
 
 import torch
 
+from linattn.ops.checks import compute_dtype
+
 
 def check_position(position: object, N: int, device: torch.device) -> torch.Tensor | int:
     """The position of each sequence's first token (the refresh's phase): an int `≥ 0`, or an integer tensor `[N]`
-    on the inputs' device (values not checked: their host copy would wait for the GPU at every decoded token)."""
+    (moved to the inputs' device; its values are not checked, which would wait for the GPU at every decoded token)."""
     if isinstance(position, int) and not isinstance(position, bool):
         if position < 0:
             raise ValueError(f"position: expected an int >= 0 or an integer tensor [N], got {position}")
@@ -37,9 +40,7 @@ def check_position(position: object, N: int, device: torch.device) -> torch.Tens
         raise TypeError(f"position: expected an integer tensor, got dtype {position.dtype}")
     if tuple(position.shape) != (N,):
         raise ValueError(f"position: expected shape [N] = [{N}], got {list(position.shape)}")
-    if position.device != device:
-        raise ValueError(f"position: expected a tensor on {device}, got one on {position.device}")
-    return position
+    return position.to(device)
 
 
 def positions(T: int, position: torch.Tensor | int, cu_seqlens: torch.Tensor | None, device) -> torch.Tensor:
@@ -76,6 +77,14 @@ def real_rows(x: torch.Tensor) -> torch.Tensor:
     return x[:, 1::2].contiguous()
 
 
+def _ill_conditioned(rho: float, K: int, dtype: torch.dtype) -> str:
+    return (
+        f"rho: with refresh=True the penalty's floor λ0·rho^(K−½) leaves M too ill-conditioned for {dtype} at rho = "
+        f"{rho}, K = {K} (cond(M) up to about rho^(½−K) = {rho ** (0.5 - K):.1e} times 1 + ‖u‖²/(λ0 (1 − rho))); "
+        "use a rho closer to 1 (a window 1 / (1 − rho) of at least K / 2 tokens), or float64"
+    )
+
+
 def run_gate(
     gate: Callable[..., tuple[torch.Tensor, ...]],
     k: torch.Tensor,
@@ -93,5 +102,8 @@ def run_gate(
     if not refresh or rho == 1.0:
         return gate(k, u, rho, cu_seqlens)
     k2, u2, rho2, cu2 = interleave(k, u, lam0=lam0, rho=rho, position=position, cu_seqlens=cu_seqlens)
-    *rows, A = gate(k2, u2, rho2, cu2)
+    try:
+        *rows, A = gate(k2, u2, rho2, cu2)
+    except ValueError as e:  # the interleaved rows' A no longer positive definite: said in the caller's terms
+        raise ValueError(_ill_conditioned(rho, k.shape[-1], compute_dtype(u))) from e
     return (*map(real_rows, rows), A)

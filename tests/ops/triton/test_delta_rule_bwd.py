@@ -388,6 +388,21 @@ def test_the_state_backward_in_segments_equals_the_one_pass(name, segments):
             check(a, b, STAGE_TOL, f"state_bwd {what}{'' if erase else ' (no erase term)'}")
 
 
+@pytest.mark.parametrize("name", ["varlen", "K>V"])
+def test_delta_rule_with_segments_forced_matches_naive(name, monkeypatch):
+    """`delta_rule`'s whole forward and backward (the state pass, its recompute and the state backward's walk) with
+    every walk in 3 segments a sequence (what `segment_count` picks on a GPU with idle SMs): outputs and every
+    gradient against the float64 recurrence, packed sequences and rows."""
+    from linattn.ops.delta_rule.triton import state as state_module
+
+    for module in (state_module, state_bwd_module):
+        monkeypatch.setattr(module, "segment_count", lambda *args: 3)
+    cfg, final_grad = AWKWARD[name]
+    x = make_inputs(cfg)
+    do, dS = draw_cotangents(x, torch.float32)
+    check_grads(x, cfg.K**-0.5, do, dS if final_grad else None, F32_TOL, f"{name}, 3 segments")
+
+
 DELTA_IDS = ("deltanet-beta1", "deltanet", "gated-deltanet", "two-key", "kla", "kla-kaczmarz-eps")
 DELTA_CASES = [c for c in CASES if c.id in DELTA_IDS]
 
