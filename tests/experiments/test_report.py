@@ -99,7 +99,7 @@ def test_a_failed_positive_control_returns_inconclusive(tmp_path):
     sniah = {m: {T: [0.0] * 3 for T in Ts} for m in ("gla", "ccq-gla")}
     sniah |= {"gla-conv": {T: [0.3] * 3 for T in Ts}, "ccq-gla-conv": {T: [0.8] * 3 for T in Ts}}
     _write(tmp_path, "ccq-sniah/paper", _trained(sniah))
-    rows = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").rows(tmp_path)
+    rows = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").rows(tmp_path)[1:]  # the first: lm-compare's
     assert rows[0][1].verdict == verdicts.INCONCLUSIVE and "did not learn the task" in rows[0][1].why
     assert rows[2][1].verdict == verdicts.INCONCLUSIVE  # gla-conv at 0.3 at its training length: not learnt either
 
@@ -236,7 +236,7 @@ def _archive(root: Path, folder: str, gaps: dict[str, float]) -> None:
 
 
 def test_language_model_rules_need_a_corpus_the_models_do_not_overfit(tmp_path):
-    analogue = "the same at our scale: a 4-layer byte-level LM (the analogue of the paper's language model)"
+    analogue = "the same at our scale: KLA's test loss below GDN's"
     for kla_loss, expected in ((1.38, "holds"), (1.395, "partly"), (1.42, "does not hold")):
         root = tmp_path / expected
         table = {"kla": {512: [kla_loss] * 3, 4096: [1.0] * 3}, "gated_deltanet": {512: [1.4] * 3, 4096: [2.0] * 3}}
@@ -256,6 +256,30 @@ def test_language_model_rules_need_a_corpus_the_models_do_not_overfit(tmp_path):
     v = _claim("CCQ lowers perplexity from 4K to 20K context").evaluate(tmp_path)
     # 1.445 against 1.45 is lower by less than the margin (0.01 nats), so it does not count
     assert v.verdict == verdicts.PARTLY and v.ours.endswith("nats a byte at T = 4,096 (3 of 4 lower by ≥ 0.01)")
+
+
+def test_lm_compare_decides_the_language_model_rows_it_measures(tmp_path):
+    """lm-compare's `short` runs come first in KLA's and CCQ's language-modelling rows (in nats a token) and in CCQ's
+    retrieval row (RULER's passkey at 4K on the trained models: the paper's setting)."""
+    Ts = (2048, 4096, 8192, 16384)
+    losses = {"kla": 3.0, "gated_deltanet": 3.1, "gla": 3.3, "ccq-gla": 3.2, "ccq-gated_deltanet": 3.05}
+    results = _trained({m: {T: [loss + T / 1e5] * 3 for T in Ts} for m, loss in losses.items()}, metric="loss")
+    recall = {"gla": (0.9, 0.1), "ccq-gla": (0.95, 0.6)}  # at 2K, at 4K
+    probes = {
+        m: {f"passkey {T}": {"exact": r[T > 2048], "acc": 1.0, "seeds": 3} for T in Ts[:2]} for m, r in recall.items()
+    }
+    _write(tmp_path, "lm-compare/short", {**results, "experiment": "lm-compare", "probes": probes})
+    _archive(tmp_path, "lm-compare/short", dict.fromkeys(losses, 0.0))
+    v = _claim("the same at our scale: KLA's test loss below GDN's").evaluate(tmp_path)
+    assert v.verdict == verdicts.HOLDS and "nats a token at T = 2,048 (the training length)" in v.ours
+    v = _claim("CCQ lowers perplexity from 4K to 20K context").evaluate(tmp_path)
+    assert v.verdict == verdicts.HOLDS and v.ours.endswith("nats a token at T = 16,384 (6 of 6 lower by ≥ 0.01)")
+    v = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").evaluate(tmp_path)
+    assert v == verdicts.Verdict("+50.0 points (gla 0.100, ccq-gla 0.600) at T = 4,096", verdicts.HOLDS)
+    probes["gla"]["passkey 2048"]["exact"] = probes["ccq-gla"]["passkey 2048"]["exact"] = 0.2
+    _write(tmp_path, "lm-compare/short", {**results, "experiment": "lm-compare", "probes": probes})
+    v = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").evaluate(tmp_path)
+    assert v.verdict == verdicts.INCONCLUSIVE and "no model learnt the task" in v.why
 
 
 def test_the_kaczmarz_rule(tmp_path):
