@@ -28,6 +28,7 @@ LM_LARGER = "a training corpus the models do not overfit (not in the repository)
 SHORT = "lm-compare short: 36M-parameter BPE LMs, 10M tokens of Python sources, trained at 2K, best-validation weights"
 SHORT_KLA = SHORT + " (1/11 of the paper's parameters, 1/100 of its tokens)"
 SHORT_CCQ = SHORT + " (1/14 – 1/36 of the paper's parameters)"
+LM_DECODE = "lm-compare short's models (36M parameters), one token a row after 32K, batch 1, bf16, one GPU"
 
 
 def _accuracies(x: int, mixers: tuple[str, ...] = ("kla", "gated_deltanet", "mamba2")) -> str:
@@ -191,10 +192,12 @@ KLA_CLAIMS = (
     )),
     Claim("KLA", "decode 2.1× GDN at 32K", "efficiency", "3.54 vs 1.65 tokens/s (2.1×)", (
         _r("one layer, one token after 32K, bf16, H200", KLA_SPEED, rules.decode_against("GDN", 2.1), needs=KLA_DECODE),
+        _r(LM_DECODE, "lm-throughput/default-cuda", rules.model_decode_against("GDN", 2.1), decides=False),
     )),
     Claim("KLA", "decode 1.7× Mamba-2 at 32K", "efficiency", "1.7×", (
         _r("one layer, one token after 32K, bf16, H200, Mamba-2 beside", KLA_SPEED,
            rules.decode_against("Mamba-2", 1.7), needs=KLA_DECODE),
+        _r(LM_DECODE, "lm-throughput/default-cuda", rules.model_decode_against("Mamba-2", 1.7), decides=False),
     )),
 )  # fmt: skip
 

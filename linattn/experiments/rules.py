@@ -584,6 +584,27 @@ def decode_against(base: str, target: float) -> Judge:
     return judge
 
 
+def model_decode_against(base: str, target: float) -> Judge:
+    def judge(r: Results) -> Verdict:
+        """KLA's language model's decoding speed over the `base` one's (lm-throughput: the whole model, one token a
+        row at a time after the context, batch 1): holds when ≥ 0.8 × the paper's ratio, partly when ≥ 1.2×, does not
+        hold below. Positive control: KLA's and GDN's training throughput within 10% at the shortest length (the
+        same work timed as the same)."""
+        name = {"GDN": "gated_deltanet", "Mamba-2": "mamba2"}[base]
+        decode = {(d["mixer"], d["B"]): d for d in r["decode"]}
+        mine, theirs = decode["kla", 1], decode[name, 1]
+        ratio = mine["tokens_per_s"] / theirs["tokens_per_s"]
+        ours = (f"{ratio:.2f}× ({mine['tokens_per_s']:,.0f} vs {theirs['tokens_per_s']:,.0f} tokens/s at batch 1) "
+                f"after {mine['context']:,} tokens; {r['environment'].get('gpu') or 'CPU'}")  # fmt: skip
+        v = Verdict(ours, HOLDS if ratio >= 0.8 * target else PARTLY if ratio >= 1.2 else FAILS)
+        T = min(t["T"] for t in r["train"])
+        train = {t["mixer"]: t["tokens_per_s"] for t in r["train"] if t["T"] == T}
+        same = train["kla"] / train["gated_deltanet"]
+        return checked(v, abs(same - 1) <= 0.1, f"KLA / GDN training throughput {same:.2f}× at T = {T:,}")
+
+    return judge
+
+
 def kaczmarz(r: Results) -> Verdict:
     """Each property's largest relative error over the draws (float64, our op's write): holds when every one is
     ≤ 1e-10; does not hold when one is above 1e-6; partly between. A mathematical statement: float64 arithmetic

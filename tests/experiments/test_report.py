@@ -282,6 +282,26 @@ def test_lm_compare_decides_the_language_model_rows_it_measures(tmp_path):
     assert v.verdict == verdicts.INCONCLUSIVE and "no model learnt the task" in v.why
 
 
+def test_lm_throughput_reads_the_models_decoding_beside_one_layers(tmp_path):
+    """KLA's decode claims read lm-throughput's whole models beside kla-speed's single layer: the ratio of tokens a
+    second at batch 1, and KLA's and GDN's training throughput as the positive control."""
+    results = {
+        "environment": {"gpu": "NVIDIA H200"},
+        "train": [{"mixer": m, "T": T, "tokens_per_s": 1e3} for m in ("kla", "gated_deltanet") for T in (2048, 8192)],
+        "decode": [{"mixer": m, "B": 1, "context": 32768, "tokens_per_s": tps}
+                   for m, tps in (("kla", 300.0), ("gated_deltanet", 290.0), ("mamba2", 120.0))],
+    }  # fmt: skip
+    _write(tmp_path, "lm-throughput/default-cuda", results)
+    gdn = _claim("decode 2.1× GDN at 32K").rows(tmp_path)[1][1]
+    assert gdn == verdicts.Verdict(
+        "1.03× (300 vs 290 tokens/s at batch 1) after 32,768 tokens; NVIDIA H200", "does not hold"
+    )
+    assert _claim("decode 1.7× Mamba-2 at 32K").rows(tmp_path)[1][1].verdict == verdicts.HOLDS  # 2.5×
+    results["train"][0]["tokens_per_s"] = 2000.0  # KLA's training twice GDN's: the timer does not tell equal work
+    _write(tmp_path, "lm-throughput/default-cuda", results)
+    assert _claim("decode 1.7× Mamba-2 at 32K").rows(tmp_path)[1][1].verdict == verdicts.INCONCLUSIVE
+
+
 def test_the_kaczmarz_rule(tmp_path):
     def results(kla_error, control_error):
         errors = {
