@@ -32,15 +32,14 @@ class VariationalLinearAttention(Mixer):
 
     Options: `lam0` (0.1), `rho` (1: no forgetting, the paper's), `refresh` (True; False: plain forgetting
     `M_t = ρ M_{t-1} + u uᵀ`, whose `A` winds up along directions `u` stops visiting until the op refuses it),
-    `normalizer`,
-    `ccq` (+ `ccq_options`: contract q by the covariance of `k̂`), `norm_eps` (the LayerNorm's, 1e-5); head sizes
-    `head_dim` (`K`, default `d_model // n_heads`), `expand_v` (`V = K · expand_v`, default 1) and `num_v_heads`
-    (GVA, a multiple of `n_heads`: value head `j` reads query / key head `j // G`, `G = num_v_heads / n_heads`);
-    `short_conv` (False: the paper's layer has none; with it `W_q x`, `W_k x`, `W_v x` each pass a causal depthwise
-    convolution of `conv_size` (4) taps, `conv_bias` (False), before the feature maps, as fla's layers convolve
-    theirs). The gate `α̂` depends on the keys only, so the `G` value heads of a key head are exactly one head of
-    values `G · V` wide: the op runs `n_heads` heads of that width, `A` is formed once per key head, not once per
-    value head.
+    `normalizer`, `ccq` (+ `ccq_options`: contract q by the covariance of `k̂`), `norm_eps` (the LayerNorm's,
+    1e-5); head sizes `head_dim` (`K`, default `d_model // n_heads`), `expand_v` (`V = K · expand_v`, default 1) and
+    `num_v_heads` (GVA, a multiple of `n_heads`: value head `j` reads query / key head `j // G`,
+    `G = num_v_heads / n_heads`); `short_conv` (False: the paper's layer has none; with it `W_q x`, `W_k x`, `W_v x`
+    each pass a causal depthwise convolution of `conv_size` (4) taps, `conv_bias` (False), before the feature maps,
+    as fla's layers convolve theirs). The gate `α̂` depends on the keys only, so the `G` value heads of a key head
+    are exactly one head of values `G · V` wide: the op runs `n_heads` heads of that width, `A` is formed once per
+    key head, not once per value head.
     State: `{"S": [B, H, K, G·V], "A": [B, H, K, K][, "z": [B, H, K]][, "position": [B] (refreshing: tokens seen)]
     [, "ccq"][, "conv_q", "conv_k", "conv_v"]}`.
     """
