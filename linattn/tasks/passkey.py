@@ -12,6 +12,7 @@ tokenizer is the corpus's own, `tokenizer.json` beside its cache (`linattn run l
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,25 @@ def passkey_prompt(tokenizer, filler, key: str, depth: float) -> tuple[list[int]
     at = int(depth * len(filler))
     ids = [*filler[:at].tolist(), *needle, *filler[at:].tolist(), *question]
     return ids + answer, len(ids)
+
+
+def passkey_row(
+    tokenizer, text, key: str, depth: float, seq_len: int, start_of: Callable[[int], int], split: str = "text"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(inputs, targets)`, `[seq_len]` int64 each: `n` tokens of `text` (a 1-D integer array, from offset
+    `start_of(n)`) around the passkey `key`, `n` what `seq_len + 1` tokens leave beside the prompt (a BPE may cut two
+    keys into different numbers of tokens); targets `IGNORE` but at the positions that predict the key's tokens."""
+    overhead = len(passkey_prompt(tokenizer, text[:0], key, depth)[0])
+    n = seq_len + 1 - overhead
+    if n < 1 or len(text) < n:
+        raise ValueError(f"seq_len: {seq_len} tokens leave {n} for the text around the passkey's {overhead} (the "
+                         f"{split} split has {len(text)})")  # fmt: skip
+    start = start_of(n)
+    ids, answer = passkey_prompt(tokenizer, text[start : start + n], key, depth)
+    ids = torch.tensor(ids, dtype=torch.int64)  # [seq_len + 1]
+    targets = torch.full((seq_len,), IGNORE, dtype=torch.int64)
+    targets[answer - 1 :] = ids[answer:]
+    return ids[:-1], targets
 
 
 @dataclass(frozen=True)
@@ -75,17 +95,10 @@ def generate(config: PasskeyConfig, batch_size: int, generator: torch.Generator)
     text, tokenizer = _text(str(data_root() / config.corpus), config.split, config.fingerprint)
     rows, targets = [], []
     for key in torch.randint(10_000, 100_000, (batch_size,), generator=generator).tolist():
-        # BPE may cut two keys into different numbers of tokens: each row's text fills what its key leaves
-        overhead = len(passkey_prompt(tokenizer, text[:0], str(key), config.depth)[0])
-        n = config.seq_len + 1 - overhead
-        if n < 1 or len(text) < n:
-            raise ValueError(f"seq_len: {config.seq_len} tokens leave {n} for the text around the passkey's "
-                             f"{overhead} (the {config.split} split has {len(text)})")  # fmt: skip
-        start = int(torch.randint(0, len(text) - n + 1, (1,), generator=generator))
-        ids, answer = passkey_prompt(tokenizer, text[start : start + n].astype("int64"), str(key), config.depth)
-        ids = torch.tensor(ids)  # [seq_len + 1]
-        target = torch.full((config.seq_len,), IGNORE, dtype=torch.int64)
-        target[answer - 1 :] = ids[answer:]  # the positions that predict the key's tokens
-        rows.append(ids[:-1])
+        row, target = passkey_row(
+            tokenizer, text, str(key), config.depth, config.seq_len,
+            lambda n: int(torch.randint(0, len(text) - n + 1, (1,), generator=generator)), config.split,
+        )  # fmt: skip
+        rows.append(row)
         targets.append(target)
     return Batch(torch.stack(rows), torch.stack(targets)).to(generator.device)

@@ -27,7 +27,8 @@ from torch import nn
 from linattn.data.cache import TokenSplit, cached_split
 from linattn.data.corpus import SPLITS, read_corpus
 from linattn.data.tokenizer import Tokenizer
-from linattn.tasks.passkey import passkey_prompt
+from linattn.tasks.batch import IGNORE
+from linattn.tasks.passkey import passkey_row
 from linattn.textlm.run import CACHE_NAME, load_run
 
 HEAD_ROWS = 4096  # positions whose logits are formed at once: [4096, vocab] float32 stays far below the model's size
@@ -90,8 +91,8 @@ def passkey_recall(
     depth: float = 0.1,
     seed: int = 0,
 ) -> dict[int, dict]:
-    """`{L: {"exact", "token", "trials"}}`: the passkey asked after about `L` tokens of the split's text (its token
-    stream from a random offset, the same for every model given the seed)."""
+    """`{L: {"exact", "token", "trials"}}`: the passkey asked after `L` tokens of the split's text (its token stream
+    from a random offset, the same for every model given the seed; `tasks.passkey.passkey_row`, as lm-compare's)."""
     if not 0 <= depth <= 1:
         raise ValueError(f"depth: expected a fraction in [0, 1], got {depth}")
     _at_least_one(trials=trials)
@@ -101,22 +102,15 @@ def passkey_recall(
     out = {}
     for L in lengths:
         keys = [f"{k:05d}" for k in rng.integers(10_000, 100_000, trials)]
-        overhead = len(passkey_prompt(tokenizer, np.zeros(0, dtype=np.int64), keys[0], depth)[0])
-        n = L - overhead
-        if n < 1 or len(text) < n:
-            raise ValueError(
-                f"lengths: {L} tokens leave {n} for text around the passkey's {overhead} (the {split.name} split has "
-                f"{len(text)})"
-            )
         exact, token = [], []
         for key in keys:
-            start = int(rng.integers(0, len(text) - n + 1))
-            ids, answer_start = passkey_prompt(tokenizer, text[start : start + n].astype(np.int64), key, depth)
-            ids = torch.tensor(ids, device=_device(model))[None]  # [1, L]
-            at = torch.zeros_like(ids, dtype=torch.bool)
-            at[0, answer_start - 1 : -1] = True  # the positions that predict the key's tokens
-            logits, _ = model(ids[:, :-1], logits_at=at[:, :-1])  # [len(key tokens), vocab]
-            hits = logits.argmax(-1) == ids[0, answer_start:]
+            inputs, targets = passkey_row(
+                tokenizer, text, key, depth, L, lambda n: int(rng.integers(0, len(text) - n + 1)),
+                split.name,
+            )  # fmt: skip
+            at = targets != IGNORE  # [L] the positions that predict the key's tokens
+            logits, _ = model(inputs[None].to(_device(model)), logits_at=at[None].to(_device(model)))
+            hits = logits.argmax(-1).cpu() == targets[at]
             exact.append(bool(hits.all()))
             token.append(hits.float().mean().item())
         out[L] = {"exact": float(np.mean(exact)), "token": float(np.mean(token)), "trials": trials}

@@ -190,6 +190,7 @@ def test_a_forgetting_vla_layer_runs_on_inputs_that_leave_directions_unvisited(r
         layer(x[:, :3], {**state, "position": state["position"].float()})
     assert layer.state_size() == build_layer("vla", 64, 2).state_size()  # the counter is not state
 
+
 def test_raw_keys_reach_the_delta_rule_unnormalised(monkeypatch):
     """GDN normalises its keys and KLA divides by ‖k‖² in the op; `raw_keys` (the KLA paper's ablation) does
     neither: the op gets the keys as the convolution made them, with `β = η`."""

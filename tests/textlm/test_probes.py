@@ -16,6 +16,7 @@ from linattn.data.cache import TokenSplit
 from linattn.data.tokenizer import ByteTokenizer
 from linattn.models.config import ModelConfig
 from linattn.models.lm import DecoderLM
+from linattn.tasks.passkey import passkey_prompt
 from linattn.textlm import probes
 from tests.data.corpus import write_corpus
 from tests.textlm.test_train_cli import SMALL
@@ -78,7 +79,7 @@ def test_the_passkey_text_leaves_out_end_of_document_tokens():
 
 def test_the_passkey_prompt_states_the_key_at_its_depth_and_asks_it_last():
     filler = np.frombuffer(b"x" * 1000, dtype=np.uint8).astype(np.int64)
-    ids, answer_start = probes.passkey_prompt(ByteTokenizer(), filler, "12345", depth=0.5)
+    ids, answer_start = passkey_prompt(ByteTokenizer(), filler, "12345", depth=0.5)
     text = bytes(ids).decode()
     assert text.index("The pass key is 12345.") == 501  # 500 filler bytes, then the needle's line break
     assert text.endswith("What is the pass key? The pass key is 12345") and bytes(ids[answer_start:]) == b" 12345"
