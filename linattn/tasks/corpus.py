@@ -49,7 +49,7 @@ def corpus_fingerprint(cache: Path) -> str:
 
 
 @functools.cache
-def _split(cache: str, split: str, fingerprint: str):
+def packed_split(cache: str, split: str, fingerprint: str):
     """The split's packed text, once per process: the cache checked against the run's `fingerprint` on opening."""
     from linattn.data.cache import open_split
     from linattn.data.packing import PackedText
@@ -91,7 +91,7 @@ def generate(config: CorpusConfig, batch_size: int, generator: torch.Generator) 
 
     Example: `generate(CorpusConfig("lm-compare-quick/cache", fp, 128), 8, torch.Generator()).inputs.shape`."""
     check_int("batch_size", batch_size, 1)
-    data, T = _split(str(config.cache), config.split, config.fingerprint), config.seq_len
+    data, T = packed_split(str(config.cache), config.split, config.fingerprint), config.seq_len
     if not config.whole:
         return data.batch(batch_size, T, generator).to(generator.device)
     offsets = torch.from_numpy(data.split.offsets)  # [D + 1]

@@ -21,7 +21,7 @@ import torch
 from linattn.data.corpus import SPLITS
 from linattn.tasks.batch import IGNORE, Batch
 from linattn.tasks.checks import check_int
-from linattn.tasks.corpus import _split, data_root
+from linattn.tasks.corpus import data_root, packed_split
 
 TOKENIZER_NAME = "tokenizer.json"  # beside the corpus's cache folder
 
@@ -56,6 +56,13 @@ def passkey_row(
     return ids[:-1], targets
 
 
+def passkey_text(tokens, tokenizer):
+    """A split's token stream (a 1-D integer array) without its end-of-document ids, the text a passkey sits in:
+    training resets the state at every document start, so a model never sees text after one."""
+    eod = getattr(tokenizer, "eod_id", None)
+    return tokens if eod is None else tokens[tokens != eod]
+
+
 @dataclass(frozen=True)
 class PasskeyConfig:
     """The passkey asked after `seq_len` tokens of the `split` of the corpus `corpus` (a cache folder under
@@ -84,8 +91,8 @@ def _text(cache: str, split: str, fingerprint: str):
     if not path.exists():
         raise ValueError(f"tokenizer: the passkey needs the corpus's {TOKENIZER_NAME} beside {cache}; none there")
     tokenizer = FileTokenizer(path)
-    tokens = _split(cache, split, fingerprint).split.tokens
-    return (tokens if tokenizer.eod_id is None else tokens[tokens != tokenizer.eod_id]), tokenizer
+    tokens = packed_split(cache, split, fingerprint).split.tokens
+    return passkey_text(tokens, tokenizer), tokenizer
 
 
 def generate(config: PasskeyConfig, batch_size: int, generator: torch.Generator) -> Batch:

@@ -28,7 +28,7 @@ from linattn.data.cache import TokenSplit, cached_split
 from linattn.data.corpus import SPLITS, read_corpus
 from linattn.data.tokenizer import Tokenizer
 from linattn.tasks.batch import IGNORE
-from linattn.tasks.passkey import passkey_row
+from linattn.tasks.passkey import passkey_row, passkey_text
 from linattn.textlm.run import CACHE_NAME, load_run
 
 HEAD_ROWS = 4096  # positions whose logits are formed at once: [4096, vocab] float32 stays far below the model's size
@@ -96,8 +96,7 @@ def passkey_recall(
     if not 0 <= depth <= 1:
         raise ValueError(f"depth: expected a fraction in [0, 1], got {depth}")
     _at_least_one(trials=trials)
-    eod = getattr(tokenizer, "eod_id", None)
-    text = split.tokens if eod is None else split.tokens[split.tokens != eod]
+    text = passkey_text(split.tokens, tokenizer)
     rng = np.random.default_rng(seed)
     out = {}
     for L in lengths:

@@ -48,14 +48,14 @@ def test_packed_windows_are_cut_at_document_starts(config):
 
 
 def test_whole_windows_are_the_start_of_a_long_document(config):
-    from linattn.tasks.corpus import _split
+    from linattn.tasks.corpus import packed_split
 
     long = dataclasses.replace(config, split="test", whole=True, seq_len=64)
     batch = generate(long, 3, torch.Generator().manual_seed(1))
     assert batch.inputs.shape == (3, 64) and batch.cu_seqlens is None and bool((batch.targets != IGNORE).all())
     shorter = generate(dataclasses.replace(long, seq_len=16, min_doc_tokens=64), 3, torch.Generator().manual_seed(1))
     assert torch.equal(shorter.inputs, batch.inputs[:, :16])  # the same documents at every length
-    data = _split(str(long.cache), "test", long.fingerprint)
+    data = packed_split(str(long.cache), "test", long.fingerprint)
     starts = {tuple(data.tokens[int(s) : int(s) + 65].tolist()) for s in data.split.offsets[:-1]}
     assert all(tuple(row) in starts for row in torch.cat([batch.inputs, batch.targets[:, -1:]], 1).tolist())
     with pytest.raises(ValueError, match="seq_len: no document of the test split has"):

@@ -21,6 +21,7 @@ its `Π M_cᵀ`, B carries the gradient from the final state's back, C walks eac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -100,6 +101,26 @@ def combine(
         starts[seg] = h[seq].float()
         h[seq] = torch.matmul(P[seg].double(), h[seq]) + E[seg]
     return starts, h.float()
+
+
+def segmented_walk(
+    walk: Callable[..., None], layout: ChunkLayout, count: int, start: torch.Tensor | None, *, H: int, K: int, V: int,
+    device: torch.device, reverse: bool = False,
+) -> torch.Tensor:  # fmt: skip
+    """Steps A – C with `walk(cu, chunk_offsets, N, columns, start, end, store_chunks=, transition=)` (one launch of a
+    state kernel over packed sequences, from `start` or 0, the end states into `end`) on `count` segments a
+    sequence, from each sequence's `start` state `[N, H, K, V]` (or 0); `reverse`: a walk from each sequence's end
+    (the state backward's). Returns each sequence's state where the walk ends, `[N, H, K, V]` float32."""
+    seg = split(layout, count, device)
+    # A: each segment from zero, where it ends, and (on K identity columns, no input) its transition
+    E = torch.empty(seg.count, H, K, V, dtype=torch.float32, device=device)
+    P = torch.empty(seg.count, H, K, K, dtype=torch.float32, device=device)
+    walk(seg.cu, seg.chunk_offsets, seg.count, V, None, E, store_chunks=False)
+    walk(seg.cu, seg.chunk_offsets, seg.count, K, None, P, store_chunks=False, transition=True)
+    # B, then C: each segment again from its combined start, storing what the one pass stores
+    starts, end = combine(P, E, start, seg.reverse if reverse else seg.order, layout.N)
+    walk(seg.cu, seg.chunk_offsets, seg.count, V, starts, None, store_chunks=True)
+    return end
 
 
 def segment_count(layout: ChunkLayout, programs: int, device: torch.device) -> int:

@@ -31,7 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.delta_rule.triton.segments import combine, segment_count, split
+from linattn.ops.delta_rule.triton.segments import segment_count, segmented_walk
 from linattn.ops.delta_rule.triton.transpose import chunk_transpose, load_chunk_transposed
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import sequence_coords
@@ -218,15 +218,7 @@ def state_fwd(
         ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=w.device) if output_final_state else None
         walk(layout.cu_seqlens, layout.chunk_offsets, layout.N, V, initial_state, ht, store_chunks=True)
         return h, U, ht
-    seg = split(layout, segments, w.device)
-    # A: each segment from zero, its end state E and (on K identity columns) its transition P
-    E = torch.empty(seg.count, H, K, V, dtype=torch.float32, device=w.device)
-    P = torch.empty(seg.count, H, K, K, dtype=torch.float32, device=w.device)
-    walk(seg.cu, seg.chunk_offsets, seg.count, V, None, E, store_chunks=False)
-    walk(seg.cu, seg.chunk_offsets, seg.count, K, None, P, store_chunks=False, transition=True)
-    # B, then C: each segment again from its start state, storing its chunks'
-    starts, final = combine(P, E, initial_state, seg.order, layout.N)
-    walk(seg.cu, seg.chunk_offsets, seg.count, V, starts, None, store_chunks=True)
+    final = segmented_walk(walk, layout, segments, initial_state, H=H, K=K, V=V, device=w.device)
     return h, U, (final if output_final_state else None)
 
 

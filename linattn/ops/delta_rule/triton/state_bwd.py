@@ -41,7 +41,8 @@ import triton.language as tl
 
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.precision import narrow_launch
-from linattn.ops.delta_rule.triton.segments import combine, segment_count, split
+from linattn.ops.delta_rule.triton.segments import segment_count, segmented_walk
+from linattn.ops.delta_rule.triton.state import BLOCK_V
 from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import chunk_coords, sequence_coords
@@ -407,17 +408,8 @@ def state_bwd(
     if segments <= 1:
         dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
         walk(layout.cu_seqlens, layout.chunk_offsets, layout.N, V, dht, dh0, store_chunks=True)
-    else:
-        seg = split(layout, segments, device)
-        # A: each segment from a zero gradient at its end: the gradient at its start, and (on K identity columns,
-        # without the local terms) its transposed transition
-        F = torch.empty(seg.count, H, K, V, dtype=torch.float32, device=device)
-        Q = torch.empty(seg.count, H, K, K, dtype=torch.float32, device=device)
-        walk(seg.cu, seg.chunk_offsets, seg.count, V, None, F, store_chunks=False)
-        walk(seg.cu, seg.chunk_offsets, seg.count, K, None, Q, store_chunks=False, transition=True)
-        # B, from each sequence's end, then C: each segment again from the gradient at its end
-        ends, first = combine(Q, F, dht, seg.reverse, layout.N)
-        walk(seg.cu, seg.chunk_offsets, seg.count, V, ends, None, store_chunks=True)
+    else:  # from each sequence's end: the gradient at its start comes out
+        first = segmented_walk(walk, layout, segments, dht, H=H, K=K, V=V, device=device, reverse=True)
         dh0 = first if want_dh0 else None
     if not erase:  # T = I: dṼ = dU
         return dh, du, dh0
@@ -428,9 +420,6 @@ def state_bwd(
     )  # fmt: skip
     dv_tilde = du
     return dh, dv_tilde, dh0
-
-
-BLOCK_V = 16  # as in state_fwd: value blocks of 16, 128 programs at B = 1, H = 16, K = V = 128 (one an SM)
 
 
 def _walk(
