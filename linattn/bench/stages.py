@@ -80,12 +80,12 @@ def inputs(B: int, T: int, H: int, K: int, dtype: torch.dtype, device) -> dict[s
 
 
 def stage_calls(
-    x: dict[str, torch.Tensor], fast: bool = False, segments: int | None = None
+    x: dict[str, torch.Tensor], fast: bool = False, segments: int = 1
 ) -> list[tuple[str, Callable[[], object]]]:
     """`(stage, call)` for every launch of the forward, then of the backward, in order; each call repeats its
     stage on inputs computed once here (the intermediates of one forward and backward). Each stage runs in the
     precision and stores in the dtype `delta_rule` gives it without a final state (`fast`: at the fast level); the
-    sequential stages in `segments` segments a sequence (`segments.py`; None: the library's choice)."""
+    sequential stages in `segments` segments a sequence (`segments.py`; 1: the one pass, the library's)."""
     q, k, v, beta, g, do = (x[n] for n in ("q", "k", "v", "beta", "g", "do"))
     B, T, _, K = q.shape
     scale = K**-0.5
@@ -131,7 +131,7 @@ def end_to_end(x: dict[str, torch.Tensor], fast: bool = False) -> dict[str, Call
 
 def profile(
     T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dtype=torch.bfloat16, device="cuda", fast=False,
-    segments: int | None = None,
+    segments: int = 1,
 ):  # fmt: skip
     """Rows `{B, T, stage, ms}` (and `us_per_chunk` for the sequential stages: per chunk of the sequence), the
     end-to-end rows last; `timer(fn) -> ms`; `fast`: the fast precision level's stages; `segments`: `stage_calls`'."""
@@ -156,7 +156,7 @@ def run(
     device: str = "cuda",
     batch: int = 1,
     precision: str = "exact",
-    segments: int | None = None,
+    segments: int = 1,
 ) -> list[dict]:
     """`op`: `delta_rule` (the Triton kernels, K = V = 128, `batch` sequences of each length, on CUDA, at
     `precision`, the sequential stages in `segments` segments a sequence) or `vla-gate` (`gate_stages`, head dim

@@ -9,6 +9,7 @@ public function against autograd of the float64 `naive` recurrence. `torch.empty
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import pytest
 import torch
@@ -391,12 +392,13 @@ def test_the_state_backward_in_segments_equals_the_one_pass(name, segments):
 @pytest.mark.parametrize("name", ["varlen", "K>V"])
 def test_delta_rule_with_segments_forced_matches_naive(name, monkeypatch):
     """`delta_rule`'s whole forward and backward (the state pass, its recompute and the state backward's walk) with
-    every walk in 3 segments a sequence (what `segment_count` picks on a GPU with idle SMs): outputs and every
-    gradient against the float64 recurrence, packed sequences and rows."""
-    from linattn.ops.delta_rule.triton import state as state_module
+    every walk in 3 segments a sequence: outputs and every gradient against the float64 recurrence, packed
+    sequences and rows."""
+    from linattn.ops.delta_rule.triton import forward
 
-    for module in (state_module, state_bwd_module):
-        monkeypatch.setattr(module, "segment_count", lambda *args: 3)
+    for module in (forward, backward):
+        monkeypatch.setattr(module, "state_fwd", partial(module.state_fwd, segments=3))
+    monkeypatch.setattr(backward, "state_bwd", partial(backward.state_bwd, segments=3))
     cfg, final_grad = AWKWARD[name]
     x = make_inputs(cfg)
     do, dS = draw_cotangents(x, torch.float32)

@@ -11,7 +11,9 @@ end state from zero. So the pass runs in three steps:
     C  every segment at once again, from its `h_start`: the chunk states and pseudo-values as the one-pass walk
 
 A and C each walk `T / S` chunks, in `S` times the programs. They do `2V + K` columns of work where one pass does
-`V`, so segments pay only where the one pass's programs leave most SMs idle (`segment_count`).
+`V`, so segments can pay only where the one pass's programs leave most SMs idle. The passes take one segment (the
+one pass) unless the caller names more: on an H100 the segmented walks were slower than the one pass at every shape
+tried (bf16, T = 32K, K = V = 128, B = 1, H = 1 – 16, 2 – 16 segments; `python -m linattn.bench stages --segments N`).
 
 The state backward (`state_bwd.py`) walks from the last chunk: `dh_c = M_cᵀ dh_{c+1} + (E_c − K̃_cᵀ dU^loc_c)`, affine
 in the end state's gradient with the transposed transitions, so the same three steps run with the segments taken
@@ -22,16 +24,13 @@ its `Π M_cᵀ`, B carries the gradient from the final state's back, C walks eac
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
 from linattn.ops.utils.grid import cdiv
 from linattn.ops.utils.layout import ChunkLayout
-
-MAX_SEGMENTS = 16  # a sequence's segments; B's sequential steps grow with them
-MIN_CHUNKS = 8  # a segment's chunks at least (512 tokens of 64): shorter ones pay A's and B's costs for little
-MIN_GAIN = 4  # segments a sequence needs before they pay: A and C do three times the one pass's columns
 
 
 @dataclass(frozen=True)
@@ -68,16 +67,16 @@ def split(layout: ChunkLayout, per_sequence: int, device: torch.device) -> Segme
                 lists[rank][1].append(n)
             starts.append(b * layout.T + bos + c0 * layout.BT)
             offsets.append(b * layout.NT + first + c0)
-
-    def index(lists):
-        return [tuple(torch.tensor(ix, dtype=torch.long, device=device) for ix in pair) for pair in lists]
-
-    return Segments(
-        torch.tensor([*starts, layout.B * layout.T], dtype=torch.int32, device=device),
-        torch.tensor(offsets, dtype=torch.int32, device=device),
-        index(order),
-        index(reverse),
-    )
+    # every index in one host-to-device copy: a copy per small tensor would cost more than a segment's walk
+    flat = [*starts, layout.B * layout.T, *offsets]
+    sizes = [len(starts) + 1, len(offsets)]
+    for lists in (order, reverse):
+        for pair in lists:
+            flat += pair[0] + pair[1]
+            sizes += [len(pair[0]), len(pair[1])]
+    pieces = torch.tensor(flat, dtype=torch.long).to(device).split(sizes)
+    indices = [tuple(pieces[i : i + 2]) for i in range(2, len(pieces), 2)]
+    return Segments(pieces[0].int(), pieces[1].int(), indices[: len(order)], indices[len(order) :])
 
 
 def combine(
@@ -116,22 +115,22 @@ def segmented_walk(
     E = torch.empty(seg.count, H, K, V, dtype=torch.float32, device=device)
     P = torch.empty(seg.count, H, K, K, dtype=torch.float32, device=device)
     walk(seg.cu, seg.chunk_offsets, seg.count, V, None, E, store_chunks=False)
-    walk(seg.cu, seg.chunk_offsets, seg.count, K, None, P, store_chunks=False, transition=True)
+    with side_stream(device):  # the two walks of A are independent: at once, each on few SMs
+        walk(seg.cu, seg.chunk_offsets, seg.count, K, None, P, store_chunks=False, transition=True)
     # B, then C: each segment again from its combined start, storing what the one pass stores
     starts, end = combine(P, E, start, seg.reverse if reverse else seg.order, layout.N)
     walk(seg.cu, seg.chunk_offsets, seg.count, V, starts, None, store_chunks=True)
     return end
 
 
-def segment_count(layout: ChunkLayout, programs: int, device: torch.device) -> int:
-    """Segments a sequence for the state pass on `device`: 1 (the one pass) unless its `programs` leave most SMs
-    idle and each sequence is long enough for `MIN_GAIN` segments of `MIN_CHUNKS` chunks; then as many as fill
-    the SMs once, up to `MAX_SEGMENTS`."""
+@contextmanager
+def side_stream(device: torch.device):
+    """Work queued inside runs beside the current stream's (CUDA; elsewhere in order), joined on exit."""
     if device.type != "cuda":
-        return 1
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
-    if programs * MIN_GAIN > sms:  # the usual case, decided before a look at each sequence
-        return 1
-    shortest = min(cdiv(eos - bos, layout.BT) for _, _, bos, eos, _ in layout.sequences())
-    count = min(MAX_SEGMENTS, sms // programs, shortest // MIN_CHUNKS)
-    return count if count >= MIN_GAIN else 1
+        yield
+        return
+    main, side = torch.cuda.current_stream(device), torch.cuda.Stream(device)
+    side.wait_stream(main)
+    with torch.cuda.stream(side):
+        yield
+    main.wait_stream(side)
