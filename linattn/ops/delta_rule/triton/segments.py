@@ -12,8 +12,9 @@ end state from zero. So the pass runs in three steps:
 
 A and C each walk `T / S` chunks, in `S` times the programs. They do `2V + K` columns of work where one pass does
 `V`, so segments can pay only where the one pass's programs leave most SMs idle. The passes take one segment (the
-one pass) unless the caller names more: on an H100 the segmented walks were slower than the one pass at every shape
-tried (bf16, T = 32K, K = V = 128, B = 1, H = 1 – 16, 2 – 16 segments; `python -m linattn.bench stages --segments N`).
+one pass) unless the caller names more: on an H100 a first version, which copied each segment's indices to the
+GPU on their own, lost to the one pass at every shape tried (B = 1, H = 1 – 16, 2 – 16 segments), and this one is
+not yet timed (`python -m linattn.bench stages --segments N`).
 
 The state backward (`state_bwd.py`) walks from the last chunk: `dh_c = M_cᵀ dh_{c+1} + (E_c − K̃_cᵀ dU^loc_c)`, affine
 in the end state's gradient with the transposed transitions, so the same three steps run with the segments taken
