@@ -7,15 +7,32 @@ need the `experiments` extra, the HuggingFace model the `hf` extra (pyproject.to
 from __future__ import annotations
 
 import importlib
+import re
 from types import ModuleType
+
+# the oldest release of a dependency that works (pyproject.toml's extras): transformers' `generate` passes the
+# recurrent state as a `Cache` to the model's `cache` argument, and takes it back from its output, as of 5.25
+MINIMUM = {"transformers": "5.25"}
 
 
 def require(module: str, extra: str, purpose: str) -> ModuleType:
-    """`importlib.import_module(module)`, or an ImportError that says which extra of linattn brings it."""
+    """`importlib.import_module(module)`, or an ImportError that says which extra of linattn brings it (also where
+    an older release than `MINIMUM`'s is installed)."""
+    package = module.split(".")[0]
     try:
-        return importlib.import_module(module)
+        found = importlib.import_module(module)
     except ImportError as e:
-        raise ImportError(f"{purpose} needs {module.split('.')[0]}: pip install 'linattn[{extra}]'") from e
+        raise ImportError(f"{purpose} needs {package}: pip install 'linattn[{extra}]'") from e
+    oldest = MINIMUM.get(package)
+    version = getattr(importlib.import_module(package), "__version__", None)
+    if oldest is not None and version is not None and _release(version) < _release(oldest):
+        raise ImportError(f"{purpose} needs {package}>={oldest}, found {version}: pip install 'linattn[{extra}]'")
+    return found
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The release numbers a version string starts with: '5.25.0.dev0' -> (5, 25, 0)."""
+    return tuple(int(n) for n in re.match(r"\d+(?:\.\d+)*", version).group().split("."))
 
 
 def tqdm(**kwargs):

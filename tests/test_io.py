@@ -39,3 +39,15 @@ def test_atomic_writer_shows_the_file_only_when_complete(tmp_path):
         f.write(b"torn")
         raise RuntimeError("killed mid-way")
     assert path.read_bytes() == b"part one, part two" and [p.name for p in tmp_path.iterdir()] == ["tokens.bin"]
+
+
+def test_an_older_dependency_than_linattn_needs_is_named(monkeypatch):
+    """`require` refuses a release below `MINIMUM`, naming it and the extra that brings the right one."""
+    from linattn.extras import require
+
+    transformers = pytest.importorskip("transformers")
+
+    assert require("transformers", "hf", "x") is transformers
+    monkeypatch.setattr(transformers, "__version__", "5.17.0")
+    with pytest.raises(ImportError, match=r"x needs transformers>=5.25, found 5.17.0: pip install 'linattn\[hf\]'"):
+        require("transformers", "hf", "x")

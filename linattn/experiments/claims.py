@@ -15,7 +15,7 @@ STATE_NORM = "vla-state-norm/default"
 AUTHORS_INIT = "untrained, the authors' init (every linear layer N(0, 0.02²)), seeds 0–2"
 DEFAULT_INIT = "untrained, PyTorch's default init, seeds 0–2"
 VLA_SPEED, KLA_SPEED = "vla-speed/default-cuda", "kla-speed/default-cuda"
-SPEED_RUN = "H200, bf16, B = 1, H = 16, T to 64K"
+SPEED_RUN = "one GPU (its table names it), bf16, B = 1, H = 16, T to 64K"
 KLA_DECODE = "linattn run kla-speed --device cuda --force"  # with the decode step's GPU busy time, Mamba-2 beside
 KLA_PAPER = "the paper's stated recipe (lr 1e-3 warmup + cosine, ≤ 10k steps, early stop, last weights)"
 KLA_AUTHORS = "the authors' code: constant lr 1e-3, the best validation checkpoint tested"
@@ -188,14 +188,15 @@ KLA_CLAIMS = (
         _r(LM + ", tested to 4,096", "kla-lm/paper", rules.kla_lm_extrapolation, decides=False, needs=LM_LARGER),
     )),
     Claim("KLA", "prefill latency KLA ≈ GDN", "efficiency, 131K", "1220 vs 1227 ms", (
-        _r("one layer, d 1024 in 8 heads, bf16, H200", KLA_SPEED, rules.kla_prefill),
+        _r("one layer, d 1024 in 8 heads, bf16, one GPU", KLA_SPEED, rules.kla_prefill),
     )),
     Claim("KLA", "decode 2.1× GDN at 32K", "efficiency", "3.54 vs 1.65 tokens/s (2.1×)", (
-        _r("one layer, one token after 32K, bf16, H200", KLA_SPEED, rules.decode_against("GDN", 2.1), needs=KLA_DECODE),
+        _r("one layer, one token after 32K, bf16, one GPU", KLA_SPEED, rules.decode_against("GDN", 2.1),
+           needs=KLA_DECODE),
         _r(LM_DECODE, "lm-throughput/default-cuda", rules.model_decode_against("GDN", 2.1), decides=False),
     )),
     Claim("KLA", "decode 1.7× Mamba-2 at 32K", "efficiency", "1.7×", (
-        _r("one layer, one token after 32K, bf16, H200, Mamba-2 beside", KLA_SPEED,
+        _r("one layer, one token after 32K, bf16, one GPU, Mamba-2 beside", KLA_SPEED,
            rules.decode_against("Mamba-2", 1.7), needs=KLA_DECODE),
         _r(LM_DECODE, "lm-throughput/default-cuda", rules.model_decode_against("Mamba-2", 1.7), decides=False),
     )),

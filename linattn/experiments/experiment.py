@@ -24,7 +24,7 @@ from statistics import fmean, median
 import torch
 
 from linattn.bench.environment import describe
-from linattn.experiments.archive import pack
+from linattn.experiments.archive import ARCHIVE_NAME, FinishedRun, pack, read_archive
 from linattn.experiments.runner import RunSpec, run_all
 from linattn.extras import pyplot
 from linattn.io import save_figure, write_atomic
@@ -118,6 +118,7 @@ class Experiment:
         finally:  # the runs finished so far, also when others failed or were not begun
             pack(out)
         summary = summarize(records, self.metric)
+        is_lm = self.metric == "loss"  # a language model's: its learning curves beside the scores
         results = {
             "experiment": self.name,
             "description": self.description,
@@ -136,6 +137,7 @@ class Experiment:
             "paper": {m: {str(x): a for x, a in row.items()} for m, row in paper.items()},
             **({"state_size": state_sizes(specs)} if self.x_axis == "state_size" else {}),
             **({"probes": summarize_probes(records, summary["lr"])} if any("probes" in r for r in records) else {}),
+            **({"curves": loss_curves(read_archive(out / ARCHIVE_NAME), summary["lr"])} if is_lm else {}),
             "runs": [
                 {
                     k: r[k]
@@ -239,6 +241,22 @@ def summarize_probes(records: list[dict], lr: dict[str, dict[str, float]]) -> di
             row["range"] = {k: [min(m[k] for m in runs), max(m[k] for m in runs)] for k in keys}
             out.setdefault(mixer, {})[name] = {**row, "seeds": len(runs)}
     return out
+
+
+def loss_curves(runs: dict[str, FinishedRun], lr: dict[str, dict[str, float]]) -> dict[str, list[dict]]:
+    """Per mixer, each replicate's logged training loss and validation loss against the step, at the learning rate
+    chosen for its training setting (`lr`, `summarize`'s), replicates in order:
+    `{mixer: [{"train": [[step, loss], …], "val": [[step, loss], …]}, …]}` (a language model's learning curves)."""
+    chosen = sorted(
+        (r for r in runs.values() if r.record["lr"] == lr.get(r.record["mixer"], {}).get(str(r.record["x"]))),
+        key=lambda r: r.record.get("replicate", 0),
+    )
+    curves: dict[str, list[dict]] = {}
+    for r in chosen:
+        train = [[m["step"], m["loss"]] for m in r.metrics if "loss" in m and "eval" not in m]
+        val = [[m["step"], m["eval"]["loss"]] for m in r.metrics if "loss" in m.get("eval", {})]
+        curves.setdefault(r.record["mixer"], []).append({"train": train, "val": val})
+    return curves
 
 
 def _val_score(record: dict, metric: str) -> float:
@@ -361,7 +379,11 @@ def plot(results: dict, path: Path) -> None:
     colours come round again with another marker."""
     plt = pyplot()
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    curves = results.get("curves")
+    if curves:
+        fig, (ax, ax_curves) = plt.subplots(1, 2, figsize=(13, 4.5))
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     sizes = results.get("state_size")
     for i, m in enumerate(results["mixers"]):
@@ -392,6 +414,24 @@ def plot(results: dict, path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.set_title(f"{results['experiment']} ({results['protocol']}{', quick' if results['quick'] else ''})")
     ax.legend(fontsize=7, ncol=2)
+    if curves:
+        _plot_curves(ax_curves, curves, results["mixers"], colors)
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
+
+
+def _plot_curves(ax, curves: dict[str, list[dict]], mixers: list[str], colors: list[str]) -> None:
+    """`loss_curves` on `ax`: each replicate's training loss faint, its validation loss with markers."""
+    for i, m in enumerate(mixers):
+        for j, run in enumerate(curves.get(m, [])):
+            color = colors[i % len(colors)]
+            if run["train"]:
+                ax.plot(*zip(*run["train"]), color=color, alpha=0.3, lw=0.8)
+            if run["val"]:
+                ax.plot(*zip(*run["val"]), color=color, marker="o", ms=3, label=m if j == 0 else None)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (training faint, validation marked)")
+    ax.grid(alpha=0.3)
+    ax.set_title("learning curves")
+    ax.legend(fontsize=7, ncol=2)

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from linattn.experiments import runner
-from linattn.experiments.experiment import Experiment, edge_runs, summarize, table_markdown
+from linattn.experiments.archive import FinishedRun
+from linattn.experiments.experiment import Experiment, edge_runs, loss_curves, plot, summarize, table_markdown
 from linattn.experiments.mixers import MIXERS, parse_mixers
 from linattn.experiments.registry import EXPERIMENTS
 from linattn.experiments.runner import RunSpec, run_one, training_key
@@ -289,6 +290,28 @@ def test_summarize_and_table_by_loss():
                "table": summary["loss"], "paper": {}, "description": "", "command": "c",
                "environment": {"cpu": "x", "torch": "2", "date": "d"}, "x_name": "seq_len"}  # fmt: skip
     assert "Test loss in nats a token" in table_markdown(results) and "| 512 | 1.250 |" in table_markdown(results)
+
+
+def test_learning_curves_of_the_chosen_runs_are_plotted_beside_the_scores(tmp_path):
+    """A language-modelling result carries each replicate's training and validation loss at the chosen lr."""
+
+    def run(lr, replicate, losses):
+        record = {"mixer": "gla", "x": 512, "lr": lr, "replicate": replicate}
+        metrics = [
+            {"step": 10, "loss": losses[0]},
+            {"step": 20, "loss": losses[1]},
+            {"step": 20, "eval": {"loss": losses[2]}},
+        ]
+        return FinishedRun(record, tuple(metrics), f"lm/paper/runs/{lr}-{replicate}")
+
+    runs = {"b": run(1e-3, 1, (4.0, 3.0, 3.1)), "a": run(1e-3, 0, (5.0, 3.5, 3.6)), "c": run(3e-3, 0, (9.0, 9.0, 9.0))}
+    curves = loss_curves(runs, {"gla": {"512": 1e-3, "1024": 1e-3}})
+    assert curves == {"gla": [{"train": [[10, 5.0], [20, 3.5]], "val": [[20, 3.6]]},
+                              {"train": [[10, 4.0], [20, 3.0]], "val": [[20, 3.1]]}]}  # fmt: skip
+    results = {"experiment": "lm", "protocol": "paper", "quick": False, "metric": "loss", "mixers": ["gla"],
+               "table": {"gla": {"512": 3.3}}, "paper": {}, "x_name": "seq_len", "curves": curves}  # fmt: skip
+    plot(results, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 5_000
 
 
 def test_lm_length_plan():
