@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     p_stages.add_argument("--K", type=int, default=128, help="head dim of the vla-gate profile (default 128)")
     p_stages.add_argument("--device", default="cuda", help="'cuda' (default), or 'cpu' for --op vla-gate")
     p_stages.add_argument("--batch", type=int, default=1, help="delta_rule: sequences of each length at once")
+    p_stages.add_argument("--heads", type=_positive(int), default=16, help="delta_rule: heads (default 16)")
     p_stages.add_argument(
         "--precision", choices=PRECISIONS, default="exact", help="delta_rule: the level (default exact)"
     )
@@ -229,13 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         what = (
             f"VLA chunk gate, float32, B=1, H=16, K={args.K}"
             if args.op == "vla-gate"
-            else f"Triton delta rule, GDN configuration, bf16, B={args.batch}, H=16, K=V=128, {args.precision}"
-            + ("" if args.segments == 1 else f", {args.segments} segments")
+            else f"Triton delta rule, GDN configuration, bf16, B={args.batch}, H={args.heads}, K=V=128, "
+            f"{args.precision}" + ("" if args.segments == 1 else f", {args.segments} segments")
         )
         print(f"# linattn stage profile: {what}; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
         rows = stages.run(
-            args.lengths, op=args.op, K=args.K, device=device, batch=args.batch, precision=args.precision,
-            segments=args.segments,
+            args.lengths, op=args.op, K=args.K, device=device, batch=args.batch, heads=args.heads,
+            precision=args.precision, segments=args.segments,
         )  # fmt: skip
         print(stages.table(rows))
         extra = {}

@@ -1,13 +1,14 @@
 """Stage profile of the Triton delta rule: each kernel of the forward and of the backward timed on its own.
 
-Run on a CUDA machine: `python -m linattn.bench stages [--lengths 8192,65536] [--batch B] [--json FILE]`
+Run on a CUDA machine: `python -m linattn.bench stages [--lengths 8192,65536] [--batch B] [--heads H] [--json FILE]`
 (`--op vla-gate`: VLA's chunk gate instead, `gate_stages.py`, which `--device cpu` also runs on the CPU); bf16,
-B = 1 (or `--batch`), H = 16, K = V = 128, the GDN configuration (w = k, β, g), as in `ops`. Each stage is called
-the way `delta_rule_fwd` and `delta_rule_bwd` call it, on the intermediates of one real forward and backward, and
-timed with `linattn.bench.timing.median_ms` (`triton.testing.do_bench`, median). Beside the stages: the end-to-end
-forward and forward + backward of `delta_rule(backend="triton")`; what they spend beyond the sum of their stages is
-the host's time between launches (argument checks, allocations, casts). For the sequential stages (`state_fwd`,
-`state_bwd`), whose programs walk the chunks one after another, the time per chunk is one step of that walk.
+B = 1 (or `--batch`), H = 16 (or `--heads`), K = V = 128, the GDN configuration (w = k, β, g), as in `ops`. Each stage
+is called the way `delta_rule_fwd` and `delta_rule_bwd` call it, on the intermediates of one real forward and
+backward, and timed with `linattn.bench.timing.median_ms` (`triton.testing.do_bench`, median). Beside the stages:
+the end-to-end forward and forward + backward of `delta_rule(backend="triton")`; what they spend beyond the sum of
+their stages is the host's time between launches (argument checks, allocations, casts). For the sequential stages
+(`state_fwd`, `state_bwd`), whose programs walk the chunks one after another, the time per chunk is one step of that
+walk.
 `--batch B` runs B sequences of each length at once: `--batch 16 --lengths 2048` against `--lengths 32768` tells
 whether a stage's time follows the length of its walk or the work of its steps.
 """
@@ -157,16 +158,17 @@ def run(
     batch: int = 1,
     precision: str = "exact",
     segments: int = 1,
+    heads: int = 16,
 ) -> list[dict]:
-    """`op`: `delta_rule` (the Triton kernels, K = V = 128, `batch` sequences of each length, on CUDA, at
-    `precision`, the sequential stages in `segments` segments a sequence) or `vla-gate` (`gate_stages`, head dim
-    `K`, on `device`)."""
+    """`op`: `delta_rule` (the Triton kernels, K = V = 128, `batch` sequences of each length with `heads` heads, on
+    CUDA, at `precision`, the sequential stages in `segments` segments a sequence) or `vla-gate` (`gate_stages`, head
+    dim `K`, on `device`)."""
     if op == "vla-gate":
         from linattn.bench import gate_stages
 
         profiler = partial(gate_stages.profile, K=K, device=device)
     elif device == "cuda" and torch.cuda.is_available():
-        profiler = partial(profile, B=batch, fast=precision == "fast", segments=segments)
+        profiler = partial(profile, B=batch, H=heads, fast=precision == "fast", segments=segments)
     else:
         raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU for the delta rule's kernels")
     rows = []

@@ -1,6 +1,7 @@
 """The mechanisms compared as language models on real text: one recipe, the same tokens in the same order, for
-softmax attention, GDN, KLA, VLA, CCQ-GDN, GLA, CCQ-GLA and the Mamba-2 form; the test loss at the training length
-and on longer contexts, and recall of a passkey stated early in real text at each length.
+softmax attention (without positions, and with RoPE), GDN, KLA, VLA, CCQ-GDN, GLA, CCQ-GLA and the Mamba-2 form;
+the test loss at the training length and on longer contexts, and recall of a passkey stated early in real text at
+each length.
 
 The corpus is assembled from package registries (`linattn.data.assemble`, its `MANIFEST.json` names every package,
 version and licence), split by document (`DataConfig`), a byte-level BPE trained on its train split, and tokenised
@@ -21,11 +22,12 @@ Protocols (`--protocol`; `--quick` is one recipe for both):
 - `--quick`: pip's own sources (~5 MB: every virtual environment has them), a BPE of 4,096 ids; 2 layers of d 64,
   2 heads, MLP 256; 128 × 8, 300 steps, lr 3e-3; tested at 128 – 1024.
 
-`fair` is the scale the comparison asks for; `short` is sized for one GPU's few minutes, the eight models side by
-side (`--jobs 8`); `linattn run lm-throughput --device cuda` measures what each model's step costs.
+`fair` is the scale the comparison asks for; `short` is sized for one GPU's few minutes, the nine models side by
+side (`--jobs 9`); `linattn run lm-throughput --device cuda` measures what each model's step costs.
 
 All: AdamW (0.9, 0.95), weight decay 0.1, warmup then cosine to a tenth, clip 1, no position embeddings (the
-recurrent mixers carry order; softmax attention reads a causal mask alone, as NoPE models do); the weights with the
+recurrent mixers carry order; `softmax` reads a causal mask alone, as NoPE models do, `softmax-rope` rotates its
+queries and keys by their positions); the weights with the
 lowest validation loss are tested. The papers' scale: KLA 0.4B parameters on 1B tokens, CCQ 500M and 1.3B.
 """
 
@@ -51,7 +53,10 @@ from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
 
 # the shortest context probed with the passkey: its needle and question take tens of tokens, and text surrounds them
 PASSKEY_MIN = 128
-MIXERS_COMPARED = ("softmax", "gated_deltanet", "kla", "vla", "ccq-gated_deltanet", "gla", "ccq-gla", "mamba2")
+# softmax attention twice: without positions, as the recurrent mixers, and with RoPE, the field's transformer baseline
+MIXERS_COMPARED = (
+    "softmax", "softmax-rope", "gated_deltanet", "kla", "vla", "ccq-gated_deltanet", "gla", "ccq-gla", "mamba2"
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ MIXERS: dict[str, MixerSpec] = {
     for spec in (
         MixerSpec("softmax", "softmax"),
         MixerSpec("softmax-conv", "softmax", {"short_conv": True}),
+        MixerSpec("softmax-rope", "softmax", {"rope": True}),
         MixerSpec("linear", "linear"),
         MixerSpec("deltanet", "deltanet"),
         MixerSpec("gated_deltanet", "gated_deltanet"),

@@ -191,7 +191,7 @@ def eval_set(spec: RunSpec, seed: int, task: object | None = None) -> list[Batch
 
 
 # tokens evaluated at once: a language model's logits at 4 × 16K positions and 16K ids are 4 GiB in float32, too
-# much beside seven other models on one GPU (`linattn run lm-compare --protocol short --jobs 8`)
+# much beside eight other models on one GPU (`linattn run lm-compare --protocol short --jobs 9`)
 EVAL_TOKENS = 16384
 
 

@@ -15,7 +15,11 @@ from linattn.ops import softmax_attention
 class SoftmaxAttention(Mixer):
     """Multi-head causal softmax attention: `y = W_o · merge_h(softmax(q kᵀ / √d) v)`.
 
-    No positional encoding inside (the LM adds learned positions). With `short_conv=True` q, k and v go through
+    No positional encoding inside unless `rope=True` (the LM adds learned positions, or none). With `rope=True` q and
+    k are rotated by their token's position (`rotary`; RoPE, as Llama and fla's Transformer++ baselines read it):
+    position `t` of a sequence, counted from its start (each packed sequence's own, a padded row's real tokens
+    only, a cache's tokens before), so that a score depends on the distance of its two tokens alone.
+    With `short_conv=True` q, k and v go through
     a causal short convolution + SiLU first, as in DeltaNet / GDN / KLA: every position then sees its few
     predecessors, which is what a two-layer model needs to bind a key to the value after it.
     The state is the KV cache `{"k", "v": [B, T_past, H, d]}` (plus the conv caches); it grows with the context,
@@ -35,9 +39,16 @@ class SoftmaxAttention(Mixer):
         short_conv: bool = False,
         conv_size: int = 4,
         bias: bool = False,
+        rope: bool = False,
+        rope_base: float = 10_000.0,
         backend: str = "auto",
     ):
         super().__init__(d_model, n_heads, backend=backend)
+        if rope and self.head_dim % 2:
+            raise ValueError(f"rope: rotates pairs of channels, so the head dim must be even, got {self.head_dim}")
+        if not rope_base > 1:
+            raise ValueError(f"rope_base: expected a number > 1, got {rope_base!r}")
+        self.rope, self.rope_base = rope, float(rope_base)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias) if not short_conv else None
         self.conv_qkv = (
             ConvProjections(d_model, dict.fromkeys("qkv", d_model), conv_size=conv_size) if short_conv else None
@@ -78,6 +89,10 @@ class SoftmaxAttention(Mixer):
         if cu_seqlens is not None:
             if state is not None:
                 raise ValueError("state: softmax attention cannot continue packed sequences (cu_seqlens) from a cache")
+            if self.rope:
+                t = torch.arange(x.shape[1], device=x.device)
+                starts = cu_seqlens.to(x.device)[torch.searchsorted(cu_seqlens.to(x.device), t, right=True) - 1]
+                q, k = self._rotate(q, k, (t - starts)[None])
             o, _ = softmax_attention(q, k, v, cu_seqlens=cu_seqlens)
             return self.out(merge_heads(o)), convs  # no KV cache: sequences of different lengths (see below)
         if state is not None and "k" not in state:
@@ -85,6 +100,9 @@ class SoftmaxAttention(Mixer):
                 "state: softmax attention keeps no KV cache after a packed prefill (cu_seqlens); "
                 "prefill without cu_seqlens to decode from it"
             )
+        if self.rope:
+            past = 0 if state is None else self._past(state)
+            q, k = self._rotate(q, k, past + torch.arange(x.shape[1], device=x.device)[None])
         if state is None or (state["k"].shape[1] == 0 and "mask" not in state):
             o, _ = softmax_attention(q, k, v)
             return self.out(merge_heads(o)), {"k": k, "v": v, **convs}
@@ -105,7 +123,10 @@ class SoftmaxAttention(Mixer):
                 lambda b: self.conv_qkv.init_state(b, device=x.device),
             )
         q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]
-        y, new = self._attend_cache(q, k, v, state or self.init_state(x.shape[0]), mask, convs)
+        state = state or self.init_state(x.shape[0])
+        if self.rope:  # a real token's position counts the real tokens before it
+            q, k = self._rotate(q, k, self._past(state) + mask.long().cumsum(1) - 1)
+        y, new = self._attend_cache(q, k, v, state, mask, convs)
         return y * mask[..., None].to(y.dtype), new
 
     def _attend_cache(self, q, k, v, state, mask, convs):
@@ -128,3 +149,25 @@ class SoftmaxAttention(Mixer):
             q.transpose(1, 2), k_all.transpose(1, 2), v_all.transpose(1, 2), attn_mask=allowed
         ).transpose(1, 2)
         return self.out(merge_heads(o)), {"k": k_all, "v": v_all, **new, **convs}
+
+    def _past(self, state: State) -> torch.Tensor | int:
+        """How many real tokens the cache holds: `[B, 1]` where it marks padding, else its length."""
+        return state["mask"].sum(1, keepdim=True) if "mask" in state else state["k"].shape[1]
+
+    def _rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor):
+        """`rotary` on q and k `[B, T, H, d]` at `positions: [B or 1, T]`."""
+        return rotary(q, positions, self.rope_base), rotary(k, positions, self.rope_base)
+
+
+def rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10_000.0) -> torch.Tensor:
+    """RoPE: each channel pair `(x_i, x_{i + d/2})` of `x: [B, T, H, d]` rotated by the angle `p · base^(−2i/d)` of
+    its token's position `p` (`positions: [B or 1, T]`), so that `⟨rotary(q, p), rotary(k, s)⟩` depends on `p − s`
+    alone. The angles in float64 (positions up to millions keep their phase), the rotation in float32 (float64 for
+    a float64 `x`)."""
+    d = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float64) / d)  # [d/2]
+    angles = positions.to(torch.float64)[..., None, None] * inv_freq  # [B or 1, T, 1, d/2]
+    work = torch.promote_types(x.dtype, torch.float32)
+    cos, sin = angles.cos().to(work), angles.sin().to(work)
+    x1, x2 = x.to(work).chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)

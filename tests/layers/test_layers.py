@@ -11,6 +11,7 @@ from linattn.layers import CCQ_LAYERS, LAYERS, build_layer
 from linattn.layers.base import Mixer
 from linattn.layers.gated_conv import GatedConv
 from linattn.layers.padding import map_state
+from linattn.layers.softmax import rotary
 from linattn.models import DecoderLM, ModelConfig
 from tests.ops.cases import rel_err
 
@@ -33,6 +34,7 @@ VARIANTS += [
     ("gla", {"output_gate": False}),
     ("mamba2", {"d_state": 12}),
     ("softmax", {"short_conv": True}),
+    ("softmax", {"rope": True}),
     ("gla", {"short_conv": True}),
     ("gla", {"short_conv": True, "ccq": True}),
 ]
@@ -132,6 +134,23 @@ def test_build_layer_errors():
     with pytest.raises(ValueError, match="^x_t: expected shape"):
         layer = build_layer("linear", 32, 4)
         layer.step(torch.randn(2, 1, 32), layer.init_state(2))
+    with pytest.raises(ValueError, match="^rope: rotates pairs of channels, so the head dim must be even, got 5"):
+        build_layer("softmax", 20, 4, rope=True)
+    with pytest.raises(ValueError, match="^rope_base: expected a number > 1, got 0.5"):
+        build_layer("softmax", 32, 4, rope=True, rope_base=0.5)
+
+
+def test_rotary_scores_depend_on_the_distance_alone():
+    """RoPE: a query at p and a key at s score as at p + shift and s + shift, and not as at another distance."""
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 1, 1, 3, 16, generator=gen, dtype=torch.float64)
+
+    def score(p, s):
+        return (rotary(q, torch.tensor([[p]])) * rotary(k, torch.tensor([[s]]))).sum(-1)
+
+    assert rel_err(score(7, 3), score(7 + 1000, 3 + 1000)) <= 1e-10
+    assert rel_err(score(7, 3), score(3, 7)) > 1e-2
+    assert torch.equal(rotary(q, torch.zeros(1, 1)), q)  # position 0: no rotation
 
 
 @pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)

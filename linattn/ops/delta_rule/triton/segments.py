@@ -12,9 +12,10 @@ end state from zero. So the pass runs in three steps:
 
 A and C each walk `T / S` chunks, in `S` times the programs. They do `2V + K` columns of work where one pass does
 `V`, so segments can pay only where the one pass's programs leave most SMs idle. The passes take one segment (the
-one pass) unless the caller names more: on an H100 a first version, which copied each segment's indices to the
-GPU on their own, lost to the one pass at every shape tried (B = 1, H = 1 – 16, 2 – 16 segments), and this one is
-not yet timed (`python -m linattn.bench stages --segments N`).
+one pass) unless the caller names more: on an H100 at B = 1, T = 32K (`python -m linattn.bench stages --lengths
+32768 --heads H --segments S`), segments lose to it at H ≥ 4 and at best tie it at H ≤ 2 (four segments), because
+what the shorter walks save, step B's few PyTorch launches a segment and the host's work a call spend again. B as
+one kernel (a program walking each sequence's segments) is what would let them pay.
 
 The state backward (`state_bwd.py`) walks from the last chunk: `dh_c = M_cᵀ dh_{c+1} + (E_c − K̃_cᵀ dU^loc_c)`, affine
 in the end state's gradient with the transposed transitions, so the same three steps run with the segments taken
@@ -68,14 +69,16 @@ def split(layout: ChunkLayout, per_sequence: int, device: torch.device) -> Segme
                 lists[rank][1].append(n)
             starts.append(b * layout.T + bos + c0 * layout.BT)
             offsets.append(b * layout.NT + first + c0)
-    # every index in one host-to-device copy: a copy per small tensor would cost more than a segment's walk
+    # every index in one host-to-device copy (a copy per small tensor would cost more than a segment's walk), from
+    # pinned memory without blocking: a copy from pageable memory waits for the GPU's queue to drain
     flat = [*starts, layout.B * layout.T, *offsets]
     sizes = [len(starts) + 1, len(offsets)]
     for lists in (order, reverse):
         for pair in lists:
             flat += pair[0] + pair[1]
             sizes += [len(pair[0]), len(pair[1])]
-    pieces = torch.tensor(flat, dtype=torch.long).to(device).split(sizes)
+    host = torch.tensor(flat, dtype=torch.long)
+    pieces = (host.pin_memory() if device.type == "cuda" else host).to(device, non_blocking=True).split(sizes)
     indices = [tuple(pieces[i : i + 2]) for i in range(2, len(pieces), 2)]
     return Segments(pieces[0].int(), pieces[1].int(), indices[: len(order)], indices[len(order) :])
 
