@@ -27,8 +27,8 @@ side (`--jobs 9`); `linattn run lm-throughput --device cuda` measures what each 
 
 All: AdamW (0.9, 0.95), weight decay 0.1, warmup then cosine to a tenth, clip 1, no position embeddings (the
 recurrent mixers carry order; `softmax` reads a causal mask alone, as NoPE models do, `softmax-rope` rotates its
-queries and keys by their positions); the weights with the
-lowest validation loss are tested. The papers' scale: KLA 0.4B parameters on 1B tokens, CCQ 500M and 1.3B.
+queries and keys by their positions); the weights with the lowest validation loss are tested. The papers' scale:
+KLA 0.4B parameters on 1B tokens, CCQ 500M and 1.3B.
 """
 
 from __future__ import annotations

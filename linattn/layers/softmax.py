@@ -16,12 +16,11 @@ class SoftmaxAttention(Mixer):
     """Multi-head causal softmax attention: `y = W_o · merge_h(softmax(q kᵀ / √d) v)`.
 
     No positional encoding inside unless `rope=True` (the LM adds learned positions, or none). With `rope=True` q and
-    k are rotated by their token's position (`rotary`; RoPE, as Llama and fla's Transformer++ baselines read it):
-    position `t` of a sequence, counted from its start (each packed sequence's own, a padded row's real tokens
-    only, a cache's tokens before), so that a score depends on the distance of its two tokens alone.
-    With `short_conv=True` q, k and v go through
-    a causal short convolution + SiLU first, as in DeltaNet / GDN / KLA: every position then sees its few
-    predecessors, which is what a two-layer model needs to bind a key to the value after it.
+    k are rotated by their token's position (`rotary`: RoPE, as in Llama and the Transformer++ baselines of fla's
+    papers), counted from its sequence's start (each packed sequence's own, a padded row's real tokens only, a
+    cache's tokens before), so that a score depends on the distance of its two tokens alone. With `short_conv=True`
+    q, k and v go through a causal short convolution + SiLU first, as in DeltaNet / GDN / KLA: every position then
+    sees its few predecessors, which is what a two-layer model needs to bind a key to the value after it.
     The state is the KV cache `{"k", "v": [B, T_past, H, d]}` (plus the conv caches); it grows with the context,
     so `state_size(seq_len)` is `2·d_model·seq_len`. With `cu_seqlens` the packed sequences run separately and
     no cache is returned (lengths differ). After a padded call (`attention_mask`) the cache keeps the padded
