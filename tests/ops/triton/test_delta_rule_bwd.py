@@ -358,13 +358,14 @@ SEGMENTED = {
     "two-key-varlen": (Config(T=460, two_key=True, lengths=(1, 200, 5, 254)), True),
     "kla-varlen-no-final-grad": (Config(T=460, lengths=(130, 66, 264), kaczmarz=True, h0=False), False),
     "no-decay": (Config(T=300, gate=None), True),
+    "wide-keys": (Config(T=200, K=48, V=40), True),  # the combine's product over two 32-row blocks, one cut
 }
 
 
 # each sequence in 2 – 7 segments (7: more than a packed sequence's chunks), unequal chunk counts among them
 @pytest.mark.parametrize(
     ("name", "segments"),
-    [("gdn-rows", 2), ("two-key-varlen", 7), ("kla-varlen-no-final-grad", 3), ("no-decay", 2)],
+    [("gdn-rows", 2), ("two-key-varlen", 7), ("kla-varlen-no-final-grad", 3), ("no-decay", 2), ("wide-keys", 3)],
 )
 def test_the_state_backward_in_segments_equals_the_one_pass(name, segments):
     """The state backward with each sequence's segments walked at once (`segments.py`, from each sequence's end)

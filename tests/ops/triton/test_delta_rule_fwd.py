@@ -285,13 +285,15 @@ SEGMENTED = {
     "gdn-rows": Config(T=200, B=2),
     "two-key-varlen": Config(T=460, two_key=True, lengths=(1, 200, 5, 254)),
     "no-decay-two-key": Config(T=300, two_key=True, gate=None),  # float32 w without a decay: read transposed
+    "wide-keys": Config(T=200, K=48, V=40),  # the combine's product over two 32-row blocks of the state, one cut
 }
 
 
-# each sequence in 2 – 7 segments (7: more than a packed sequence's chunks), unequal chunk counts among them
+# each sequence in 2 – 7 segments (7: more than a packed sequence's chunks), unequal chunk counts among them; keys
+# wider than the combine's 32-row blocks
 @pytest.mark.parametrize(
     ("name", "segments"),
-    [("gdn-rows", 2), ("two-key-varlen", 7), ("no-decay-two-key", 2)],
+    [("gdn-rows", 2), ("two-key-varlen", 7), ("no-decay-two-key", 2), ("wide-keys", 3)],
 )
 def test_the_state_pass_in_segments_equals_the_one_pass(name, segments):
     """The state pass with each sequence cut into segments walked at once (`segments.py`: their transitions, the

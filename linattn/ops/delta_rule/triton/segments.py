@@ -7,19 +7,19 @@ end state from zero. So the pass runs in three steps:
 
     A  every segment at once, from zero: `E_s` (its `V` columns), and `P_s` (the same walk on `K` identity columns
        with `Ũ = 0`)                                                                          [S, H, K, V + K]
-    B  along each sequence's segments: `h_start(s + 1) = P_s h_start(s) + E_s` from the initial state    (PyTorch)
+    B  along each sequence's segments: `h_start(s + 1) = P_s h_start(s) + E_s` from the initial state (one launch)
     C  every segment at once again, from its `h_start`: the chunk states and pseudo-values as the one-pass walk
 
 A and C each walk `T / S` chunks, in `S` times the programs. They do `2V + K` columns of work where one pass does
 `V`, so segments can pay only where the one pass's programs leave most SMs idle. The passes take one segment (the
 one pass) unless the caller names more: on an H100 at B = 1, T = 32K (`python -m linattn.bench stages --lengths
-32768 --heads H --segments S`), segments lose to it at H ≥ 4 and at best tie it at H ≤ 2 (four segments), because
-what the shorter walks save, step B's few PyTorch launches a segment and the host's work a call spend again. B as
-one kernel (a program walking each sequence's segments) is what would let them pay.
+32768 --heads H --segments S`), with step B in PyTorch (a few launches a segment), segments lost to the one pass at
+H ≥ 4 and at best tied it at H ≤ 2 (four segments): B and the host's work a call spent what the shorter walks saved.
+B is now one kernel (`combine_kernel`), not yet timed.
 
 The state backward (`state_bwd.py`) walks from the last chunk: `dh_c = M_cᵀ dh_{c+1} + (E_c − K̃_cᵀ dU^loc_c)`, affine
 in the end state's gradient with the transposed transitions, so the same three steps run with the segments taken
-from each sequence's end (`Segments.reverse`): A gives each segment's `dh` at its start from zero at its end and
+from each sequence's end (`combine(reverse=True)`): A gives each segment's `dh` at its start from zero at its end and
 its `Π M_cᵀ`, B carries the gradient from the final state's back, C walks each segment from its end's gradient.
 """
 
@@ -30,8 +30,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+import triton
+import triton.language as tl
 
-from linattn.ops.utils.grid import cdiv
+from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.layout import ChunkLayout
 
 
@@ -40,13 +42,12 @@ class Segments:
     """Segments of whole chunks of a `ChunkLayout`'s sequences, laid out as packed sequences for the state kernel.
 
     `cu: [S + 1]` int32 token offsets in the flattened `[B·T]` row, `chunk_offsets: [S]` int32 the chunk row (of
-    `h: [B·NT, ...]`) of each segment's first chunk; `order[j]` / `reverse[j]`: `(segments, sequences)` long index
-    tensors of every sequence's `j`-th segment from its start / from its end, for step B."""
+    `h: [B·NT, ...]`) of each segment's first chunk, `first: [N + 1]` int32 the first segment of each sequence (a
+    sequence's segments are consecutive, in order), for step B."""
 
     cu: torch.Tensor
     chunk_offsets: torch.Tensor
-    order: list[tuple[torch.Tensor, torch.Tensor]]
-    reverse: list[tuple[torch.Tensor, torch.Tensor]]
+    first: torch.Tensor
 
     @property
     def count(self) -> int:
@@ -56,54 +57,102 @@ class Segments:
 def split(layout: ChunkLayout, per_sequence: int, device: torch.device) -> Segments:
     """Each sequence of `layout` in `per_sequence` segments of near-equal chunk counts (fewer where it has fewer
     chunks). The sequences tile the flattened row, so the segments' starts and the row's end are their offsets."""
-    starts, offsets, order, reverse = [], [], [], []
-    for n, b, bos, eos, first in layout.sequences():
+    starts, offsets, first = [], [], [0]
+    for _, b, bos, eos, chunk in layout.sequences():
         chunks = cdiv(eos - bos, layout.BT)
         m = max(1, min(per_sequence, chunks))
         for j in range(m):
             c0 = chunks * j // m
-            for lists, rank in ((order, j), (reverse, m - 1 - j)):
-                while len(lists) <= rank:
-                    lists.append(([], []))
-                lists[rank][0].append(len(offsets))
-                lists[rank][1].append(n)
             starts.append(b * layout.T + bos + c0 * layout.BT)
-            offsets.append(b * layout.NT + first + c0)
+            offsets.append(b * layout.NT + chunk + c0)
+        first.append(len(offsets))
     # every index in one host-to-device copy (a copy per small tensor would cost more than a segment's walk), from
     # pinned memory without blocking: a copy from pageable memory waits for the GPU's queue to drain
-    flat = [*starts, layout.B * layout.T, *offsets]
-    sizes = [len(starts) + 1, len(offsets)]
-    for lists in (order, reverse):
-        for pair in lists:
-            flat += pair[0] + pair[1]
-            sizes += [len(pair[0]), len(pair[1])]
-    host = torch.tensor(flat, dtype=torch.long)
-    pieces = (host.pin_memory() if device.type == "cuda" else host).to(device, non_blocking=True).split(sizes)
-    indices = [tuple(pieces[i : i + 2]) for i in range(2, len(pieces), 2)]
-    return Segments(pieces[0].int(), pieces[1].int(), indices[: len(order)], indices[len(order) :])
+    host = torch.tensor([*starts, layout.B * layout.T, *offsets, *first], dtype=torch.int32)
+    cu, chunk_offsets, first_segment = (
+        (host.pin_memory() if device.type == "cuda" else host)
+        .to(device, non_blocking=True)
+        .split([len(starts) + 1, len(offsets), len(first)])
+    )
+    return Segments(cu, chunk_offsets, first_segment)
+
+
+@triton.jit
+def combine_kernel(
+    P,
+    E,
+    h0,
+    starts,
+    ht,
+    first,
+    H: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BC: tl.constexpr,
+    BV: tl.constexpr,
+    USE_H0: tl.constexpr,
+    REVERSE: tl.constexpr,
+):
+    """One program per (value block, sequence · head) walks the sequence's segments (from its last with `REVERSE`):
+    each segment's start state is stored, then `h ← P_s h + E_s`. `P_s h` is summed over `BC`-row blocks of `h`
+    read back from the start just stored (a `[BK, BK]` transition would not fit in registers at `K = 256`), in
+    true float32 (`ieee`: the composed transitions carry no tf32 rounding)."""
+    i_v, i_nh = tl.program_id(0), tl.program_id(1)
+    i_n, i_h = i_nh // H, i_nh % H
+    s0 = tl.load(first + i_n)
+    count = tl.load(first + i_n + 1) - s0
+
+    o_k = tl.arange(0, BK)
+    o_c = tl.arange(0, BC)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    m_h = m_k[:, None] & m_v[None, :]
+    # offsets of this program's [BK, BV] tile inside one [K, V] state
+    o_h = o_k[:, None] * V + o_v[None, :]
+
+    # [BK, BV] state tile, float32
+    b_h = tl.zeros([BK, BV], dtype=tl.float32)
+    if USE_H0:
+        b_h += tl.load(h0 + i_nh.to(tl.int64) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
+    for j in range(0, count):
+        if REVERSE:
+            i_s = s0 + count - 1 - j
+        else:
+            i_s = s0 + j
+        p_start = starts + (i_s * H + i_h).to(tl.int64) * K * V
+        tl.store(p_start + o_h, b_h, mask=m_h)
+        tl.debug_barrier()  # the start just stored is read back, by other threads, as P_s's operand
+        b_h = tl.load(E + (i_s * H + i_h).to(tl.int64) * K * V + o_h, mask=m_h, other=0)
+        p_P = P + (i_s * H + i_h).to(tl.int64) * K * K
+        for c0 in range(0, BK, BC):
+            m_c = c0 + o_c < K
+            # [BK, BC] columns c0 … of P_s, [BC, BV] rows c0 … of the start state
+            b_p = tl.load(p_P + o_k[:, None] * K + (c0 + o_c)[None, :], mask=m_k[:, None] & m_c[None, :], other=0)
+            b_s = tl.load(p_start + (c0 + o_c)[:, None] * V + o_v[None, :], mask=m_c[:, None] & m_v[None, :], other=0)
+            b_h += tl.dot(b_p, b_s, input_precision="ieee")
+    tl.store(ht + i_nh.to(tl.int64) * K * V + o_h, b_h, mask=m_h)
 
 
 def combine(
-    P: torch.Tensor,
-    E: torch.Tensor,
-    initial_state: torch.Tensor | None,
-    order: list[tuple[torch.Tensor, torch.Tensor]],
-    N: int,
+    P: torch.Tensor, E: torch.Tensor, initial_state: torch.Tensor | None, first: torch.Tensor, reverse: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Step B: `P: [S, H, K, K]`, `E: [S, H, K, V]` (step A's, float32) and the initial state `[N, H, K, V]` (or 0)
     -> every segment's start state `[S, H, K, V]` and every sequence's final state `[N, H, K, V]`, float32, taking
-    the segments in `order` (`Segments.order`; the backward's walk, whose state is a gradient carried from the
-    end, `Segments.reverse`). The products in float64: they are small, and a float32 matmul would follow the
-    process's TF32 setting."""
+    each sequence's segments (`Segments.first`) from its first, or (`reverse`: the backward's walk, whose state is a
+    gradient carried from the end) from its last. One launch (`combine_kernel`)."""
     _, H, K, V = E.shape
-    h = torch.zeros(N, H, K, V, dtype=torch.float64, device=E.device)
-    if initial_state is not None:
-        h.copy_(initial_state)
+    N = first.numel() - 1
     starts = torch.empty_like(E)
-    for seg, seq in order:  # every sequence's j-th segment at once
-        starts[seg] = h[seq].float()
-        h[seq] = torch.matmul(P[seg].double(), h[seq]) + E[seg]
-    return starts, h.float()
+    end = torch.empty(N, H, K, V, dtype=torch.float32, device=E.device)
+    BK = max(16, next_power_of_2(K))
+    BV = 16
+    combine_kernel[(cdiv(V, BV), N * H)](
+        P, E, initial_state, starts, end, first, H=H, K=K, V=V, BK=BK, BC=min(32, BK), BV=BV,
+        USE_H0=initial_state is not None, REVERSE=reverse, num_warps=4,
+    )  # fmt: skip
+    return starts, end
 
 
 def segmented_walk(
@@ -122,7 +171,7 @@ def segmented_walk(
     with side_stream(device):  # the two walks of A are independent: at once, each on few SMs
         walk(seg.cu, seg.chunk_offsets, seg.count, K, None, P, store_chunks=False, transition=True)
     # B, then C: each segment again from its combined start, storing what the one pass stores
-    starts, end = combine(P, E, start, seg.reverse if reverse else seg.order, layout.N)
+    starts, end = combine(P, E, start, seg.first, reverse)
     walk(seg.cu, seg.chunk_offsets, seg.count, V, starts, None, store_chunks=True)
     return end
 
