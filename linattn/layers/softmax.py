@@ -8,6 +8,7 @@ from torch import nn
 
 from linattn.layers.base import Mixer, State, merge_heads, split_heads
 from linattn.layers.padding import run_unpadded
+from linattn.layers.positions import rotary, token_positions
 from linattn.layers.short_conv import ConvProjections
 from linattn.ops import softmax_attention
 
@@ -85,23 +86,18 @@ class SoftmaxAttention(Mixer):
         else:
             h, convs = self.conv_qkv(x, state or {}, cu_seqlens)
         q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]
-        if cu_seqlens is not None:
-            if state is not None:
-                raise ValueError("state: softmax attention cannot continue packed sequences (cu_seqlens) from a cache")
-            if self.rope:
-                t = torch.arange(x.shape[1], device=x.device)
-                starts = cu_seqlens.to(x.device)[torch.searchsorted(cu_seqlens.to(x.device), t, right=True) - 1]
-                q, k = self._rotate(q, k, (t - starts)[None])
-            o, _ = softmax_attention(q, k, v, cu_seqlens=cu_seqlens)
-            return self.out(merge_heads(o)), convs  # no KV cache: sequences of different lengths (see below)
-        if state is not None and "k" not in state:
+        if cu_seqlens is not None and state is not None:
+            raise ValueError("state: softmax attention cannot continue packed sequences (cu_seqlens) from a cache")
+        if cu_seqlens is None and state is not None and "k" not in state:
             raise ValueError(
                 "state: softmax attention keeps no KV cache after a packed prefill (cu_seqlens); "
                 "prefill without cu_seqlens to decode from it"
             )
         if self.rope:
-            past = 0 if state is None else self._past(state)
-            q, k = self._rotate(q, k, past + torch.arange(x.shape[1], device=x.device)[None])
+            q, k = self._rotate(q, k, token_positions(*x.shape[:2], self._past(state), cu_seqlens, None, x.device))
+        if cu_seqlens is not None:
+            o, _ = softmax_attention(q, k, v, cu_seqlens=cu_seqlens)
+            return self.out(merge_heads(o)), convs  # no KV cache: sequences of different lengths (see below)
         if state is None or (state["k"].shape[1] == 0 and "mask" not in state):
             o, _ = softmax_attention(q, k, v)
             return self.out(merge_heads(o)), {"k": k, "v": v, **convs}
@@ -124,7 +120,7 @@ class SoftmaxAttention(Mixer):
         q, k, v = (split_heads(h[n], self.n_heads) for n in "qkv")  # [B, T, H, d]
         state = state or self.init_state(x.shape[0])
         if self.rope:  # a real token's position counts the real tokens before it
-            q, k = self._rotate(q, k, self._past(state) + mask.long().cumsum(1) - 1)
+            q, k = self._rotate(q, k, token_positions(*x.shape[:2], self._past(state), None, mask, x.device))
         y, new = self._attend_cache(q, k, v, state, mask, convs)
         return y * mask[..., None].to(y.dtype), new
 
@@ -149,24 +145,15 @@ class SoftmaxAttention(Mixer):
         ).transpose(1, 2)
         return self.out(merge_heads(o)), {"k": k_all, "v": v_all, **new, **convs}
 
-    def _past(self, state: State) -> torch.Tensor | int:
-        """How many real tokens the cache holds: `[B, 1]` where it marks padding, else its length."""
-        return state["mask"].sum(1, keepdim=True) if "mask" in state else state["k"].shape[1]
+    def _past(self, state: State | None) -> torch.Tensor | None:
+        """How many real tokens the cache holds, `[B]` (None without a cache)."""
+        if state is None:
+            return None
+        if "mask" in state:
+            return state["mask"].sum(1)
+        k = state["k"]
+        return torch.full(k.shape[:1], k.shape[1], dtype=torch.long, device=k.device)
 
     def _rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor):
         """`rotary` on q and k `[B, T, H, d]` at `positions: [B or 1, T]`."""
         return rotary(q, positions, self.rope_base), rotary(k, positions, self.rope_base)
-
-
-def rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10_000.0) -> torch.Tensor:
-    """RoPE: each channel pair `(x_i, x_{i + d/2})` of `x: [B, T, H, d]` rotated by the angle `p · base^(−2i/d)` of
-    its token's position `p` (`positions: [B or 1, T]`), so that `⟨rotary(q, p), rotary(k, s)⟩` depends on `p − s`
-    alone. The angles in float64 (positions up to millions keep their phase), the rotation in float32 (float64 for
-    a float64 `x`)."""
-    d = x.shape[-1]
-    inv_freq = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float64) / d)  # [d/2]
-    angles = positions.to(torch.float64)[..., None, None] * inv_freq  # [B or 1, T, 1, d/2]
-    work = torch.promote_types(x.dtype, torch.float32)
-    cos, sin = angles.cos().to(work), angles.sin().to(work)
-    x1, x2 = x.to(work).chunk(2, dim=-1)
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)

@@ -12,6 +12,7 @@ from linattn.layers import build_layer
 from linattn.layers.base import DECODE, State
 from linattn.layers.gated_conv import GatedConv
 from linattn.layers.padding import Unpadded, check_padding
+from linattn.layers.positions import token_positions
 from linattn.models.config import ModelConfig
 
 
@@ -182,7 +183,7 @@ class DecoderLM(nn.Module):
         padding = check_padding(attention_mask, cu_seqlens, B, T)
         mask = None if padding is None else padding.mask
         start = state["pos"] if state is not None else None
-        positions = self._positions(B, T, start, cu_seqlens, mask, input_ids.device)  # [B, T]
+        positions = token_positions(B, T, start, cu_seqlens, mask, input_ids.device)  # [B, T]
         x = self.embed(input_ids)
         if self.pos is not None:
             if int(positions.max()) >= self.config.max_seq_len:
@@ -220,19 +221,3 @@ class DecoderLM(nn.Module):
             raise ValueError(f"token: expected shape [B], got {list(token.shape)}")
         logits, state = self.forward(token[:, None], state, backend=DECODE)
         return logits[:, 0], state
-
-    @staticmethod
-    def _positions(B, T, start, cu_seqlens, mask, device) -> torch.Tensor:
-        """Each token's position `[B, T]`: from `start` (`[B]` or `[N]`) on, counting real tokens only under `mask`
-        (a padded position gets 0, unread)."""
-        if mask is not None:
-            pos = mask.long().cumsum(dim=1) - 1 + (0 if start is None else start[:, None])
-            return pos.masked_fill(~mask, 0)
-        t = torch.arange(T, device=device)
-        if cu_seqlens is None:
-            return t.expand(B, T) + (0 if start is None else start[:, None])
-        seq = torch.searchsorted(cu_seqlens.to(device), t, right=True) - 1  # sequence index of each token
-        pos = t - cu_seqlens.to(device)[seq]
-        if start is not None:
-            pos = pos + start[seq]
-        return pos[None]

@@ -11,7 +11,7 @@ from linattn.layers import CCQ_LAYERS, LAYERS, build_layer
 from linattn.layers.base import Mixer
 from linattn.layers.gated_conv import GatedConv
 from linattn.layers.padding import map_state
-from linattn.layers.softmax import rotary
+from linattn.layers.positions import rotary
 from linattn.models import DecoderLM, ModelConfig
 from tests.ops.cases import rel_err
 
