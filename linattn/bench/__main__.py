@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         "--precision", choices=PRECISIONS, default="exact", help="delta_rule: the level (default exact)"
     )
     p_stages.add_argument(
-        "--segments", type=_positive(int), default=1,
-        help="delta_rule: segments a sequence in the state passes (default 1: the one pass, the library's)",
+        "--segments", type=_positive(int), default=None,
+        help="delta_rule: segments a sequence in the state passes (1: the one pass; default: the library's choice)",
     )  # fmt: skip
     p_prof = sub.add_parser("profile", help="a contender's kernels by time, and its memory at the peak")
     p_prof.add_argument(
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             f"VLA chunk gate, float32, B=1, H=16, K={args.K}"
             if args.op == "vla-gate"
             else f"Triton delta rule, GDN configuration, bf16, B={args.batch}, H={args.heads}, K=V=128, "
-            f"{args.precision}" + ("" if args.segments == 1 else f", {args.segments} segments")
+            f"{args.precision}" + ("" if args.segments is None else f", {args.segments} segments")
         )
         print(f"# linattn stage profile: {what}; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
         rows = stages.run(

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from linattn.bench.timing import median_ms
 from linattn.ops import delta_rule
+from linattn.ops.delta_rule.triton import segments as segmenting
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd
 from linattn.ops.delta_rule.triton.output import output_fwd
@@ -81,12 +82,12 @@ def inputs(B: int, T: int, H: int, K: int, dtype: torch.dtype, device) -> dict[s
 
 
 def stage_calls(
-    x: dict[str, torch.Tensor], fast: bool = False, segments: int = 1
+    x: dict[str, torch.Tensor], fast: bool = False, segments: int | None = None
 ) -> list[tuple[str, Callable[[], object]]]:
     """`(stage, call)` for every launch of the forward, then of the backward, in order; each call repeats its
     stage on inputs computed once here (the intermediates of one forward and backward). Each stage runs in the
     precision and stores in the dtype `delta_rule` gives it without a final state (`fast`: at the fast level); the
-    sequential stages in `segments` segments a sequence (`segments.py`; 1: the one pass, the library's)."""
+    sequential stages in `segments` segments a sequence (`segments.py`; 1: the one pass; None: the library's choice)."""
     q, k, v, beta, g, do = (x[n] for n in ("q", "k", "v", "beta", "g", "do"))
     B, T, _, K = q.shape
     scale = K**-0.5
@@ -132,10 +133,11 @@ def end_to_end(x: dict[str, torch.Tensor], fast: bool = False) -> dict[str, Call
 
 def profile(
     T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dtype=torch.bfloat16, device="cuda", fast=False,
-    segments: int = 1,
+    segments: int | None = None,
 ):  # fmt: skip
     """Rows `{B, T, stage, ms}` (and `us_per_chunk` for the sequential stages: per chunk of the sequence), the
-    end-to-end rows last; `timer(fn) -> ms`; `fast`: the fast precision level's stages; `segments`: `stage_calls`'."""
+    end-to-end rows last; `timer(fn) -> ms`; `fast`: the fast precision level's stages; `segments`: `stage_calls`',
+    and the end-to-end calls' (`segments.FORCED`)."""
     x = inputs(B, T, H, K, dtype, device)
     NT = cdiv(T, 64)
     moved = stage_bytes(B, T, H, K, K, fast)
@@ -145,8 +147,12 @@ def profile(
         if stage in SEQUENTIAL:
             row["us_per_chunk"] = row["ms"] * 1e3 / NT
         rows.append(row)
-    for name, call in end_to_end(x, fast).items():
-        rows.append({"B": B, "T": T, "stage": f"delta_rule {name}", "kind": "end to end", "ms": timer(call)})
+    segmenting.FORCED = segments
+    try:
+        for name, call in end_to_end(x, fast).items():
+            rows.append({"B": B, "T": T, "stage": f"delta_rule {name}", "kind": "end to end", "ms": timer(call)})
+    finally:
+        segmenting.FORCED = None
     return rows
 
 
@@ -157,12 +163,12 @@ def run(
     device: str = "cuda",
     batch: int = 1,
     precision: str = "exact",
-    segments: int = 1,
+    segments: int | None = None,
     heads: int = 16,
 ) -> list[dict]:
     """`op`: `delta_rule` (the Triton kernels, K = V = 128, `batch` sequences of each length with `heads` heads, on
-    CUDA, at `precision`, the sequential stages in `segments` segments a sequence) or `vla-gate` (`gate_stages`, head
-    dim `K`, on `device`)."""
+    CUDA, at `precision`, the sequential stages in `segments` segments a sequence, None: the library's choice) or
+    `vla-gate` (`gate_stages`, head dim `K`, on `device`)."""
     if op == "vla-gate":
         from linattn.bench import gate_stages
 

@@ -17,8 +17,10 @@ import torch.nn.functional as F
 
 from linattn.ops.delta_rule import delta_rule, kaczmarz_beta
 from linattn.ops.delta_rule.triton import delta_rule_fwd
+from linattn.ops.delta_rule.triton import segments as segments_module
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref
 from linattn.ops.delta_rule.triton.output import output_fwd, output_ref
+from linattn.ops.delta_rule.triton.segments import segment_count
 from linattn.ops.delta_rule.triton.state import state_fwd, state_ref
 from linattn.ops.delta_rule.triton.wy import wy_fwd, wy_ref
 from linattn.ops.utils.layout import chunk_layout
@@ -316,6 +318,28 @@ def test_the_state_pass_in_segments_equals_the_one_pass(name, segments):
     h, _, final = state_fwd(None, v, k, G, h0, True, layout, segments=segments)
     for what, a, b in zip(("h", "final"), (h, final), state_ref(None, v, k, G, h0, layout)[::2]):
         check(a, b, STAGE_TOL, f"linear attention's state {what}")
+
+
+@pytest.mark.parametrize(
+    ("heads", "T", "lengths", "want"),
+    [(1, 65536, None, 16), (2, 65536, None, 8), (4, 65536, None, 4), (8, 65536, None, 1), (16, 65536, None, 1),
+     (1, 4096, None, 8), (1, 1024, None, 1), (1, 70000, (69000, 1000), 1)],
+)  # fmt: skip
+def test_segment_count_fills_the_sms_once_where_the_one_pass_leaves_them_idle(heads, T, lengths, want):
+    """The chooser on a 132-SM GPU at K = V = 128 (8 value blocks a sequence-head): 16, 8, 4 segments for 1, 2, 4
+    sequence-heads (the fastest counts measured there), the one pass from 8 on, and where the shortest sequence has
+    fewer than 4 × 8 chunks; off CUDA always the one pass."""
+    cu = None if lengths is None else torch.tensor([0, *lengths]).cumsum(0)
+    layout = chunk_layout(1, T, cu, torch.device("cpu"))
+    programs = layout.N * heads * 8
+
+    class Properties:
+        multi_processor_count = 132
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(segments_module.torch.cuda, "get_device_properties", lambda device: Properties())
+        assert segment_count(layout, programs, torch.device("cuda")) == want
+    assert segment_count(layout, programs, torch.device("cpu")) == 1
 
 
 def test_output_stage_one_pass_launch_matches_reference():

@@ -11,11 +11,11 @@ end state from zero. So the pass runs in three steps:
     C  every segment at once again, from its `h_start`: the chunk states and pseudo-values as the one-pass walk
 
 A and C each walk `T / S` chunks, in `S` times the programs. They do `2V + K` columns of work where one pass does
-`V`, so segments can pay only where the one pass's programs leave most SMs idle. The passes take one segment (the
-one pass) unless the caller names more: on an H100 at B = 1, T = 32K (`python -m linattn.bench stages --lengths
-32768 --heads H --segments S`), with step B in PyTorch (a few launches a segment), segments lost to the one pass at
-H ≥ 4 and at best tied it at H ≤ 2 (four segments): B and the host's work a call spent what the shorter walks saved.
-B is now one kernel (`combine_kernel`), not yet timed.
+`V`, so segments pay only where the one pass's programs leave most SMs idle: `segment_count` chooses them from the
+sequence-heads, the shortest sequence and the SM count. On an H100 at K = V = 128 (`python -m linattn.bench stages
+--lengths 65536 --heads H --segments S`) the walks were fastest with as many segments as fill the SMs once with
+the one pass's programs (16 at one sequence-head, 8 at two, 4 at four), and lost to the one pass from eight
+sequence-heads on, where fewer than four segments fit.
 
 The state backward (`state_bwd.py`) walks from the last chunk: `dh_c = M_cᵀ dh_{c+1} + (E_c − K̃_cᵀ dU^loc_c)`, affine
 in the end state's gradient with the transposed transitions, so the same three steps run with the segments taken
@@ -35,6 +35,13 @@ import triton.language as tl
 
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.layout import ChunkLayout
+
+MAX_SEGMENTS = 16  # a sequence's segments at most: step B's sequential steps grow with them
+MIN_CHUNKS = 96  # a segment's chunks at least (6,144 tokens): below, their host work outweighed the shorter walks
+MIN_GAIN = 4  # segments a sequence needs before they pay: A and C do 2V + K columns where the one pass does V
+# a count every chosen walk takes instead of `segment_count`'s: `bench stages --segments` sets it to time a count end
+# to end (None: chosen)
+FORCED: int | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +181,23 @@ def segmented_walk(
     starts, end = combine(P, E, start, seg.first, reverse)
     walk(seg.cu, seg.chunk_offsets, seg.count, V, starts, None, store_chunks=True)
     return end
+
+
+def segment_count(layout: ChunkLayout, programs: int, device: torch.device) -> int:
+    """Segments a sequence for a state walk whose one pass runs `programs` programs: 1 (the one pass) off CUDA, or
+    where those programs already fill a quarter of the SMs; else as many as fill the SMs once, within
+    `MAX_SEGMENTS` and `MIN_CHUNKS` chunks of the shortest sequence, or 1 if that leaves fewer than `MIN_GAIN`
+    (`FORCED` instead, where set)."""
+    if FORCED is not None:
+        return FORCED
+    if device.type != "cuda":
+        return 1
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    if programs * MIN_GAIN > sms:  # the usual training shape, decided before a look at each sequence
+        return 1
+    shortest = min(cdiv(eos - bos, layout.BT) for _, _, bos, eos, _ in layout.sequences())
+    count = min(MAX_SEGMENTS, sms // programs, shortest // MIN_CHUNKS)
+    return count if count >= MIN_GAIN else 1
 
 
 @contextmanager

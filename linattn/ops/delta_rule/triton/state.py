@@ -18,7 +18,8 @@ Without the erase term (`ERASE` off: linear attention and scalar-decay GLA, `T =
 are the values themselves, `U_c = V_c`: the kernel reads `V` where it would read `Ũ`, skips `K̃ h`, and stores no
 `U` (stage 4 reads `V`).
 
-Asked for (`segments=`), the pass runs in segments of each sequence at once (`segments.py`): the same kernel walks
+Where the grid leaves most SMs idle (few sequence-heads: `segments.segment_count`), or asked for (`segments=`), the pass
+runs in segments of each sequence at once (`segments.py`): the same kernel walks
 them as packed sequences, first from zero (and, `TRANSITION`, on identity columns with `Ũ = 0`: each segment's
 `K × K` transition), then, after their start states are combined, again.
 """
@@ -31,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from linattn.ops.delta_rule.triton.segments import segmented_walk
+from linattn.ops.delta_rule.triton.segments import segment_count, segmented_walk
 from linattn.ops.delta_rule.triton.transpose import chunk_transpose, load_chunk_transposed
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import sequence_coords
@@ -186,14 +187,14 @@ def state_fwd(
     layout: ChunkLayout,
     precision: str = "tf32x3",
     store: torch.dtype = torch.float32,
-    segments: int = 1,
+    segments: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """`K̃: [B, T, H, K]`, `Ũ: [B, T, H, V]` (stage 2's), `w: [B, T, H, K]`, `G: [B, T, H]` or None,
     `initial_state: [N, H, K, V]` (any float dtype) or None. Without the erase term pass `k_tilde=None` and the
     values `v: [B, T, H, V]` (any float dtype) as `u_tilde`: then `U = V` and is not stored. `precision`: of the
     products (`precision.state_precision` in the forward, `grad_precision` in the backward's recompute). `store`: the
     dtype `h` and `U` are stored in (the fast level's bfloat16, `precision.py`; the final state stays float32).
-    `segments`: each sequence's segments walked at once (`segments.py`; 1, the one pass, unless named: it says why).
+    `segments`: each sequence's segments walked at once (`segments.py`; 1 the one pass; None: `segment_count`'s).
 
     Returns the chunk-start states `h: [B, NT, H, K, V]` and pseudo-values `U: [B, T, H, V]` (None without the erase
     term) in `store`, and the float32 final state `[N, H, K, V]` (None unless `output_final_state`).
@@ -212,6 +213,8 @@ def state_fwd(
         _walk, k_tilde, u_tilde, chunk_transpose(w, layout) if transposed else w, G, h, U, T, H=H, K=K, BT=layout.BT,
         precision=precision, w_t=transposed,
     )  # fmt: skip
+    if segments is None:
+        segments = segment_count(layout, layout.N * H * cdiv(V, BLOCK_V), w.device)
     if segments <= 1:
         ht = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=w.device) if output_final_state else None
         walk(layout.cu_seqlens, layout.chunk_offsets, layout.N, V, initial_state, ht, store_chunks=True)

@@ -41,7 +41,7 @@ import triton.language as tl
 
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.precision import narrow_launch
-from linattn.ops.delta_rule.triton.segments import segmented_walk
+from linattn.ops.delta_rule.triton.segments import segment_count, segmented_walk
 from linattn.ops.delta_rule.triton.state import BLOCK_V
 from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
 from linattn.ops.utils.grid import cdiv, next_power_of_2
@@ -371,13 +371,14 @@ def state_bwd(
     want_dh0: bool,
     layout: ChunkLayout,
     precision: str = "tf32x3",
-    segments: int = 1,
+    segments: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, the forward's `T: [B, T, H, BT]`, each chunk's `K̃ᵀ`
     (`[B, NT, H, K, BT]`, float32 or the fast level's bfloat16, `transpose.chunk_transpose` of the recomputed `K̃`;
     both None without the erase term), `do: [B, T, H, V]`, `dht: [N, H, K, V]` or None (no gradient for the final
     state). `precision`: of the products that involve an intermediate (`precision.backward_precision`). `segments`:
-    each sequence's segments walked at once (`segments.py`; 1, the one pass, unless named: it says why).
+    each sequence's segments walked at once (`segments.py`; 1 the one pass; None: `segment_count`'s for the forward's
+    grid, whose counts suit this walk too).
 
     Returns float32 `dh: [B, NT, H, K, V]` (row `c`: gradient of chunk `c`'s end state), `dṼ: [B, T, H, V]` and
     `dh_0: [N, H, K, V]` (None unless `want_dh0`).
@@ -403,6 +404,8 @@ def state_bwd(
     walk = partial(
         _walk, w if w_tilde is None else w_tilde, G, k_tilde_t, du, dh, T, H=H, K=K, BT=layout.BT, precision=precision
     )
+    if segments is None:
+        segments = segment_count(layout, layout.N * H * cdiv(V, BLOCK_V), device)
     if segments <= 1:
         dh0 = torch.empty(layout.N, H, K, V, dtype=torch.float32, device=device) if want_dh0 else None
         walk(layout.cu_seqlens, layout.chunk_offsets, layout.N, V, dht, dh0, store_chunks=True)
