@@ -297,6 +297,16 @@ def test_lm_throughput_reads_the_models_decoding_beside_one_layers(tmp_path):
         "1.03× (300 vs 290 tokens/s at batch 1) after 32,768 tokens; NVIDIA H200", "does not hold"
     )
     assert _claim("decode 1.7× Mamba-2 at 32K").rows(tmp_path)[1][1].verdict == verdicts.HOLDS  # 2.5×
+    # 32 rows at 10× batch 1's tokens a second: the step grew with the batch, so its time is the model's
+    results["decode"] += [{**d, "B": 32, "tokens_per_s": 10 * d["tokens_per_s"]} for d in results["decode"]]
+    _write(tmp_path, "lm-throughput/default-cuda", results)
+    assert _claim("decode 1.7× Mamba-2 at 32K").rows(tmp_path)[1][1].verdict == verdicts.HOLDS
+    for d in results["decode"][3:]:  # 32× batch 1's: a step of the same time at any batch is the host's
+        d["tokens_per_s"] *= 3.2
+    _write(tmp_path, "lm-throughput/default-cuda", results)
+    v = _claim("decode 2.1× GDN at 32K").rows(tmp_path)[1][1]
+    assert v.verdict == verdicts.INCONCLUSIVE and "did not grow with the batch (32 rows: 32.0× and 32.0×" in v.why
+    results["decode"] = results["decode"][:3]
     results["train"][0]["tokens_per_s"] = 2000.0  # KLA's training twice GDN's: the timer does not tell equal work
     _write(tmp_path, "lm-throughput/default-cuda", results)
     assert _claim("decode 1.7× Mamba-2 at 32K").rows(tmp_path)[1][1].verdict == verdicts.INCONCLUSIVE
