@@ -322,13 +322,15 @@ def test_the_state_pass_in_segments_equals_the_one_pass(name, segments):
 
 @pytest.mark.parametrize(
     ("heads", "T", "lengths", "want"),
-    [(1, 65536, None, 16), (2, 65536, None, 8), (4, 65536, None, 4), (8, 65536, None, 1), (16, 65536, None, 1),
-     (1, 4096, None, 8), (1, 1024, None, 1), (1, 70000, (69000, 1000), 1)],
+    [(1, 131072, None, 16), (2, 131072, None, 8), (4, 65536, None, 4), (8, 65536, None, 1), (16, 65536, None, 1),
+     (1, 65536, None, 10), (1, 32768, None, 5), (1, 16384, None, 1), (1, 70000, (63000, 7000), 1),
+     (1, 2 * 65536, (65536, 65536), 8)],
 )  # fmt: skip
 def test_segment_count_fills_the_sms_once_where_the_one_pass_leaves_them_idle(heads, T, lengths, want):
     """The chooser on a 132-SM GPU at K = V = 128 (8 value blocks a sequence-head): 16, 8, 4 segments for 1, 2, 4
-    sequence-heads (the fastest counts measured there), the one pass from 8 on, and where the shortest sequence has
-    fewer than 4 × 8 chunks; off CUDA always the one pass."""
+    sequence-heads on long sequences (two packed sequences count as two), the one pass from 8 on; fewer where a
+    segment would be shorter than 96 chunks, and the one pass where the shortest sequence has fewer than 4 × 96
+    chunks; off CUDA always the one pass."""
     cu = None if lengths is None else torch.tensor([0, *lengths]).cumsum(0)
     layout = chunk_layout(1, T, cu, torch.device("cpu"))
     programs = layout.N * heads * 8

@@ -18,10 +18,10 @@ Without the erase term (`ERASE` off: linear attention and scalar-decay GLA, `T =
 are the values themselves, `U_c = V_c`: the kernel reads `V` where it would read `Ũ`, skips `K̃ h`, and stores no
 `U` (stage 4 reads `V`).
 
-Where the grid leaves most SMs idle (few sequence-heads: `segments.segment_count`), or asked for (`segments=`), the pass
-runs in segments of each sequence at once (`segments.py`): the same kernel walks
-them as packed sequences, first from zero (and, `TRANSITION`, on identity columns with `Ũ = 0`: each segment's
-`K × K` transition), then, after their start states are combined, again.
+Where the grid leaves most SMs idle (few sequence-heads: `segments.segment_count`), or asked for (`segments=`), the
+pass runs in segments of each sequence at once (`segments.py`): the same kernel walks them as packed sequences,
+first from zero (and, `TRANSITION`, on identity columns with `Ũ = 0`: each segment's `K × K` transition), then,
+after their start states are combined, again.
 """
 
 from __future__ import annotations
