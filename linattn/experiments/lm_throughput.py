@@ -6,7 +6,9 @@ a GPU) timed side by side against the softmax-attention model with SDPA.
   memory of the step, and on CUDA the GPU's busy fraction (every kernel's self time over the wall time,
   `bench.timing.kernel_times`: below 1 the host's launches bound the step).
 - Decoding: after a prefill of `context` tokens in each of `B` rows, `decode_tokens` tokens one at a time
-  (`DecoderLM.step`: the recurrent state, or softmax attention's KV cache): generated tokens a second, all rows.
+  (`DecoderLM.step`: the recurrent state, or softmax attention's KV cache): generated tokens a second, all rows; on
+  CUDA also the GPU's busy time of one step (its kernels' self time: a step's wall time is mostly the host's
+  launches, which cannot rank the state updates).
 
 Full (CUDA): the `short` protocol's models (d 512, 8 layers, 8 heads, vocab 16,384), T = 2K, 8K, 32K at 32K tokens a
 step; decoding at a 32K context, B = 1 and 32. `--quick` (a CPU's minutes): the quick recipe's (d 64, 2 layers, 2
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -41,6 +44,8 @@ class ThroughputConfig:
     decode_tokens: int
     mixers: tuple[str, ...] = MIXERS_COMPARED
 
+
+GPU_CALLS = 5  # profiled decode steps, for a step's GPU busy time
 
 CONFIGS = {
     False: ThroughputConfig("short", (2048, 8192, 32768), 32768, 32768, (1, 32), 32),
@@ -101,7 +106,10 @@ def _decode_row(model: DecoderLM, B: int, config: ThroughputConfig, device: torc
                 logits, state = model.step(logits.argmax(-1), state)
             if cuda:
                 torch.cuda.synchronize()
-        row["tokens_per_s"] = B * config.decode_tokens / (time.perf_counter() - start)
+            row["tokens_per_s"] = B * config.decode_tokens / (time.perf_counter() - start)
+            if cuda:
+                kernels = kernel_times(partial(model.step, logits.argmax(-1), state), device, GPU_CALLS)[1]
+                row["step_gpu_ms"] = sum(k["ms"] for k in kernels)
     except torch.OutOfMemoryError:
         row["error"] = "out of memory"
     finally:
@@ -148,16 +156,24 @@ def table(results: dict) -> str:
     lines += [
         "",
         f"Decoding: generated tokens a second (all rows), {config['decode_tokens']} tokens one at a time after a "
-        f"prefill of {config['context']:,} tokens a row.",
+        f"prefill of {config['context']:,} tokens a row; in parentheses, where measured, the GPU's busy time of a "
+        "step (ms).",
         "",
         "| mixer | " + " | ".join(f"B = {b}" for b in config["decode_batches"]) + " |",
         "|---|" + "---:|" * len(config["decode_batches"]),
     ]
     for mixer in config["mixers"]:
         rows = {r["B"]: r for r in decode if r["mixer"] == mixer}
-        cells = [rows[b].get("error") or f"{rows[b]['tokens_per_s']:,.0f}" for b in config["decode_batches"]]
+        cells = [_decode_cell(rows[b]) for b in config["decode_batches"]]
         lines.append(f"| {mixer} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _decode_cell(row: dict) -> str:
+    if "error" in row:
+        return row["error"]
+    gpu = f" ({row['step_gpu_ms']:.3f})" if "step_gpu_ms" in row else ""
+    return f"{row['tokens_per_s']:,.0f}{gpu}"
 
 
 def plot(results: dict, path: Path) -> None:

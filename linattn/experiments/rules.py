@@ -588,10 +588,10 @@ def model_decode_against(base: str, target: float) -> Judge:
     def judge(r: Results) -> Verdict:
         """KLA's language model's decoding speed over the `base` one's (lm-throughput: the whole model, one token a
         row at a time after the context, batch 1): holds when ≥ 0.8 × the paper's ratio, partly when ≥ 1.2×, does not
-        hold below. A step whose time does not grow with the batch (the largest batch's tokens a second at least
-        0.8 × its rows times batch 1's, for both models) is the host's launches, not the state update, and then the
-        rule reads inconclusive. Positive control: KLA's and GDN's training throughput within 10% at the shortest
-        length (the same work timed as the same)."""
+        hold below; the GPU's busy time of a step decides where measured. Without it, a step whose time does not
+        grow with the batch (the largest batch's tokens a second at least 0.8 × its rows times batch 1's, for both
+        models) is the host's launches, not the state update, and the rule reads inconclusive. Positive control:
+        KLA's and GDN's training throughput within 10% at the shortest length (the same work timed as the same)."""
         name = {"GDN": "gated_deltanet", "Mamba-2": "mamba2"}[base]
         decode = {(d["mixer"], d["B"]): d for d in r["decode"]}
         mine, theirs = decode["kla", 1], decode[name, 1]
@@ -600,10 +600,14 @@ def model_decode_against(base: str, target: float) -> Judge:
                 f"after {mine['context']:,} tokens; {r['environment'].get('gpu') or 'CPU'}")  # fmt: skip
         widest = max(d["B"] for d in r["decode"])
         scaling = {m: decode[m, widest].get("tokens_per_s", 0) / decode[m, 1]["tokens_per_s"] for m in ("kla", name)}
-        if widest > 1 and min(scaling.values()) >= 0.8 * widest:
+        if "step_gpu_ms" in mine and "step_gpu_ms" in theirs:
+            ratio = theirs["step_gpu_ms"] / mine["step_gpu_ms"]
+            ours += f"; GPU busy time {ratio:.2f}× ({mine['step_gpu_ms']:.3f} vs {theirs['step_gpu_ms']:.3f} ms a step)"
+        elif widest > 1 and min(scaling.values()) >= 0.8 * widest:
             return Verdict(ours, INCONCLUSIVE, f"a step's time did not grow with the batch ({widest} rows: "
                            f"{scaling['kla']:.1f}× and {scaling[name]:.1f}× batch 1's tokens a second): it is the "
-                           "host's launches, not the state update")  # fmt: skip
+                           "host's launches, not the state update; the GPU's busy time was not measured: needs "
+                           "`linattn run lm-throughput --device cuda --force`")  # fmt: skip
         v = Verdict(ours, HOLDS if ratio >= 0.8 * target else PARTLY if ratio >= 1.2 else FAILS)
         T = min(t["T"] for t in r["train"])
         train = {t["mixer"]: t["tokens_per_s"] for t in r["train"] if t["T"] == T}
