@@ -1,4 +1,5 @@
-"""Where a program's chunk or sequence lies in the `[B, T, H, ...]` layout, packed (`cu_seqlens`) or not.
+"""Where a program's chunk or sequence lies in the `[B, T, H, ...]` layout, packed (`cu_seqlens`) or not, and its tile
+of a `[K, V]` state.
 
 Shared by every chunked kernel: packed batches give each chunk a row `(sequence, chunk within it)` of
 `chunk_indices` and each sequence the row of its first chunk in `chunk_offsets` (see `layout.chunk_layout`).
@@ -39,3 +40,14 @@ def sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT: tl.constexpr, IS_VARL
         NT = tl.cdiv(T, BT)
         boh = i_n.to(tl.int64) * NT
     return bos, T, NT, boh
+
+
+@triton.jit
+def state_tile(i_k, i_v, K, V, BK: tl.constexpr, BV: tl.constexpr):
+    """Key block `i_k` and value block `i_v` of a `[K, V]` state -> `(o_k [BK], o_v [BV], m_k, m_v, m_h [BK, BV],
+    o_h [BK, BV])`: the rows and columns, their masks, the tile's mask and its offsets inside one state."""
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    return o_k, o_v, m_k, m_v, m_k[:, None] & m_v[None, :], o_k[:, None] * V + o_v[None, :]

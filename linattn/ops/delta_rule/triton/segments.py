@@ -34,6 +34,7 @@ import triton
 import triton.language as tl
 
 from linattn.ops.utils.grid import cdiv, next_power_of_2
+from linattn.ops.utils.index import state_tile
 from linattn.ops.utils.layout import ChunkLayout
 
 MAX_SEGMENTS = 16  # a sequence's segments at most: step B's sequential steps grow with them
@@ -110,14 +111,8 @@ def combine_kernel(
     s0 = tl.load(first + i_n)
     count = tl.load(first + i_n + 1) - s0
 
-    o_k = tl.arange(0, BK)
     o_c = tl.arange(0, BC)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k = o_k < K
-    m_v = o_v < V
-    m_h = m_k[:, None] & m_v[None, :]
-    # offsets of this program's [BK, BV] tile inside one [K, V] state
-    o_h = o_k[:, None] * V + o_v[None, :]
+    o_k, o_v, m_k, m_v, m_h, o_h = state_tile(0, i_v, K, V, BK, BV)
 
     # [BK, BV] state tile, float32
     b_h = tl.zeros([BK, BV], dtype=tl.float32)

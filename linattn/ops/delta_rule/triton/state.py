@@ -35,7 +35,7 @@ import triton.language as tl
 from linattn.ops.delta_rule.triton.segments import segment_count, segmented_walk
 from linattn.ops.delta_rule.triton.transpose import chunk_transpose, load_chunk_transposed
 from linattn.ops.utils.grid import cdiv, next_power_of_2
-from linattn.ops.utils.index import sequence_coords
+from linattn.ops.utils.index import sequence_coords, state_tile
 from linattn.ops.utils.layout import ChunkLayout
 from linattn.ops.utils.precision import mma
 
@@ -117,13 +117,7 @@ def state_fwd_kernel(
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
 
     o_i = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k = o_k < K
-    m_v = o_v < V
-    m_h = m_k[:, None] & m_v[None, :]
-    # offsets of this program's [BK, BV] tile inside one [K, V] state
-    o_h = o_k[:, None] * V + o_v[None, :]
+    o_k, o_v, m_k, m_v, m_h, o_h = state_tile(0, i_v, K, V, BK, BV)
 
     # [BK, BV] state tile, float32
     b_h = tl.zeros([BK, BV], dtype=tl.float32)

@@ -45,7 +45,7 @@ from linattn.ops.delta_rule.triton.segments import segment_count, segmented_walk
 from linattn.ops.delta_rule.triton.state import BLOCK_V
 from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
 from linattn.ops.utils.grid import cdiv, next_power_of_2
-from linattn.ops.utils.index import chunk_coords, sequence_coords
+from linattn.ops.utils.index import chunk_coords, sequence_coords, state_tile
 from linattn.ops.utils.layout import ChunkLayout
 from linattn.ops.utils.precision import mma, raw_dot, raw_operands
 
@@ -251,13 +251,7 @@ def state_bwd_kernel(
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
 
     o_i = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k = o_k < K
-    m_v = o_v < V
-    m_h = m_k[:, None] & m_v[None, :]
-    # offsets of this program's [BK, BV] tile inside one [K, V] state
-    o_h = o_k[:, None] * V + o_v[None, :]
+    o_k, o_v, m_k, m_v, m_h, o_h = state_tile(0, i_v, K, V, BK, BV)
 
     # [BK, BV] gradient of the state at the end of the current chunk, float32
     b_dh = tl.zeros([BK, BV], dtype=tl.float32)

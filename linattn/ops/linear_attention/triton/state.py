@@ -17,7 +17,7 @@ import triton.language as tl
 
 from linattn.ops.linear_attention.triton.blocks import block, masked_exp
 from linattn.ops.utils.grid import cdiv
-from linattn.ops.utils.index import sequence_coords
+from linattn.ops.utils.index import sequence_coords, state_tile
 from linattn.ops.utils.layout import ChunkLayout
 
 
@@ -65,11 +65,7 @@ def gla_state_kernel(
     i_n, i_h = i_nh // H, i_nh % H
     bos, T, NT, boh = sequence_coords(i_n, T, cu_seqlens, chunk_offsets, BT, IS_VARLEN)
     o_i = tl.arange(0, BT)
-    o_k = i_k * BK + tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_k, m_v = o_k < K, o_v < V
-    m_h = m_k[:, None] & m_v[None, :]
-    o_h = o_k[:, None] * V + o_v[None, :]
+    o_k, o_v, m_k, m_v, m_h, o_h = state_tile(i_k, i_v, K, V, BK, BV)
 
     # [BK, BV] state (or its gradient) tile
     b_h = tl.zeros([BK, BV], dtype=tl.float32)
