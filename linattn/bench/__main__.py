@@ -106,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         "--segments", type=_positive(int), default=None,
         help="delta_rule: segments a sequence in the state passes (1: the one pass; default: the library's choice)",
     )  # fmt: skip
+    p_stages.add_argument(
+        "--value-block", type=int, choices=(16, 32, 64), default=None,
+        help="delta_rule: value columns a state walk's program owns (default: the library's choice)",
+    )  # fmt: skip
     p_prof = sub.add_parser("profile", help="a contender's kernels by time, and its memory at the peak")
     p_prof.add_argument(
         "--contenders", default="VLA triton", help="comma-separated vla-speed contenders (CUDA: or ops contenders)"
@@ -231,12 +235,14 @@ def main(argv: list[str] | None = None) -> int:
             f"VLA chunk gate, float32, B=1, H=16, K={args.K}"
             if args.op == "vla-gate"
             else f"Triton delta rule, GDN configuration, bf16, B={args.batch}, H={args.heads}, K=V=128, "
-            f"{args.precision}" + ("" if args.segments is None else f", {args.segments} segments")
+            f"{args.precision}"
+            + ("" if args.segments is None else f", {args.segments} segments")
+            + ("" if args.value_block is None else f", value blocks of {args.value_block}")
         )
         print(f"# linattn stage profile: {what}; " + ", ".join(f"{k}: {v}" for k, v in env.items()))
         rows = stages.run(
             args.lengths, op=args.op, K=args.K, device=device, batch=args.batch, heads=args.heads,
-            precision=args.precision, segments=args.segments,
+            precision=args.precision, segments=args.segments, value_block=args.value_block,
         )  # fmt: skip
         print(stages.table(rows))
         extra = {}

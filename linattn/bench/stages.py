@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from linattn.bench.timing import median_ms
 from linattn.ops import delta_rule
 from linattn.ops.delta_rule.triton import segments as segmenting
+from linattn.ops.delta_rule.triton import value_block as blocks
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum
 from linattn.ops.delta_rule.triton.local_bwd import local_bwd
 from linattn.ops.delta_rule.triton.output import output_fwd
@@ -165,10 +166,11 @@ def run(
     precision: str = "exact",
     segments: int | None = None,
     heads: int = 16,
+    value_block: int | None = None,
 ) -> list[dict]:
     """`op`: `delta_rule` (the Triton kernels, K = V = 128, `batch` sequences of each length with `heads` heads, on
-    CUDA, at `precision`, the sequential stages in `segments` segments a sequence, None: the library's choice) or
-    `vla-gate` (`gate_stages`, head dim `K`, on `device`)."""
+    CUDA, at `precision`, the sequential stages in `segments` segments a sequence and their programs on
+    `value_block` columns, None: the library's choice) or `vla-gate` (`gate_stages`, head dim `K`, on `device`)."""
     if op == "vla-gate":
         from linattn.bench import gate_stages
 
@@ -178,10 +180,14 @@ def run(
     else:
         raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU for the delta rule's kernels")
     rows = []
-    for T in lengths:
-        rows += profiler(T, partial(median_ms, device=device))
-        if device == "cuda":
-            torch.cuda.empty_cache()
+    blocks.FORCED = value_block
+    try:
+        for T in lengths:
+            rows += profiler(T, partial(median_ms, device=device))
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    finally:
+        blocks.FORCED = None
     return rows
 
 

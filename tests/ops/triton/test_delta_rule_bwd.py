@@ -406,6 +406,27 @@ def test_delta_rule_with_segments_forced_matches_naive(name, monkeypatch):
     check_grads(x, cfg.K**-0.5, do, dS if final_grad else None, F32_TOL, f"{name}, 3 segments")
 
 
+@pytest.mark.parametrize(
+    ("name", "width", "segments"),
+    [("V96", 64, 1), ("K96", 64, 1), ("varlen", 32, 1), ("varlen", 64, 3)],
+)
+def test_delta_rule_with_wide_value_blocks_matches_naive(name, width, segments, monkeypatch):
+    """`delta_rule`'s forward and backward with the state walks' programs on `width` value columns
+    (`value_block.FORCED`; the backward's walk at most 32 wide, 16 from K = 256 — its tile limit): outputs and every
+    gradient against the float64 recurrence, value dims the blocks do not divide, packed sequences, and with the
+    walks in segments."""
+    from linattn.ops.delta_rule.triton import forward, value_block
+
+    monkeypatch.setattr(value_block, "FORCED", width)
+    for module in (forward, backward):
+        monkeypatch.setattr(module, "state_fwd", partial(module.state_fwd, segments=segments))
+    monkeypatch.setattr(backward, "state_bwd", partial(backward.state_bwd, segments=segments))
+    cfg, final_grad = AWKWARD[name]
+    x = make_inputs(cfg)
+    do, dS = draw_cotangents(x, torch.float32)
+    check_grads(x, cfg.K**-0.5, do, dS if final_grad else None, F32_TOL, f"{name}, value blocks of {width}")
+
+
 DELTA_IDS = ("deltanet-beta1", "deltanet", "gated-deltanet", "two-key", "kla", "kla-kaczmarz-eps")
 DELTA_CASES = [c for c in CASES if c.id in DELTA_IDS]
 

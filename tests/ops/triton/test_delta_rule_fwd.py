@@ -18,10 +18,12 @@ import torch.nn.functional as F
 from linattn.ops.delta_rule import delta_rule, kaczmarz_beta
 from linattn.ops.delta_rule.triton import delta_rule_fwd
 from linattn.ops.delta_rule.triton import segments as segments_module
+from linattn.ops.delta_rule.triton import value_block as value_block_module
 from linattn.ops.delta_rule.triton.cumsum import chunk_cumsum, chunk_cumsum_ref
 from linattn.ops.delta_rule.triton.output import output_fwd, output_ref
 from linattn.ops.delta_rule.triton.segments import segment_count
 from linattn.ops.delta_rule.triton.state import state_fwd, state_ref
+from linattn.ops.delta_rule.triton.value_block import value_block
 from linattn.ops.delta_rule.triton.wy import wy_fwd, wy_ref
 from linattn.ops.utils.layout import chunk_layout
 from linattn.ops.utils.precision import state_precision
@@ -342,6 +344,40 @@ def test_segment_count_fills_the_sms_once_where_the_one_pass_leaves_them_idle(he
         m.setattr(segments_module.torch.cuda, "get_device_properties", lambda device: Properties())
         assert segment_count(layout, programs, torch.device("cuda")) == want
     assert segment_count(layout, programs, torch.device("cpu")) == 1
+
+
+@pytest.mark.parametrize(
+    ("sequence_heads", "K", "wide", "backward", "want"),
+    [(16, 128, True, False, 16), (32, 128, True, False, 32), (256, 128, True, False, 64), (256, 128, True, True, 32),
+     (16, 128, True, True, 16), (256, 128, False, False, 16), (256, 256, True, False, 32), (256, 256, True, True, 16)],
+)  # fmt: skip
+def test_value_block_widens_where_the_narrow_grid_takes_several_waves(sequence_heads, K, wide, backward, want):
+    """The value-block chooser on a 132-SM GPU at V = 128, for the GDN configuration's operands (bfloat16 `w`,
+    float32 `K̃` and `Ũ`): 16 columns where the narrowest blocks' programs fit in one wave (one sequence, 16 heads),
+    wider as the sequence-heads grow (32 at two waves of 16-column programs, 64 at sixteen; the backward's walk at
+    most 32), 16 for three-pass launches (`wide` off), within the tile limits at K = 256; 16 with float32 `w` (VLA's),
+    whose pipelined operands would not fit beside the rest at 32 or 64; off CUDA 16, unless forced (then within the
+    limits)."""
+
+    def pipelined(w_bytes):
+        return lambda bv: (3 if K <= 128 else 1) * 64 * (K * (4 + w_bytes) + bv * 4)
+
+    class Properties:
+        multi_processor_count = 132
+
+    gdn = pipelined(2)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(value_block_module.torch.cuda, "get_device_properties", lambda device: Properties())
+        assert value_block(sequence_heads, K, 128, torch.device("cuda"), gdn, wide=wide, backward=backward) == want
+        if K == 128 and not backward:
+            assert value_block(sequence_heads, K, 128, torch.device("cuda"), pipelined(4), wide=wide) == 16
+        m.setattr(value_block_module, "FORCED", 64)
+        assert value_block(1, K, 128, torch.device("cpu"), gdn, wide=False, backward=backward) == (
+            16 if backward and K == 256 else 32 if backward or K == 256 else 64
+        )
+        assert value_block(1, K, 40, torch.device("cpu"), gdn, wide=True) == (64 if K == 128 else 32)
+        assert value_block(1, K, 20, torch.device("cpu"), gdn, wide=True) == 32
+    assert value_block(sequence_heads, K, 128, torch.device("cpu"), gdn, wide=wide, backward=backward) == 16
 
 
 def test_output_stage_one_pass_launch_matches_reference():

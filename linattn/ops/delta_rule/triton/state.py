@@ -8,7 +8,8 @@ For the chunks `c = 0, 1, …` of one sequence, from `h_0` = the initial state (
 with `Γ_C / Γ_t = exp(G_last − G_t)` (`G_last` the chunk's last real token). Each chunk-start state `h_c` and
 every `U_c` is stored for stage 4; the last `h` is the final state. This is the only sequential part of the
 forward: the programs run in parallel over (sequence, head, value block), each owning a `[K, BV]` tile of the
-state in float32 registers (`BK = next_pow2(K) ≤ 256`, `BV ≤ 32`, `BK · BV ≤ 4096` floats) for its whole walk.
+state in float32 registers (`BK = next_pow2(K) ≤ 256`, `BV` 16 – 64 as `value_block.py` chooses from the grid,
+`BK · BV ≤ 8192` floats) for its whole walk.
 `tl.dot` asks for `input_precision="tf32x3"` (true float32; see `wy.py`). Float32 write directions without a decay
 (VLA's `α̂`) are read from a copy laid out along the tokens (`transpose.py`), so that `W_cᵀ U_c` gets its operand in
 16-byte pieces (VLA's pass at 64K, K = 128, in about a third of the time; `python -m linattn.bench profile
@@ -34,6 +35,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.segments import segment_count, segmented_walk
 from linattn.ops.delta_rule.triton.transpose import chunk_transpose, load_chunk_transposed
+from linattn.ops.delta_rule.triton.value_block import value_block
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import sequence_coords, state_tile
 from linattn.ops.utils.layout import ChunkLayout
@@ -217,7 +219,7 @@ def state_fwd(
     return h, U, (final if output_final_state else None)
 
 
-BLOCK_V = 16  # value blocks of 16: twice the programs of 32 (128 at B = 1, H = 16, K = V = 128: about one per SM)
+BLOCK_V = 16  # the narrowest value block (`value_block.py` widens it where the grid needs several waves)
 
 
 def _walk(
@@ -227,15 +229,19 @@ def _walk(
     """One launch of `state_fwd_kernel` over `N` sequences (packed by `cu_seqlens` / `chunk_offsets`, or rows of
     `T`) whose states have `V` columns (`K` with `transition`), from `h0` (or 0), the end states into `ht` (if any)."""
     # the whole key dim in one tile (the state's rows cannot be split across loop steps), the value dim in blocks
-    # that keep the [BK, BV] state tile at ≤ 4096 floats; every dim ≥ 16 for tl.dot
+    # of 16 – 64 (`value_block`); every dim ≥ 16 for tl.dot
     BK = max(16, next_power_of_2(K))
-    grid = (cdiv(V, BLOCK_V), N * H)
+    # K = V = 128: three stages prefetch the next chunks' K̃, Ũ, w while this one multiplies (`python -m
+    # linattn.bench stages` times the pass at 2 and 3); at K = 256 two would take 209 KB of shared memory
+    stages = 3 if BK <= 128 else 1
+    row = BK * (w.element_size() + (0 if k_tilde is None else k_tilde.element_size()))
+    BV = value_block(
+        N * H, K, V, w.device, lambda bv: stages * BT * (row + bv * u_tilde.element_size()), wide=precision != "tf32x3"
+    )
+    grid = (cdiv(V, BV), N * H)
     state_fwd_kernel[grid](
-        k_tilde, u_tilde, w, G, h, U, h0, ht, cu_seqlens, chunk_offsets, T, H=H, K=K, V=V, BT=BT, BK=BK, BV=BLOCK_V,
+        k_tilde, u_tilde, w, G, h, U, h0, ht, cu_seqlens, chunk_offsets, T, H=H, K=K, V=V, BT=BT, BK=BK, BV=BV,
         ERASE=k_tilde is not None, USE_G=G is not None, USE_H0=h0 is not None, STORE_HT=ht is not None,
         IS_VARLEN=cu_seqlens is not None, PRECISION=precision, W_T=w_t, TRANSITION=transition,
-        STORE_CHUNKS=store_chunks,
-        # K = V = 128: three stages prefetch the next chunks' K̃, Ũ, w while this one multiplies (`python -m
-        # linattn.bench stages` times the pass at 2 and 3); at K = 256 two would take 209 KB of shared memory
-        num_warps=4, num_stages=3 if BK <= 128 else 1,
+        STORE_CHUNKS=store_chunks, num_warps=4, num_stages=stages,
     )  # fmt: skip

@@ -44,6 +44,7 @@ from linattn.ops.delta_rule.triton.precision import narrow_launch
 from linattn.ops.delta_rule.triton.segments import segment_count, segmented_walk
 from linattn.ops.delta_rule.triton.state import BLOCK_V
 from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
+from linattn.ops.delta_rule.triton.value_block import value_block
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import chunk_coords, sequence_coords, state_tile
 from linattn.ops.utils.layout import ChunkLayout
@@ -427,10 +428,16 @@ def _walk(
     # the whole key dim in one tile; two pipeline stages up to K = 128 (at 256 they would take more than Hopper's
     # 227 KB of shared memory a block)
     BK = max(16, next_power_of_2(K))
-    state_bwd_kernel[(cdiv(V, BLOCK_V), N * H)](
+    stages = 2 if BK <= 128 else 1
+    row = BK * (w_tilde.element_size() + (0 if k_tilde_t is None else k_tilde_t.element_size()))
+    BV = value_block(
+        N * H, K, V, du.device, lambda bv: stages * BT * (row + bv * du.element_size()), wide=reads_ahead(precision),
+        backward=True,
+    )  # fmt: skip
+    state_bwd_kernel[(cdiv(V, BV), N * H)](
         w_tilde, G, k_tilde_t, du, dh, dht, dh0, cu_seqlens, chunk_offsets, T,
-        H=H, K=K, V=V, BT=BT, BK=BK, BV=BLOCK_V, ERASE=k_tilde_t is not None,
+        H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, ERASE=k_tilde_t is not None,
         USE_G=G is not None, USE_DHT=dht is not None, STORE_DH0=dh0 is not None, IS_VARLEN=cu_seqlens is not None,
         PRECISION=precision, AHEAD=reads_ahead(precision), TRANSITION=transition, STORE_CHUNKS=store_chunks,
-        num_warps=4, num_stages=2 if BK <= 128 else 1,
+        num_warps=4, num_stages=stages,
     )  # fmt: skip
