@@ -186,11 +186,15 @@ class DecoderLM(nn.Module):
         positions = token_positions(B, T, start, cu_seqlens, mask, input_ids.device)  # [B, T]
         x = self.embed(input_ids)
         if self.pos is not None:
-            if int(positions.max()) >= self.config.max_seq_len:
-                raise ValueError(
-                    f"input_ids: position {int(positions.max())} exceeds max_seq_len = "
-                    f"{self.config.max_seq_len} of the learned position embeddings"
-                )
+            # a call from position 0 fits if T does (no device read); past a decoding state's start the last position
+            # is read on CPU only: on CUDA the host would wait each step, and the embedding's index check fails there
+            if T > self.config.max_seq_len if start is None else positions.device.type == "cpu":
+                last = int(positions.max())
+                if last >= self.config.max_seq_len:
+                    raise ValueError(
+                        f"input_ids: position {last} exceeds max_seq_len = {self.config.max_seq_len} of the learned "
+                        "position embeddings"
+                    )
             x = x + self.pos(positions)
         hidden = [x] if all_layers else None
         layer_states = state["layers"] if state is not None else [None] * len(self.blocks)

@@ -106,6 +106,9 @@ def test_config_and_input_errors():
     model = DecoderLM(preset("debug", max_seq_len=8))
     with pytest.raises(ValueError, match="^input_ids: position 8 exceeds max_seq_len"):
         model(torch.zeros(1, 9, dtype=torch.long))
+    _, state = model(torch.zeros(1, 8, dtype=torch.long), model.init_state(1))
+    with pytest.raises(ValueError, match="^input_ids: position 8 exceeds max_seq_len"):  # decoding past the table
+        model.step(torch.zeros(1, dtype=torch.long), state)
     with pytest.raises(ValueError, match="^input_ids: expected an int64"):
         model(torch.zeros(1, 4))
     for bad in (model.config.vocab_size, -1):  # out of the vocabulary: not the embedding's IndexError
