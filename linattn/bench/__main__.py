@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     p_stages.add_argument(
         "--value-block", type=int, choices=(16, 32, 64), default=None,
-        help="delta_rule: value columns a state walk's program owns (default: the library's choice)",
+        help="delta_rule: value columns a state walk's program owns, within each walk's tile limits (the backward's "
+        "at most 32) and even where the library keeps 16 (default: the library's choice)",
     )  # fmt: skip
     p_prof = sub.add_parser("profile", help="a contender's kernels by time, and its memory at the peak")
     p_prof.add_argument(

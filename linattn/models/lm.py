@@ -186,9 +186,10 @@ class DecoderLM(nn.Module):
         positions = token_positions(B, T, start, cu_seqlens, mask, input_ids.device)  # [B, T]
         x = self.embed(input_ids)
         if self.pos is not None:
-            # a call from position 0 fits if T does (no device read); past a decoding state's start the last position
-            # is read on CPU only: on CUDA the host would wait each step, and the embedding's index check fails there
-            if T > self.config.max_seq_len if start is None else positions.device.type == "cpu":
+            # a call of at most max_seq_len tokens from position 0 fits (no device read); past a decoding state's start
+            # the last position is read on CPU only: on CUDA the host would wait at each step, and a position past the
+            # table trips the embedding's device-side assert instead
+            if T > self.config.max_seq_len or (start is not None and positions.device.type == "cpu"):
                 last = int(positions.max())
                 if last >= self.config.max_seq_len:
                     raise ValueError(

@@ -35,7 +35,7 @@ import triton.language as tl
 
 from linattn.ops.delta_rule.triton.segments import segment_count, segmented_walk
 from linattn.ops.delta_rule.triton.transpose import chunk_transpose, load_chunk_transposed
-from linattn.ops.delta_rule.triton.value_block import value_block
+from linattn.ops.delta_rule.triton.value_block import BLOCK_V, value_block
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import sequence_coords, state_tile
 from linattn.ops.utils.layout import ChunkLayout
@@ -219,9 +219,6 @@ def state_fwd(
     return h, U, (final if output_final_state else None)
 
 
-BLOCK_V = 16  # the narrowest value block (`value_block.py` widens it where the grid needs several waves)
-
-
 def _walk(
     k_tilde, u_tilde, w, G, h, U, T, cu_seqlens, chunk_offsets, N, V, h0, ht, *, H, K, BT, precision, w_t,
     store_chunks, transition=False,
@@ -232,7 +229,7 @@ def _walk(
     # of 16 – 64 (`value_block`); every dim ≥ 16 for tl.dot
     BK = max(16, next_power_of_2(K))
     # K = V = 128: three stages prefetch the next chunks' K̃, Ũ, w while this one multiplies (`python -m
-    # linattn.bench stages` times the pass at 2 and 3); at K = 256 two would take 209 KB of shared memory
+    # linattn.bench stages` times the pass at 2 and 3); at K = 256 two would take 209 KB of shared memory (16 columns)
     stages = 3 if BK <= 128 else 1
     row = BK * (w.element_size() + (0 if k_tilde is None else k_tilde.element_size()))
     BV = value_block(

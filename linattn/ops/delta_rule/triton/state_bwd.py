@@ -42,9 +42,8 @@ import triton.language as tl
 from linattn.ops.chunking import causal, decay_matrix
 from linattn.ops.delta_rule.triton.precision import narrow_launch
 from linattn.ops.delta_rule.triton.segments import segment_count, segmented_walk
-from linattn.ops.delta_rule.triton.state import BLOCK_V
 from linattn.ops.delta_rule.triton.transpose import load_chunk_transposed
-from linattn.ops.delta_rule.triton.value_block import value_block
+from linattn.ops.delta_rule.triton.value_block import BLOCK_V, value_block
 from linattn.ops.utils.grid import cdiv, next_power_of_2
 from linattn.ops.utils.index import chunk_coords, sequence_coords, state_tile
 from linattn.ops.utils.layout import ChunkLayout
@@ -429,11 +428,9 @@ def _walk(
     # 227 KB of shared memory a block)
     BK = max(16, next_power_of_2(K))
     stages = 2 if BK <= 128 else 1
+    # the pipeliner prefetches the products' operands, W̃ and K̃ᵀ (not the plain loads of `dU`, `E_c`)
     row = BK * (w_tilde.element_size() + (0 if k_tilde_t is None else k_tilde_t.element_size()))
-    BV = value_block(
-        N * H, K, V, du.device, lambda bv: stages * BT * (row + bv * du.element_size()), wide=reads_ahead(precision),
-        backward=True,
-    )  # fmt: skip
+    BV = value_block(N * H, K, V, du.device, lambda bv: stages * BT * row, wide=reads_ahead(precision), backward=True)
     state_bwd_kernel[(cdiv(V, BV), N * H)](
         w_tilde, G, k_tilde_t, du, dh, dht, dh0, cu_seqlens, chunk_offsets, T,
         H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, ERASE=k_tilde_t is not None,

@@ -2,10 +2,11 @@
 
 A walk's programs run over (value block, sequence · head), each carrying a `[K, BV]` tile of the state through its
 sequence's chunks in order, one program an SM (their pipelined operands fill its shared memory). A chunk step is
-bound by the latency of its two dependent products, not by their size, so a wider block costs a step little more
-(`STEP_COST`) while it divides the programs, and with them the `K̃` and `w` tiles that every value block of a head
-reads again: where the narrowest blocks need several waves of programs to cover the grid (a full GPU: many
-sequences or heads), fewer, wider ones finish sooner. The walk's time is about
+bound by the latency of its two dependent products, not by their size, so a wider block costs a step far less than
+its width (`STEP_COST`: 1.25× at twice the columns, 1.94× at four times) while it divides the programs, and with
+them the `K̃` and `w` tiles that every value block of a head reads again: where the narrowest blocks need several
+waves of programs to cover the grid (a full GPU: many sequences or heads), fewer, wider ones finish sooner. The
+walk's time is about
 
     waves(BV) · chunks · step(BV),     waves(BV) = ⌈sequence-heads · ⌈V / BV⌉ / SMs⌉,
 
@@ -24,16 +25,19 @@ from linattn.ops.utils.grid import cdiv, next_power_of_2
 # a chunk step's time at each width over its time at 16, for the forward walk and the backward's: one wave at every
 # width at B = 1, H = 16, K = V = 128, so the walks' times compare their steps (`python -m linattn.bench stages
 # --lengths 65536 --value-block W`)
-STEP_COST = {16: 1.0, 32: 1.2, 64: 1.9}
-STEP_COST_BWD = {16: 1.0, 32: 1.1}
-# the largest `[K, BV]` float32 tile a program carries (64 registers a thread at 4 warps); the backward's walk keeps
-# two more of its tiles live (`E_c`, read a step ahead), which at 64 columns no longer fit its registers
+STEP_COST = {16: 1.0, 32: 1.25, 64: 1.94}
+STEP_COST_BWD = {16: 1.0, 32: 1.09}
+# the largest `[K, BV]` float32 tile a program carries (64 registers a thread at 4 warps: 64 columns at K = 128, 32
+# at 256); the backward's walk keeps two more of its tiles live (`E_c`, read a step ahead), so half that (32 columns
+# at K = 128, 16 at 256)
 MAX_TILE = 8192
 MAX_TILE_BWD = 4096
 # the most bytes a wide launch's pipelined operands may take in shared memory (all its stages): those of the forward
-# walk at BV = 64 on bfloat16 inputs with float32 `K̃`, the most measured to fit Hopper's 227 KB beside the kernel's
-# other buffers (float32 `K̃` and `w`, VLA's, need 272 KB at 64: Triton refuses the launch)
+# walk at BV = 64 on bfloat16 inputs with float32 `K̃` (192 KB), the most measured to fit Hopper's 227 KB beside the
+# kernel's other buffers. VLA's float32 `K̃` and `α̂` take 240 KB at 64 (Triton asked 272 KB in all and refused the
+# launch) and 216 KB at 32, so its walk keeps 16
 MAX_PIPELINED = 3 * 64 * (128 * (4 + 2) + 64 * 4)
+BLOCK_V = 16  # the narrowest value block, and the only one off CUDA
 # a width every walk takes (or the widest allowed below it) instead of `value_block`'s choice: `bench stages
 # --value-block` sets it (None: chosen)
 FORCED: int | None = None
@@ -58,10 +62,10 @@ def value_block(
     costs = STEP_COST_BWD if backward else STEP_COST
     max_tile = MAX_TILE_BWD if backward else MAX_TILE
     BK = max(16, next_power_of_2(K))
-    fits = [w for w in costs if w == 16 or (BK * w <= max_tile and w // 2 < V and pipelined(w) <= MAX_PIPELINED)]
+    fits = [w for w in costs if w == BLOCK_V or (BK * w <= max_tile and w // 2 < V and pipelined(w) <= MAX_PIPELINED)]
     if FORCED is not None:
-        return max(w for w in fits if w <= max(FORCED, 16))
+        return max(w for w in fits if w <= max(FORCED, BLOCK_V))
     if device.type != "cuda" or not wide:
-        return 16
+        return BLOCK_V
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     return min(fits, key=lambda w: (cdiv(sequence_heads * cdiv(V, w), sms) * costs[w], w))
