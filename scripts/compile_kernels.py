@@ -105,6 +105,20 @@ def _calls() -> None:
                        initial_state=h0, output_final_state=True, backend="fused_recurrent")  # fmt: skip
             if K == V <= 128:  # VLA's decode step: the gate's kernel (A in registers), then the delta rule's
                 vla(q[:, :1], k[:, :1], v[:, :1], w[:, :1] / K, rho=0.99, backend="fused_recurrent")
+    # the state walks on the wider value blocks a full GPU's grid takes (`value_block.py`): a bfloat16 training call
+    # of GDN at both levels, at K = 128 and 256
+    from linattn.ops.delta_rule.triton import value_block
+
+    value_block.FORCED = 64
+    try:
+        for K in (128, 256):
+            q, k, v = (torch.randn(1, 70, 2, K, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+            beta, g = torch.rand(1, 70, 2, requires_grad=True), (-torch.rand(1, 70, 2)).requires_grad_()
+            for level in ("exact", "fast"):
+                o, _ = delta_rule(q, k, v, beta=beta, g=g, backend="triton", precision=level)
+                o.float().sum().backward()
+    finally:
+        value_block.FORCED = None
     # VLA at d = 32, bfloat16: the gate's one-warp launch, its group inverses in one kernel
     # (`vla/triton/cholesky.py`) and the backward's penalty kernels; CCQ-GDN's training launches at d = 32
     # (`[64, 32]` tiles)
