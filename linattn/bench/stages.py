@@ -16,6 +16,7 @@ whether a stage's time follows the length of its walk or the work of its steps.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from functools import partial
 
 import torch
@@ -82,13 +83,10 @@ def inputs(B: int, T: int, H: int, K: int, dtype: torch.dtype, device) -> dict[s
     }
 
 
-def stage_calls(
-    x: dict[str, torch.Tensor], fast: bool = False, segments: int | None = None
-) -> list[tuple[str, Callable[[], object]]]:
+def stage_calls(x: dict[str, torch.Tensor], fast: bool = False) -> list[tuple[str, Callable[[], object]]]:
     """`(stage, call)` for every launch of the forward, then of the backward, in order; each call repeats its
     stage on inputs computed once here (the intermediates of one forward and backward). Each stage runs in the
-    precision and stores in the dtype `delta_rule` gives it without a final state (`fast`: at the fast level); the
-    sequential stages in `segments` segments a sequence (`segments.py`; 1: the one pass; None: the library's choice)."""
+    precision and stores in the dtype `delta_rule` gives it without a final state (`fast`: at the fast level)."""
     q, k, v, beta, g, do = (x[n] for n in ("q", "k", "v", "beta", "g", "do"))
     B, T, _, K = q.shape
     scale = K**-0.5
@@ -96,11 +94,11 @@ def stage_calls(
     G = chunk_cumsum(g, layout)
     fp = forward_precision(q, k, v, k, v.dtype, False, fast)
     T_inv, u_tilde, k_tilde, _ = wy_fwd(k, v, k, beta, G, layout, None, fp.rows, fp.store)
-    fwd = partial(state_fwd, k_tilde, u_tilde, k, G, None, False, layout, segments=segments)
+    fwd = partial(state_fwd, k_tilde, u_tilde, k, G, None, False, layout)
     h, U, _ = fwd(fp.state, fp.store)
     bp = backward_precision((q, k, v, do), False, fast=fast)
     k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, precision=bp.wy, store=bp.store)[2]
-    bwd = partial(state_bwd, q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk, segments=segments)
+    bwd = partial(state_bwd, q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk)
     dh, dv_tilde, _ = bwd()
     local = partial(local_bwd, q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bp.local)
     dG = local()[-1]
@@ -132,28 +130,36 @@ def end_to_end(x: dict[str, torch.Tensor], fast: bool = False) -> dict[str, Call
     return {"forward": forward, "forward + backward": forward_backward}
 
 
+@contextmanager
+def forced(segments: int | None, value_block: int | None):
+    """Every state walk inside on `segments` segments a sequence (1: the one pass) and programs of `value_block`
+    value columns (`segments.FORCED`, `value_block.FORCED`; None: the library's choice)."""
+    segmenting.FORCED, blocks.FORCED = segments, value_block
+    try:
+        yield
+    finally:
+        segmenting.FORCED, blocks.FORCED = None, None
+
+
 def profile(
     T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dtype=torch.bfloat16, device="cuda", fast=False,
-    segments: int | None = None,
+    segments: int | None = None, value_block: int | None = None,
 ):  # fmt: skip
     """Rows `{B, T, stage, ms}` (and `us_per_chunk` for the sequential stages: per chunk of the sequence), the
-    end-to-end rows last; `timer(fn) -> ms`; `fast`: the fast precision level's stages; `segments`: `stage_calls`',
-    and the end-to-end calls' (`segments.FORCED`)."""
+    end-to-end rows last; `timer(fn) -> ms`; `fast`: the fast precision level's stages; `segments`, `value_block`:
+    the state walks' (`forced`), in the stages and end to end."""
     x = inputs(B, T, H, K, dtype, device)
     NT = cdiv(T, 64)
     moved = stage_bytes(B, T, H, K, K, fast)
     rows = []
-    for stage, call in stage_calls(x, fast, segments):
-        row = {"B": B, "T": T, "stage": stage, "kind": "stage", "ms": timer(call), "bytes": moved[stage]}
-        if stage in SEQUENTIAL:
-            row["us_per_chunk"] = row["ms"] * 1e3 / NT
-        rows.append(row)
-    segmenting.FORCED = segments
-    try:
+    with forced(segments, value_block):
+        for stage, call in stage_calls(x, fast):
+            row = {"B": B, "T": T, "stage": stage, "kind": "stage", "ms": timer(call), "bytes": moved[stage]}
+            if stage in SEQUENTIAL:
+                row["us_per_chunk"] = row["ms"] * 1e3 / NT
+            rows.append(row)
         for name, call in end_to_end(x, fast).items():
             rows.append({"B": B, "T": T, "stage": f"delta_rule {name}", "kind": "end to end", "ms": timer(call)})
-    finally:
-        segmenting.FORCED = None
     return rows
 
 
@@ -176,18 +182,16 @@ def run(
 
         profiler = partial(gate_stages.profile, K=K, device=device)
     elif device == "cuda" and torch.cuda.is_available():
-        profiler = partial(profile, B=batch, H=heads, fast=precision == "fast", segments=segments)
+        profiler = partial(
+            profile, B=batch, H=heads, fast=precision == "fast", segments=segments, value_block=value_block
+        )
     else:
         raise RuntimeError("python -m linattn.bench stages needs a CUDA GPU for the delta rule's kernels")
     rows = []
-    blocks.FORCED = value_block
-    try:
-        for T in lengths:
-            rows += profiler(T, partial(median_ms, device=device))
-            if device == "cuda":
-                torch.cuda.empty_cache()
-    finally:
-        blocks.FORCED = None
+    for T in lengths:
+        rows += profiler(T, partial(median_ms, device=device))
+        if device == "cuda":
+            torch.cuda.empty_cache()
     return rows
 
 
