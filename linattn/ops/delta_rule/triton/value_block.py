@@ -34,8 +34,8 @@ MAX_TILE = 8192
 MAX_TILE_BWD = 4096
 # the most bytes a wide launch's pipelined operands may take in shared memory (all its stages): those of the forward
 # walk at BV = 64 on bfloat16 inputs with float32 `K̃` (192 KB), the most measured to fit Hopper's 227 KB beside the
-# kernel's other buffers. VLA's float32 `K̃` and `α̂` take 240 KB at 64 (Triton asked 272 KB in all and refused the
-# launch) and 216 KB at 32, so its walk keeps 16
+# kernel's other buffers. VLA's float32 `K̃` and `α̂` take 240 KB at 64 (Triton refused the launch) and 216 KB
+# at 32, so its walk keeps 16
 MAX_PIPELINED = 3 * 64 * (128 * (4 + 2) + 64 * 4)
 BLOCK_V = 16  # the narrowest value block, and the only one off CUDA
 # a width every walk takes (or the widest allowed below it) instead of `value_block`'s choice: `bench stages
