@@ -208,6 +208,17 @@ def record(path: Path) -> None:
     print(f"recorded {len(seen)} distinct launches", file=sys.stderr)
 
 
+def _ptxas(arch: int) -> str:
+    """The `ptxas` Triton itself assembles this arch's PTX with (newer Tritons bundle two and emit PTX that only the
+    newer one reads)."""
+    from triton.backends.nvidia import compiler
+
+    try:
+        return compiler.get_ptxas(arch).path
+    except TypeError:  # Tritons that bundle one take no arch
+        return compiler.get_ptxas().path
+
+
 def _compile(entry: dict, arch: int, out: Path) -> str:
     """One recorded launch -> one report line (`FAIL ...` with the compiler's message when it does not build)."""
     import triton
@@ -231,7 +242,7 @@ def _compile(entry: dict, arch: int, out: Path) -> str:
     cubin_file = ptx_file.with_suffix(".cubin")
     cubin_file.write_bytes(kernel.asm["cubin"])
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    report = subprocess.run([str(tools / "ptxas"), f"-arch=sm_{arch}a", "-v", str(ptx_file), "-o", os.devnull],
+    report = subprocess.run([_ptxas(arch), f"-arch=sm_{arch}a", "-v", str(ptx_file), "-o", os.devnull],
                             capture_output=True, text=True).stderr  # fmt: skip
     regs = re.search(r"Used (\d+) registers", report)
     spill = re.search(r"(\d+) bytes spill stores", report)

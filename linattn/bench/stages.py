@@ -44,8 +44,8 @@ def stage_bytes(B: int, T: int, H: int, K: int, V: int, fast: bool = False, BT: 
     """Bytes each stage of a bfloat16 GDN training step reads and writes, each tensor counted once a stage (what it
     moves to and from memory at the least: the sequential kernels' programs reread `K̃` and `w` once a value block,
     from L2). Per token and head: `e = 2` (bfloat16 tokens), `f = 4` (the float32 gates `β`, `g`, `G`, `dG`), `s` the
-    dtype the forward stores `T`, `Ũ`, `K̃`, `h`, `U` in (4, or 2 at the fast level), `w` the state backward's `dU`,
-    `dh`, `W̃`, `dṼ` (4 at either level); a chunk state is `K · V / BT` elements a token."""
+    dtype the forward stores `T`, `Ũ`, `K̃`, `h`, `U` in and the backward `dh` (4, or 2 at the fast level), `w` the state
+    backward's `dU`, `W̃`, `dṼ` (4 at either level); a chunk state is `K · V / BT` elements a token."""
     e, f, w = 2, 4, 4
     s = 2 if fast else 4
     h = K * V / BT
@@ -56,11 +56,12 @@ def stage_bytes(B: int, T: int, H: int, K: int, V: int, fast: bool = False, BT: 
         "output_fwd": 2 * e * K + f + s * (h + V) + e * V,
         "wy_apply": e * (K + V) + 2 * f + s * BT + s * (V + 2 * K),
         "state_fwd (recompute)": s * (K + V) + e * K + f + s * (h + V),
-        # the local pre-pass, the walk (W̃, K̃ᵀ, dU, dh read; dU, dh written) and dṼ = Tᵀ dU
-        "state_bwd": (2 * e * K + f + e * V + w * (V + h + K))
-        + (w * K + s * K + w * (V + h) + f + w * (V + h))
+        # the local pre-pass (q, w, dO, G read; dU, W̃ written), the walk (W̃, K̃ᵀ, q, dO, G, dU read; dU, dh
+        # written) and dṼ = Tᵀ dU
+        "state_bwd": (2 * e * K + f + e * V + w * (V + K))
+        + (w * K + s * K + e * (K + V) + f + w * V + w * V + s * h)
         + (s * BT + 2 * w * V),
-        "local_bwd": e * (2 * K + V) + 2 * f + s * h + w * h + s * V + w * V + e * V + e * (2 * K + V) + 2 * f,
+        "local_bwd": e * (2 * K + V) + 2 * f + 2 * s * h + s * V + w * V + e * V + e * (2 * K + V) + 2 * f,
         "chunk_cumsum (reverse)": 2 * f,
     }
     return {stage: round(n * B * T * H) for stage, n in per_token.items()}
@@ -98,7 +99,7 @@ def stage_calls(x: dict[str, torch.Tensor], fast: bool = False) -> list[tuple[st
     h, U, _ = fwd(fp.state, fp.store)
     bp = backward_precision((q, k, v, do), False, fast=fast)
     k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, precision=bp.wy, store=bp.store)[2]
-    bwd = partial(state_bwd, q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk)
+    bwd = partial(state_bwd, q, k, G, T_inv, k_tilde_t, do, None, scale, False, layout, bp.walk, store=bp.store)
     dh, dv_tilde, _ = bwd()
     local = partial(local_bwd, q, k, v, None, beta, G, h, dh, U, dv_tilde, do, scale, layout, precision=bp.local)
     dG = local()[-1]

@@ -24,10 +24,12 @@ def test_value_and_gradient_equal_f_normalize_in_float64_with_a_zero_row():
 
 
 def test_low_precision_input_gives_float32_rows_and_a_gradient_in_its_dtype():
+    torch.manual_seed(0)
     x = torch.randn(3, 8, dtype=torch.bfloat16, requires_grad=True)
     y = unit_rows(x)
     assert y.dtype == torch.float32
-    torch.testing.assert_close(y, F.normalize(x.detach().float(), dim=-1), rtol=0, atol=1e-7)
+    # float32 rows as F.normalize gives them, to float32's rounding (the two sum the squares in different orders)
+    torch.testing.assert_close(y, F.normalize(x.detach().float(), dim=-1), rtol=0, atol=2.4e-7)
     g = torch.randn(3, 8)
     (dx,) = torch.autograd.grad(y, x, g)
     xf = x.detach().float().requires_grad_()

@@ -16,17 +16,17 @@ values as `Ũ` (`U = V`), B2 runs with `ERASE` off (`dṼ = dU`, no `K̃ᵀ dU`)
 
 Precision: every product that involves an intermediate takes three tf32 passes, or one when the tokens and `dO`
 are all bfloat16, no final state's gradient comes in and the call has at least 1,000 tokens
-(`precision.grad_precision` says why that keeps docs/design.md §4's bound). At the fast level B0 and B1 store in
+(`precision.grad_precision` says why that keeps docs/design.md §4's bound). At the fast level B0 – B2 store in
 bfloat16 and B3 multiplies bfloat16 operands (`precision.backward_precision`).
 
 KLA (the forward saved `r = 1 / (‖k‖² + ε)`): B0 and B3 form the step `β = η r` from it, and B3 returns the gradient
 of `η` in place of `dβ` and adds the step's dependence on `k` to `dk` (derivation in `local_bwd.py`).
 
-Memory. B1 – B3 hold buffers of the whole sequence at once (float32; `h`, `U`, `K̃ᵀ` bfloat16 at the fast level): the
+Memory. B1 – B3 hold buffers of the whole sequence at once (float32; `h`, `dh`, `U`, `K̃ᵀ` bfloat16 at the fast level): the
 chunk states `h` and their gradients `dh` (`[NT, H, K, V]` each, 1 GiB in float32 at T = 64K, H = 16, K = V = 128),
 and `[T, H, V | K]` ones of half that size each: the pseudo-values `U`, `dṼ` (B2's `dU`, in place), and for B2 only
 `K̃ᵀ` and (with a decay) `W̃`. A long single sequence (`B = 1`, not packed, its `h` and `dh` at least `SPLIT_BYTES`
-together: from 32K tokens at H = 16, K = V = 128, 43K at the fast level) is therefore
+together: from 32K tokens at H = 16, K = V = 128, 64K at the fast level) is therefore
 cut in two at `cut = a T`, `a ≈ 0.45` (a chunk boundary), without redoing any sequential work:
 1. B0, B1 on `[0, cut)` from the initial state: `h`, `U` of the first part and the state at `cut` (kept);
 2. B0 – B3 on `[cut, T)` from the state at `cut`: the second part's gradients and `dh` at `cut`;
@@ -124,7 +124,8 @@ def _span_walk(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
     h, U, _ = x.states(u_tilde, k_tilde, h0, False) if kept is None else (*kept, None)
     del u_tilde, k_tilde, kept  # free each intermediate once its last stage has run
     dh, dv_tilde, dh0 = state_bwd(
-        x.q, x.w_or_k, x.G, x.T_inv, k_tilde_t, x.do, dht, scale, want_dh0, x.layout, x.precision.walk
+        x.q, x.w_or_k, x.G, x.T_inv, k_tilde_t, x.do, dht, scale, want_dh0, x.layout, x.precision.walk,
+        store=x.precision.store,
     )
     return (h, U, dh, dv_tilde), dh0
 
@@ -190,8 +191,8 @@ def delta_rule_bwd(
         tokens = tuple(x for x in (q, k, v, w, do) if x is not None)
     precision = backward_precision(tokens, dht is not None, derived_keys, initial_state is not None, fast)
     x = _Span(q, k, v, w, beta, saved.G, saved.T_inv, saved.inv_sq_norm, do, layout, precision)
-    # one chunk's h (as stored) and dh (float32) over all heads
-    cut = _cut(layout, (precision.store.itemsize + 4) * q.shape[2] * q.shape[3] * v.shape[3])
+    # one chunk's h and dh (as stored) over all heads
+    cut = _cut(layout, 2 * precision.store.itemsize * q.shape[2] * q.shape[3] * v.shape[3])
     if cut is None:
         walked, dh0 = _span_walk(x, dht, initial_state is not None, scale, h0=initial_state)
         grads = _span_local(x, walked, scale)

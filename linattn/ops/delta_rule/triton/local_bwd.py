@@ -160,8 +160,9 @@ def local_bwd_kernel(
     RAW: tl.constexpr,
     PRECISION: tl.constexpr,
 ):
-    """One program per (chunk, batch row · head): a pass over value blocks for the `[BT, BT]` score gradients, then
-    a pass over key blocks (each with an inner pass over value blocks for the products with `h` and `dh⁺`).
+    """One program per (chunk, batch row · head): a pass over value blocks for the `[BT, BT]` score gradients, one
+    over key blocks for the score terms of `dβ` and `dG`, then a pass over key blocks for `dQ`, `dK`, `dW` (each
+    with an inner pass over value blocks for the products with `h` and `dh⁺`).
     Without `ERASE` (then `W_IS_K`, no β): `U` points at the values `v`, and `dṼ = dU`. With `KACZMARZ`, `beta` is
     `η`, the step `β = η r` with the forward's `r`, `dβ` is stored as `dη = r dβ` and `dK` has the step's term."""
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
@@ -232,10 +233,34 @@ def local_bwd_kernel(
         # [BT] ∂β/∂k · dβ = −2 r (β dβ) k, with β dβ = rowsum(dṼ ⊙ U)
         b_dk_step = -2.0 * b_r * b_udv
 
-    # pass 2, over key blocks: dQ, dK, dW; Q Wᵀ and K Wᵀ accumulate for the score terms of dβ and dG
+    # the score terms, from Q Wᵀ and K Wᵀ over the whole key dim: R ⊙ K Wᵀ for dβ; M = P ⊙ Q Wᵀ + diag(β) R ⊙ K Wᵀ,
+    # + to its rows and − to its columns, for dG. Formed before pass 2, which reloads the keys, so that the two
+    # [BT, BT] products are not alive beside its accumulators
     b_QW = tl.zeros([BT, BT], dtype=tl.float32)
     b_KW = tl.zeros([BT, BT], dtype=tl.float32)
+    if USE_G or ERASE:
+        for i_k in range(tl.cdiv(K, BK)):
+            o_k = i_k * BK + tl.arange(0, BK)
+            m_tk = m_t[:, None] & (o_k < K)[None, :]
+            o_tk = o_tk0 + o_i[:, None] * (H * K) + o_k[None, :]
+            # [BT, BK]
+            b_w = tl.load(w + o_tk, mask=m_tk, other=0)
+            # [BT, BK] @ [BK, BT] -> [BT, BT], each
+            if USE_G:
+                b_QW += raw_dot(tl.load(q + o_tk, mask=m_tk, other=0), tl.trans(b_w), RAW)
+            if ERASE:
+                b_KW += raw_dot(tl.load(k + o_tk, mask=m_tk, other=0), tl.trans(b_w), RAW)
+    if ERASE:
+        b_RKW = b_R * b_KW
+        b_dbeta += tl.sum(b_RKW, axis=1)
     b_dg = tl.zeros([BT], dtype=tl.float32)
+    if USE_G:
+        b_M = b_P * b_QW
+        if ERASE:
+            b_M += b_beta[:, None] * b_RKW
+        b_dg += tl.sum(b_M, axis=1) - tl.sum(b_M, axis=0)
+
+    # pass 2, over key blocks: dQ, dK, dW
     b_x = tl.zeros([BT], dtype=tl.float32)
     b_hdh = tl.zeros([BK, BV], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
@@ -256,7 +281,7 @@ def local_bwd_kernel(
             # [BK, BV], [BK, BV]
             # (h in bfloat16 at the fast level: in float32 for the elementwise h ⊙ dh below)
             b_h = tl.load(h + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0).to(tl.float32)
-            b_dh = tl.load(dh + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0)
+            b_dh = tl.load(dh + o_k[:, None] * V + o_v[None, :], mask=m_h, other=0).to(tl.float32)
             # [BT, BV] each
             b_U = tl.load(U + o_tv, mask=m_tv, other=0).to(tl.float32)
             b_do = tl.load(do + o_tv, mask=m_tv, other=0).to(tl.float32)
@@ -270,10 +295,8 @@ def local_bwd_kernel(
             if USE_G:
                 b_hdh += b_h * b_dh
         # [BT, BK] each
-        b_q = tl.load(q + o_tk, mask=m_tk, other=0)
-        b_w = tl.load(w + o_tk, mask=m_tk, other=0)
-        # [BT, BK] @ [BK, BT] -> [BT, BT]
-        b_QW += raw_dot(b_q, tl.trans(b_w), RAW)
+        b_q = tl.load(q + o_tk, mask=m_tk, other=0).to(tl.float32)
+        b_w = tl.load(w + o_tk, mask=m_tk, other=0).to(tl.float32)
         if USE_G:
             b_udh *= b_to_end[:, None]
         b_doh *= (scale * b_gamma)[:, None]
@@ -282,17 +305,13 @@ def local_bwd_kernel(
             b_x += tl.sum(b_w * b_udh, axis=1)
         if ERASE:
             # [BT, BK]
-            b_k = tl.load(k + o_tk, mask=m_tk, other=0)
-            # [BT, BK] @ [BK, BT] -> [BT, BT]
-            b_KW += raw_dot(b_k, tl.trans(b_w), RAW)
-            b_k = b_k.to(tl.float32)
+            b_k = tl.load(k + o_tk, mask=m_tk, other=0).to(tl.float32)
             # dK̂ ⊙ K summed over the key block, i.e. −rowsum(K ⊙ dṼ hᵀ)
             b_kdk = -tl.sum(b_k * b_dvh, axis=1)
             b_dbeta += b_gamma * b_kdk
             if USE_G:
                 b_dg += b_beta * b_gamma * b_kdk
 
-        b_q, b_w = b_q.to(tl.float32), b_w.to(tl.float32)
         # [BT, BT] @ [BT, BK] -> [BT, BK]
         b_dq = b_doh + mma(b_P, b_w, PRECISION)
         # [BT, BT]ᵀ @ [BT, BK] -> [BT, BK]
@@ -314,18 +333,12 @@ def local_bwd_kernel(
             # one key, which only writes: its gradient is dW
             tl.store(dk + o_tk, b_dw.to(dk.dtype.element_ty), mask=m_tk)
 
-    # the score terms: R ⊙ K Wᵀ for dβ; M = P ⊙ Q Wᵀ + diag(β) R ⊙ K Wᵀ, + to its rows and − to its columns, for dG
-    b_M = b_P * b_QW
-    if ERASE:
-        b_RKW = b_R * b_KW
-        b_dbeta += tl.sum(b_RKW, axis=1)
-        b_M += b_beta[:, None] * b_RKW
     if USE_BETA:
         if KACZMARZ:
             b_dbeta *= b_r  # dη = r dβ
         tl.store(dbeta + t0 * H + i_h + o_i * H, b_dbeta, mask=m_t)
     if USE_G:
-        b_dg += tl.sum(b_M, axis=1) - tl.sum(b_M, axis=0) - b_x
+        b_dg -= b_x
         # the chunk's last decay Γ_C scales h (into h⁺) and every column of W̃
         b_dg_last = tl.sum(b_x) + tl.exp(b_g_last) * tl.sum(b_hdh)
         b_dg += tl.where(o_i == last, b_dg_last, 0.0)
@@ -368,8 +381,8 @@ def local_bwd(
     precision: str = "tf32x3",
     out: tuple[torch.Tensor | None, ...] | None = None,
 ) -> tuple[torch.Tensor | None, ...]:
-    """`q, k, w: [B, T, H, K]` (w None: w = k), `v, do: [B, T, H, V]`, `beta, G: [B, T, H]` or None, and float32
-    `h, dh: [B, NT, H, K, V]` (chunk start states, gradients of the chunk end states), `U, dṼ: [B, T, H, V]`.
+    """`q, k, w: [B, T, H, K]` (w None: w = k), `v, do: [B, T, H, V]`, `beta, G: [B, T, H]` or None, and
+    `h, dh: [B, NT, H, K, V]` (float32, or the fast level's bfloat16) (chunk start states, gradients of the chunk end states), `U, dṼ: [B, T, H, V]`.
     Without `erase` (linear attention: `w`, `beta` None) pass `U = v`. KLA: the forward's float32
     `r = 1 / (‖k‖² + ε): [B, T, H]` as `inv_sq_norm`; then `beta` is `η` (or None: 1) and the step `β = η r`.
 
@@ -387,9 +400,12 @@ def local_bwd(
     # One-pass launches (training) take value blocks of 32 and pipeline the loads of the value loops three deep
     # (two stages are slower): about 5% off the stage at 8K and 64K (bf16 GDN, K = V = 128; `python -m linattn.bench
     # stages`), for 0.30 KB of spills a thread and 152 KB of shared memory against 0.44 KB and 128 KB
-    # (`scripts/compile_kernels.py`). `tf32x3` launches keep 64 and one stage, for their spills
+    # (`scripts/compile_kernels.py`). `tf32x3` launches keep 64 and one stage, for their spills. The fast level's
+    # bfloat16 operands fit a program in 4 warps on key blocks of 32 without spills (72 KB of shared memory), so
+    # that two programs share an SM: 9% off the stage at 16 × 4K against 8 warps on 64
     one_pass = precision != "tf32x3"
-    BK = min(64, max(32, next_power_of_2(K)))
+    sixteen = precision.startswith("bf16")  # the fast level's operands
+    BK = min(32 if sixteen else 64, max(32, next_power_of_2(K)))
     BV = min(32 if one_pass else 64, max(16, next_power_of_2(V)))
     dq, dk, dv, dw, dbeta, dG = local_bwd_outputs(q, k, v, w, beta, G) if out is None else out
     grid = (layout.NT, B * H)
@@ -401,6 +417,7 @@ def local_bwd(
         W_IS_K=w is None,
         IS_VARLEN=layout.cu_seqlens is not None,
         RAW=raw_operands(q.device, q.dtype, k.dtype, (k if w is None else w).dtype), PRECISION=precision,
-        num_warps=8, num_stages=3 if one_pass else 1,  # K = V = 128: 8 warps, as 4 spill 2 KB a thread on Hopper
+        # K = V = 128: 8 warps for float32 operands, as 4 spill 2 KB a thread on Hopper
+        num_warps=4 if sixteen else 8, num_stages=3 if one_pass else 1,
     )  # fmt: skip
     return dq, dk, dv, dw, dbeta, dG

@@ -67,7 +67,7 @@ class BackwardPrecision:
     state: str
     walk: str
     local: str
-    store: torch.dtype = torch.float32  # what B0 and B1 store `Ũ`, `K̃`, `K̃ᵀ`, `h`, `U` in (the fast level: bfloat16)
+    store: torch.dtype = torch.float32  # what B0 – B2 store `Ũ`, `K̃`, `K̃ᵀ`, `h`, `U`, `dh` in (fast: bfloat16)
 
 
 def backward_precision(
@@ -86,8 +86,9 @@ def backward_precision(
 
     `fast` (the `precision="fast"` level) with bfloat16 tokens, from `ONE_PASS_TOKENS` tokens on (`fast_backward`),
     whatever the final state: B0 and B1 recompute what the forward's stages 2 and 3 computed, as they did (one tf32
-    pass, bfloat16 storage), the walk (B2) takes one tf32 pass and keeps float32 gradients (in bfloat16 `dβ` left
-    the level's 3× with Hopper's arithmetic emulated), and B3 multiplies on bfloat16 operands."""
+    pass, bfloat16 storage), the walk (B2) takes one tf32 pass on float32 gradients (with bfloat16 ones `dβ` left
+    the level's 3× with Hopper's arithmetic emulated) and stores the chunks' `dh` in bfloat16, and B3 multiplies on
+    bfloat16 operands (so that `dh` reaches its products rounded as before; only `dG`'s `h ⊙ dh` term sees it)."""
     sixteen = fast_backward(tokens) if fast else None
     if sixteen is not None:
         return BackwardPrecision("tf32", "tf32", "tf32", sixteen, store=torch.bfloat16)

@@ -25,7 +25,13 @@ at 64K).
 `U = Ũ − K̃ h`, so `dŨ = dU`, `dK̃ = −dU hᵀ`, and both reach the inputs through `Tᵀ` (see `local_bwd.py`).
 Stores `dh[c] = dh_{c+1}`, the gradient of each chunk's *end* state (what `local_bwd` pairs with `h[c]`, the
 chunk's start state), `dṼ`, and `dh_0` when there is an initial state. Everything is float32, `tl.dot` in tf32x3
-(one tf32 pass where `precision.grad_precision` allows it).
+(one tf32 pass where `precision.grad_precision` allows it), except at the fast level, where `dh` and `E_c` in its
+slots are bfloat16 (`precision.backward_precision`).
+
+`E_c` is formed in the parallel pre-pass and read back, though the walk could form it from `Q_c` and `dO_c` and
+spare the round trip: there the product's transposed query tile adds layout changes through shared memory to every
+step, and the state backward took 3.79 ms against 3.25 at 16 × 4K (`python -m linattn.bench stages --batch 16
+--lengths 4096`, H100).
 
 Without the erase term (`ERASE` off: `T = I`, `K̃ = 0`) the middle line is `dṼ_c = dU_c` and the last loses its
 `K̃ᵀ dU` term: neither `T` nor `K̃` is read.
@@ -184,7 +190,8 @@ def state_bwd_local_kernel(
         if USE_G:
             b_q *= tl.exp(b_g)[:, None]
         b_E = scale * mma(tl.trans(b_q), b_do, PRECISION)
-        tl.store(dh + o_k[:, None] * V + o_v[None, :], b_E, mask=(o_k < K)[:, None] & (o_v < V)[None, :])
+        tl.store(dh + o_k[:, None] * V + o_v[None, :], b_E.to(dh.dtype.element_ty),
+                 mask=(o_k < K)[:, None] & (o_v < V)[None, :])  # fmt: skip
 
 
 @triton.jit
@@ -199,7 +206,7 @@ def _walk_loads(
     c = tl.maximum(i_t, 0)
     t0 = bos + c * BT
     if LOCAL:
-        b_E = tl.load(dh + ((boh + c) * H + i_h) * K * V + o_h, mask=m_h, other=0)
+        b_E = tl.load(dh + ((boh + c) * H + i_h) * K * V + o_h, mask=m_h, other=0).to(tl.float32)
         m_tv = (o_i < T - c * BT)[:, None] & m_v[None, :]
         b_du = tl.load(du + (t0 * H + i_h) * V + o_i[:, None] * (H * V) + o_v[None, :], mask=m_tv, other=0)
     else:
@@ -281,7 +288,7 @@ def state_bwd_kernel(
             b_E, b_du_loc, b_g_last = b_E_read, b_du_read, b_g_read
         # the slot of E_c takes the gradient of the chunk's end state
         if STORE_CHUNKS:
-            tl.store(dh + ((boh + i_t) * H + i_h) * K * V + o_h, b_dh, mask=m_h)
+            tl.store(dh + ((boh + i_t) * H + i_h) * K * V + o_h, b_dh.to(dh.dtype.element_ty), mask=m_h)
 
         # this head at the chunk's first token; a token step is H·(K | V | 1) elements
         t0 = bos + i_t * BT
@@ -366,16 +373,18 @@ def state_bwd(
     layout: ChunkLayout,
     precision: str = "tf32x3",
     segments: int | None = None,
+    store: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`q, w: [B, T, H, K]`, `G: [B, T, H]` or None, the forward's `T: [B, T, H, BT]`, each chunk's `K̃ᵀ`
     (`[B, NT, H, K, BT]`, float32 or the fast level's bfloat16, `transpose.chunk_transpose` of the recomputed `K̃`;
     both None without the erase term), `do: [B, T, H, V]`, `dht: [N, H, K, V]` or None (no gradient for the final
     state). `precision`: of the products that involve an intermediate (`precision.backward_precision`). `segments`:
     each sequence's segments walked at once (`segments.py`; 1 the one pass; None: `segment_count`'s for the forward's
-    grid, whose counts suit this walk too).
+    grid, whose counts suit this walk too). `store`: the dtype of `dh` (and of `E_c` parked in it; the walk's own
+    gradient stays float32).
 
-    Returns float32 `dh: [B, NT, H, K, V]` (row `c`: gradient of chunk `c`'s end state), `dṼ: [B, T, H, V]` and
-    `dh_0: [N, H, K, V]` (None unless `want_dh0`).
+    Returns `dh: [B, NT, H, K, V]` in `store` (row `c`: gradient of chunk `c`'s end state), float32
+    `dṼ: [B, T, H, V]` and `dh_0: [N, H, K, V]` (None unless `want_dh0`).
     """
     B, T, H, K = q.shape
     V = do.shape[-1]
@@ -383,7 +392,7 @@ def state_bwd(
     BK = min(64, max(16, next_power_of_2(K)))
     BV = min(64, max(16, next_power_of_2(V)))
     du = torch.empty(B, T, H, V, dtype=torch.float32, device=device)
-    dh = torch.empty(B, layout.NT, H, K, V, dtype=torch.float32, device=device)
+    dh = torch.empty(B, layout.NT, H, K, V, dtype=store, device=device)
     # W̃ = diag(Γ_C/Γ) W for the sequential kernel, written by the local one; W itself without a decay
     w_tilde = None if G is None else torch.empty(B, T, H, K, dtype=torch.float32, device=device)
     grid = (cdiv(V, BV), layout.NT, B * H)
