@@ -135,9 +135,9 @@ def test_stage_profile_times_every_kernel():
     assert {r["B"] for r in batched} == {2} and "| 2 × 70 | wy_fwd |" in stages.table(batched)
     fast = stages.profile(70, timer, H=1, K=16, dtype=torch.bfloat16, device="cpu", fast=True)
     assert [r["stage"] for r in fast] == names
-    # the bytes model at the shape: a training step at 64K tokens moves ~25 GB, the fast level less
+    # the bytes model at the shape: a training step at 64K tokens moves ~26 GB, the fast level less
     exact_bytes, fast_bytes = (sum(stages.stage_bytes(1, 65536, 16, 128, 128, f).values()) for f in (False, True))
-    assert 24e9 < exact_bytes < 26e9 and fast_bytes < 0.75 * exact_bytes
+    assert 25e9 < exact_bytes < 27e9 and fast_bytes < 0.75 * exact_bytes
     assert "| MB moved | GB/s |" in stages.table(fast) and all(r["bytes"] > 0 for r in fast if r["kind"] == "stage")
 
 

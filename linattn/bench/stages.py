@@ -44,8 +44,8 @@ def stage_bytes(B: int, T: int, H: int, K: int, V: int, fast: bool = False, BT: 
     """Bytes each stage of a bfloat16 GDN training step reads and writes, each tensor counted once a stage (what it
     moves to and from memory at the least: the sequential kernels' programs reread `K̃` and `w` once a value block,
     from L2). Per token and head: `e = 2` (bfloat16 tokens), `f = 4` (the float32 gates `β`, `g`, `G`, `dG`), `s` the
-    dtype the forward stores `T`, `Ũ`, `K̃`, `h`, `U` in and the backward `dh` (4, or 2 at the fast level), `w` the state
-    backward's `dU`, `W̃`, `dṼ` (4 at either level); a chunk state is `K · V / BT` elements a token."""
+    dtype the forward stores `T`, `Ũ`, `K̃`, `h`, `U` in and the backward `dh`, `E_c` (4, or 2 at the fast level), `w`
+    the state backward's `dU`, `W̃`, `dṼ` (4 at either level); a chunk state is `K · V / BT` elements a token."""
     e, f, w = 2, 4, 4
     s = 2 if fast else 4
     h = K * V / BT
@@ -56,10 +56,10 @@ def stage_bytes(B: int, T: int, H: int, K: int, V: int, fast: bool = False, BT: 
         "output_fwd": 2 * e * K + f + s * (h + V) + e * V,
         "wy_apply": e * (K + V) + 2 * f + s * BT + s * (V + 2 * K),
         "state_fwd (recompute)": s * (K + V) + e * K + f + s * (h + V),
-        # the local pre-pass (q, w, dO, G read; dU, W̃ written), the walk (W̃, K̃ᵀ, q, dO, G, dU read; dU, dh
+        # the local pre-pass (q, w, dO, G read; dU, E_c, W̃ written), the walk (W̃, K̃ᵀ, E_c, dU, G read; dU, dh
         # written) and dṼ = Tᵀ dU
-        "state_bwd": (2 * e * K + f + e * V + w * (V + K))
-        + (w * K + s * K + e * (K + V) + f + w * V + w * V + s * h)
+        "state_bwd": (2 * e * K + f + e * V + w * (V + K) + s * h)
+        + (w * K + s * K + s * h + w * V + f + w * V + s * h)
         + (s * BT + 2 * w * V),
         "local_bwd": e * (2 * K + V) + 2 * f + 2 * s * h + s * V + w * V + e * V + e * (2 * K + V) + 2 * f,
         "chunk_cumsum (reverse)": 2 * f,

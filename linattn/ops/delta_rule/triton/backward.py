@@ -22,12 +22,12 @@ bfloat16 and B3 multiplies bfloat16 operands (`precision.backward_precision`).
 KLA (the forward saved `r = 1 / (‖k‖² + ε)`): B0 and B3 form the step `β = η r` from it, and B3 returns the gradient
 of `η` in place of `dβ` and adds the step's dependence on `k` to `dk` (derivation in `local_bwd.py`).
 
-Memory. B1 – B3 hold buffers of the whole sequence at once (float32; `h`, `dh`, `U`, `K̃ᵀ` bfloat16 at the fast level): the
-chunk states `h` and their gradients `dh` (`[NT, H, K, V]` each, 1 GiB in float32 at T = 64K, H = 16, K = V = 128),
-and `[T, H, V | K]` ones of half that size each: the pseudo-values `U`, `dṼ` (B2's `dU`, in place), and for B2 only
-`K̃ᵀ` and (with a decay) `W̃`. A long single sequence (`B = 1`, not packed, its `h` and `dh` at least `SPLIT_BYTES`
-together: from 32K tokens at H = 16, K = V = 128, 64K at the fast level) is therefore
-cut in two at `cut = a T`, `a ≈ 0.45` (a chunk boundary), without redoing any sequential work:
+Memory. B1 – B3 hold buffers of the whole sequence at once (float32; `h`, `dh`, `U`, `K̃ᵀ` bfloat16 at the fast
+level): the chunk states `h` and their gradients `dh` (`[NT, H, K, V]` each, 1 GiB in float32 at T = 64K, H = 16,
+K = V = 128), and `[T, H, V | K]` ones of half that size each: the pseudo-values `U`, `dṼ` (B2's `dU`, in place), and
+for B2 only `K̃ᵀ` and (with a decay) `W̃`. A long single sequence (`B = 1`, not packed, its `h` and `dh` at least
+`SPLIT_BYTES` together: from 32K tokens at H = 16, K = V = 128, 64K at the fast level) is therefore cut in two at
+`cut = a T`, `a ≈ 0.45` (a chunk boundary), without redoing any sequential work:
 1. B0, B1 on `[0, cut)` from the initial state: `h`, `U` of the first part and the state at `cut` (kept);
 2. B0 – B3 on `[cut, T)` from the state at `cut`: the second part's gradients and `dh` at `cut`;
 3. B0 (only `K̃ᵀ`), B2 on `[0, cut)` with that `dh` as the final state's gradient; then the whole sequence's
@@ -126,7 +126,7 @@ def _span_walk(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
     dh, dv_tilde, dh0 = state_bwd(
         x.q, x.w_or_k, x.G, x.T_inv, k_tilde_t, x.do, dht, scale, want_dh0, x.layout, x.precision.walk,
         store=x.precision.store,
-    )
+    )  # fmt: skip
     return (h, U, dh, dv_tilde), dh0
 
 

@@ -382,7 +382,8 @@ def local_bwd(
     out: tuple[torch.Tensor | None, ...] | None = None,
 ) -> tuple[torch.Tensor | None, ...]:
     """`q, k, w: [B, T, H, K]` (w None: w = k), `v, do: [B, T, H, V]`, `beta, G: [B, T, H]` or None, and
-    `h, dh: [B, NT, H, K, V]` (float32, or the fast level's bfloat16) (chunk start states, gradients of the chunk end states), `U, dṼ: [B, T, H, V]`.
+    `h, dh: [B, NT, H, K, V]` (chunk start states, gradients of the chunk end states; float32, or the fast level's
+    bfloat16), `U, dṼ: [B, T, H, V]`.
     Without `erase` (linear attention: `w`, `beta` None) pass `U = v`. KLA: the forward's float32
     `r = 1 / (‖k‖² + ε): [B, T, H]` as `inv_sq_norm`; then `beta` is `η` (or None: 1) and the step `β = η r`.
 
@@ -402,7 +403,8 @@ def local_bwd(
     # stages`), for 0.30 KB of spills a thread and 152 KB of shared memory against 0.44 KB and 128 KB
     # (`scripts/compile_kernels.py`). `tf32x3` launches keep 64 and one stage, for their spills. The fast level's
     # bfloat16 operands fit a program in 4 warps on key blocks of 32 without spills (72 KB of shared memory), so
-    # that two programs share an SM: 9% off the stage at 16 × 4K against 8 warps on 64
+    # that two programs share an SM: 2.75 ms at 16 × 4K against 3.03 for 8 warps on 64 (H100, `python -m
+    # linattn.bench stages --batch 16 --lengths 4096 --precision fast` with either launch)
     one_pass = precision != "tf32x3"
     sixteen = precision.startswith("bf16")  # the fast level's operands
     BK = min(32 if sixteen else 64, max(32, next_power_of_2(K)))
