@@ -36,7 +36,7 @@ In units of `h`'s full size at K = V = 128, float32 (the inputs' gradients, bflo
 `w = k`, 1 with two keys), the largest sets alive are step 2's B2, `1.5a + 4(1 − a)` (the first part's `h`, `U`
 beside the second part's buffers), and step 3's B3, `3a + (2 − a) g` (the first part's `h, U, dh, dṼ`, the second
 part's gradients and the whole sequence's): `a ≈ 0.45` keeps both at or below 2.9, against 4 + g for the whole
-sequence at once (the fast level's bfloat16 `h`, `U` lower every term that holds them; the same cut is kept).
+sequence at once (the fast level's bfloat16 `h`, `dh`, `U` lower every term that holds them; the same cut is kept).
 The extra work is B0's keys run twice on the first part, two launches of each parallel stage and the copy of the
 second part's gradients: a few percent more time for a clearly lower peak (`python -m linattn.bench ops` reports
 both at 32K and 64K tokens).
@@ -146,8 +146,8 @@ def _tokens(xs: tuple[torch.Tensor | None, ...], t0: int, t1: int) -> tuple[torc
 
 def _cut(layout: ChunkLayout, chunk_bytes: int) -> int | None:
     """Where to cut the sequence for the backward (the chunk boundary nearest `CUT · T`), or None to run it whole;
-    `chunk_bytes`: one chunk's `h` and `dh` over all heads, `H · K · V` elements each (`dh` float32, `h` float32
-    or the fast level's bfloat16)."""
+    `chunk_bytes`: one chunk's `h` and `dh` over all heads, `H · K · V` elements each, as stored (float32, or the
+    fast level's bfloat16)."""
     whole = layout.cu_seqlens is not None or layout.B != 1 or layout.NT < 2
     if whole or layout.NT * chunk_bytes < SPLIT_BYTES:
         return None

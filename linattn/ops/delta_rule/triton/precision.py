@@ -87,8 +87,10 @@ def backward_precision(
     `fast` (the `precision="fast"` level) with bfloat16 tokens, from `ONE_PASS_TOKENS` tokens on (`fast_backward`),
     whatever the final state: B0 and B1 recompute what the forward's stages 2 and 3 computed, as they did (one tf32
     pass, bfloat16 storage), the walk (B2) takes one tf32 pass on float32 gradients (with bfloat16 ones `dβ` left
-    the level's 3× with Hopper's arithmetic emulated) and stores the chunks' `dh` in bfloat16, and B3 multiplies on
-    bfloat16 operands (so that `dh` reaches its products rounded as before; only `dG`'s `h ⊙ dh` term sees it)."""
+    the level's 3× with Hopper's arithmetic emulated) and stores the chunks' `dh` and the local terms `E_c` it adds in
+    bfloat16 (B3 multiplied `dh` rounded to bfloat16 already; `E_c`'s rounding reaches `dṼ`, `dh_0` and, through the
+    walk's `dh`, the rest: `dh_0` at 1.5× the naive recurrence's error, emulated), and B3 multiplies on bfloat16
+    operands."""
     sixteen = fast_backward(tokens) if fast else None
     if sixteen is not None:
         return BackwardPrecision("tf32", "tf32", "tf32", sixteen, store=torch.bfloat16)

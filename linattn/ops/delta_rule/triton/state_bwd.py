@@ -26,7 +26,7 @@ at 64K).
 Stores `dh[c] = dh_{c+1}`, the gradient of each chunk's *end* state (what `local_bwd` pairs with `h[c]`, the
 chunk's start state), `dṼ`, and `dh_0` when there is an initial state. Everything is float32, `tl.dot` in tf32x3
 (one tf32 pass where `precision.grad_precision` allows it), except at the fast level, where `dh` and `E_c` in its
-slots are bfloat16 (`precision.backward_precision`).
+slots are bfloat16, as is the `K̃ᵀ` B0 stored (`precision.backward_precision`).
 
 `E_c` is formed in the parallel pre-pass and read back, though the walk could form it from `Q_c` and `dO_c` and
 spare the round trip: there the product's transposed query tile adds layout changes through shared memory to every
