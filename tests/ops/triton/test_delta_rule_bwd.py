@@ -285,22 +285,34 @@ def test_chunk_transpose_is_exact(B, T, K, lengths):
     assert torch.equal(chunk_transpose(x, layout), chunk_transpose_ref(x, layout))
 
 
+# what the state backward's tests take of `walk_inputs`, in this order
+WALK = ("q", "k", "v", "beta", "w_or_k", "G", "T_inv", "inv_sq_norm", "layout", "do", "dS")
+
+
+def walk_inputs(cfg: Config) -> dict:
+    """What the state backward's tests feed it, from `make_inputs(cfg)`: the inputs, `w_or_k` (the write key), the
+    cotangents `do`, `dS`, the layout, the chunk-local cumulative decay `G` (or None) and the forward's `T_inv`, with
+    KLA's `inv_sq_norm`."""
+    x = make_inputs(cfg)
+    w = x["k"] if x["w"] is None else x["w"]
+    do, dS = draw_cotangents(x, torch.float32)
+    layout = chunk_layout(cfg.B, cfg.T, x["cu_seqlens"], x["q"].device)
+    G = None if x["g"] is None else chunk_cumsum(x["g"], layout)
+    T_inv, _, _, inv_sq_norm = wy_fwd(x["k"], x["v"], w, x["beta"], G, layout, x["kaczmarz_eps"])
+    return {**x, "w_or_k": w, "do": do, "dS": dS, "layout": layout, "G": G, "T_inv": T_inv, "inv_sq_norm": inv_sq_norm}
+
+
 @pytest.mark.parametrize("name", list(STAGES))
 def test_backward_stages_match_references(name):
     """Each backward stage against its float64 reference, both fed the kernels' outputs of the stages before;
     `local_bwd_ref` is autograd of each chunk's forward, so it checks the derivation, not a transcription of it
     (for KLA with the step `η / (‖k‖² + ε)` inside, so also the step's `dk` and `dη`)."""
     cfg, final_grad = STAGES[name]
-    x = make_inputs(cfg)
-    q, k, v, beta, g, h0 = (x[n] for n in ("q", "k", "v", "beta", "g", "initial_state"))
-    w = k if x["w"] is None else x["w"]
-    do, dS = draw_cotangents(x, torch.float32)
+    x = walk_inputs(cfg)
+    q, k, v, beta, w, G, T_inv, inv_sq_norm, layout, do, dS = (x[n] for n in WALK)
+    h0, eps = x["initial_state"], x["kaczmarz_eps"]
     dht = dS if final_grad else None
     scale = 0.3
-    layout = chunk_layout(cfg.B, cfg.T, x["cu_seqlens"], q.device)
-    G = None if g is None else chunk_cumsum(g, layout)
-    eps = x["kaczmarz_eps"]
-    T_inv, _, _, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, eps)
 
     u_tilde, k_tilde, k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm)
     step = beta if eps is None else kaczmarz_beta(k.double(), beta.double(), eps)
@@ -337,13 +349,9 @@ def test_the_walk_reads_ahead_the_same_values(name, monkeypatch):
     """The state backward's walk with its plain loads one step ahead (`reads_ahead`, one-pass launches) gives the
     same bits as the walk that reads them in their own step, whatever the precision."""
     cfg, final_grad = STAGES[name]
-    x = make_inputs(cfg)
-    q, k, v, beta, g, h0 = (x[n] for n in ("q", "k", "v", "beta", "g", "initial_state"))
-    w = k if x["w"] is None else x["w"]
-    do, dS = draw_cotangents(x, torch.float32)
-    layout = chunk_layout(cfg.B, cfg.T, x["cu_seqlens"], q.device)
-    G = None if g is None else chunk_cumsum(g, layout)
-    T_inv, _, _, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, x["kaczmarz_eps"])
+    x = walk_inputs(cfg)
+    q, k, v, beta, w, G, T_inv, inv_sq_norm, layout, do, dS = (x[n] for n in WALK)
+    h0 = x["initial_state"]
     _, _, k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm, values=False)
     got = {}
     for ahead in (False, True):
@@ -373,14 +381,9 @@ def test_the_state_backward_in_segments_equals_the_one_pass(name, segments):
     packed sequences, more segments asked than a short sequence has chunks; and without the erase term (linear
     attention's walk: `dṼ = dU`)."""
     cfg, final_grad = SEGMENTED[name]
-    x = make_inputs(cfg)
-    q, k, v, beta, g = (x[n] for n in ("q", "k", "v", "beta", "g"))
-    w = k if x["w"] is None else x["w"]
-    do, dS = draw_cotangents(x, torch.float32)
+    x = walk_inputs(cfg)
+    q, k, v, beta, w, G, T_inv, inv_sq_norm, layout, do, dS = (x[n] for n in WALK)
     dht = dS if final_grad else None
-    layout = chunk_layout(cfg.B, cfg.T, x["cu_seqlens"], q.device)
-    G = None if g is None else chunk_cumsum(g, layout)
-    T_inv, _, _, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, x["kaczmarz_eps"])
     _, k_tilde, k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout, inv_sq_norm)
     for erase in (True, False):
         args = (T_inv, k_tilde_t) if erase else (None, None)
@@ -396,13 +399,8 @@ def test_the_state_backward_stores_bfloat16_state_gradients(segments):
     walk in float32: every output within a few times bfloat16's rounding of the float64 reference (the rounded `E_c`
     accumulate over the chunks walked: `dh` errs 5.2e-3 here, the reference rounded to bfloat16 1.6e-3); the one
     pass and segments alike. The whole op at this level is held to its contract in `test_fast_precision.py`."""
-    cfg, _ = SEGMENTED["gdn-rows"]
-    x = make_inputs(cfg)
-    q, k, v, beta, g = (x[n] for n in ("q", "k", "v", "beta", "g"))
-    do, dS = draw_cotangents(x, torch.float32)
-    layout = chunk_layout(cfg.B, cfg.T, None, q.device)
-    G = chunk_cumsum(g, layout)
-    T_inv = wy_fwd(k, v, k, beta, G, layout)[0]
+    x = walk_inputs(SEGMENTED["gdn-rows"][0])
+    q, k, v, beta, _, G, T_inv, _, layout, do, dS = (x[n] for n in WALK)
     _, k_tilde, k_tilde_t = wy_apply(k, v, beta, G, T_inv, layout)
     got = state_bwd(q, k, G, T_inv, k_tilde_t, do, dS, 0.3, True, layout, segments=segments, store=torch.bfloat16)
     want = state_bwd_ref(q, k, G, T_inv, k_tilde, do, dS, 0.3, layout)
