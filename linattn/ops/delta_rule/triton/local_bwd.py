@@ -402,9 +402,8 @@ def local_bwd(
     # (two stages are slower): about 5% off the stage at 8K and 64K (bf16 GDN, K = V = 128; `python -m linattn.bench
     # stages`), for 152 KB of shared memory against 128 KB (`scripts/compile_kernels.py`). `tf32x3` launches keep 64
     # and one stage, for their spills. The fast level's bfloat16 operands fit a program in 4 warps on key blocks of
-    # 32 (8 B of spills, 66 KB of shared memory), so that two programs share an SM: 2.75 ms at 16 × 4K against 3.03
-    # for 8 warps on 64 (H100, `python -m linattn.bench stages --batch 16 --lengths 4096 --precision fast` with either
-    # launch)
+    # 32 (8 B of spills, 66 KB of shared memory), so that two programs share an SM: about a tenth off the stage
+    # against 8 warps on 64 (`python -m linattn.bench stages --batch 16 --lengths 4096 --precision fast`, either launch)
     one_pass = precision != "tf32x3"
     sixteen = precision.startswith("bf16")  # the fast level's operands
     BK = min(32 if sixteen else 64, max(32, next_power_of_2(K)))

@@ -31,7 +31,7 @@ slots are bfloat16, as is the `K̃ᵀ` B0 stored (`precision.backward_precision`
 `E_c` is formed in the parallel pre-pass and read back, though the walk could form it from `Q_c` and `dO_c` and
 spare the round trip: there the product's transposed query tile adds layout changes through shared memory to every
 step, and the state backward took 3.79 ms against 3.25 at 16 × 4K (`python -m linattn.bench stages --batch 16
---lengths 4096`, H100).
+--lengths 4096`, either build).
 
 Without the erase term (`ERASE` off: `T = I`, `K̃ = 0`) the middle line is `dṼ_c = dU_c` and the last loses its
 `K̃ᵀ dU` term: neither `T` nor `K̃` is read.
