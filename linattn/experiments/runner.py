@@ -224,8 +224,9 @@ def run_one(
     start_by: float | None = None,
 ) -> dict:
     """Train `spec`'s model (resuming from `run_dir`; its loss at the supervised positions only,
-    `supervised_cross_entropy`), evaluate it on a held-out test set, write `result.json`; a finished run is read
-    back (an error if it trained something else than `spec`, `training_key`).
+    `supervised_cross_entropy`, its steps replayed from CUDA graphs on a GPU), evaluate it on a held-out test set,
+    write `result.json`; a finished run is read back (an error if it trained something else than `spec`,
+    `training_key`).
 
     With `spec.eval_at` the record also holds `test_at: {setting: metrics}`, and with `spec.probe_at` `probes:
     {name: metrics}`: the same model on each of those tasks' test sets (drawn from the same seed as the trained
@@ -274,6 +275,7 @@ def run_one(
         device=device,
         progress=progress,
         loss_fn=supervised_cross_entropy,
+        cuda_graph=device.type == "cuda",  # these models' eager steps are the host's launches
     )
     selected = None if best is None else best.restore(model)
     record = {

@@ -74,9 +74,10 @@ class DecoderLM(nn.Module):
     `forward(input_ids: [B, T], state=None, cu_seqlens=None) -> (logits: [B, T, vocab], state)`; with
     `attention_mask: [B, T]` (1 = a real token, 0 = padding, anywhere in a row) the padded positions reach no state
     and no real token, and positions count a row's real tokens only (their logits are computed but mean nothing);
-    with `logits_at=mask` (bool `[B, T]`) the final norm and the head run only where `mask` holds, and the logits
-    are `[N, vocab]` for its `N` true positions in row-major order (`logits[mask]` of the full call): a loss on a
-    few supervised positions (MQAR) then skips the `[B, T, vocab]` logits;
+    with `logits_at=mask` (bool `[B, T]`) the head runs only where `mask` holds, and the logits are `[N, vocab]` for
+    its `N` true positions in row-major order (`logits[mask]` of the full call): a loss on a few supervised
+    positions (MQAR) then skips the `[B, T, vocab]` logits; `logits_at=index` (int64 `[N]`, positions in the
+    flattened `[B·T]`) does the same at those positions without reading the mask on the host (a CUDA graph's);
     `step(token: [B], state) -> (logits: [B, vocab], state)` decodes one token with fixed-size state
     (softmax attention: a KV cache). A state is `{"pos": [B] int64, "layers": [per-block states]}`, `"pos"` the
     next position of each sequence. `features` gives the normed hidden states instead of logits.
@@ -139,16 +140,20 @@ class DecoderLM(nn.Module):
         backend: str | None = None,
         logits_at: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, State]:
-        if logits_at is not None and (logits_at.dtype != torch.bool or logits_at.shape != input_ids.shape):
+        as_mask = logits_at is not None and logits_at.dtype == torch.bool and logits_at.shape == input_ids.shape
+        as_index = logits_at is not None and logits_at.dtype == torch.long and logits_at.dim() == 1
+        if logits_at is not None and not (as_mask or as_index):
             raise ValueError(
-                f"logits_at: expected a bool tensor of input_ids' shape {list(input_ids.shape)}, "
-                f"got {logits_at.dtype} {list(logits_at.shape)}"
+                f"logits_at: expected a bool tensor of input_ids' shape {list(input_ids.shape)} or an int64 [N] of "
+                f"positions in the flattened [B·T], got {logits_at.dtype} {list(logits_at.shape)}"
             )
         h, state, _ = self.features(
             input_ids, state, cu_seqlens, attention_mask=attention_mask, backend=backend, all_layers=False
         )
-        if logits_at is not None:
+        if as_mask:
             h = h[logits_at]  # [N, d]
+        elif as_index:
+            h = h.flatten(0, 1).index_select(0, logits_at)  # [N, d]; no host sync, unlike a mask (CUDA graphs)
         return self.head(h), state
 
     def features(

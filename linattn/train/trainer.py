@@ -32,6 +32,7 @@ from linattn.train import distributed
 from linattn.train.checkpoint import CHECKPOINT_NAME, check_config, load_checkpoint, save_checkpoint
 from linattn.train.config import TrainConfig
 from linattn.train.distributed import DistInfo
+from linattn.train.graph import GraphedStep
 from linattn.train.lock import folder_lock
 from linattn.train.schedule import warmup_cosine
 
@@ -173,6 +174,7 @@ def train(
     sharding: str = "ddp",
     checkpoint_seconds: float | None = 300.0,
     on_metrics: OnMetrics | None = None,
+    cuda_graph: bool = False,
 ) -> TrainResult:
     """Train `model` for `config.steps` AdamW updates on `train_batch(step, generator)`, resuming from
     `out_dir/checkpoint.pt` when it exists.
@@ -194,6 +196,9 @@ def train(
       that much; None: by steps only. Where a checkpoint falls does not change the result (resume is exact).
     - `on_metrics(record)`: called on rank 0 with each record appended to the metrics log (e.g. a TensorBoard
       writer, `linattn.train.tensorboard`); a resumed run passes the steps after its checkpoint again.
+    - `cuda_graph`: replay each batch shape's forward + backward from a CUDA graph (`linattn.train.graph`): for
+      small models, whose eager step is the host's launches. One CUDA process, `loss_fn=supervised_cross_entropy`
+      (the graph replays its value) and a `train_batch` drawn on the host; packed batches run eagerly.
 
     A non-finite loss or gradient stops the run without applying that update (`stop_reason` "diverged: …"), so
     `model` keeps its last finite weights: a diverging configuration (the KLA paper's ablation) is a result, not a
@@ -214,7 +219,7 @@ def train(
         return _train(
             model, config, train_batch, evaluate, out_dir,
             device=device, progress=progress, loss_fn=loss_fn, sharding=sharding,
-            checkpoint_seconds=checkpoint_seconds, on_metrics=on_metrics,
+            checkpoint_seconds=checkpoint_seconds, on_metrics=on_metrics, cuda_graph=cuda_graph,
         )  # fmt: skip
 
 
@@ -231,6 +236,7 @@ def _train(
     sharding: str,
     checkpoint_seconds: float | None,
     on_metrics: OnMetrics | None,
+    cuda_graph: bool,
 ) -> TrainResult:
     """`train`, its output folder locked."""
     if checkpoint_seconds is not None and not checkpoint_seconds > 0:
@@ -240,6 +246,12 @@ def _train(
     if sharding not in distributed.SHARDINGS:
         raise ValueError(f"sharding: expected one of {distributed.SHARDINGS}, got {sharding!r}")
     info, device = distributed.init(device)
+    if cuda_graph and (device.type != "cuda" or info.enabled):
+        where = f"{info.world_size} processes" if info.enabled else f"device {device}"
+        raise ValueError(f"cuda_graph: needs one process on a CUDA device, got {where}")
+    if cuda_graph and loss_fn is not supervised_cross_entropy:
+        name = getattr(loss_fn, "__name__", loss_fn)
+        raise ValueError(f"cuda_graph: replays supervised_cross_entropy, got loss_fn={name}")
     sharding = sharding if info.enabled else "ddp"  # one process: nothing to spread, a plain checkpoint
     loss_fn = loss_fn or token_cross_entropy
     model.to(device)
@@ -285,6 +297,7 @@ def _train(
         _restore_rank_state(checkpoint["ranks"][info.rank], data_rng, window, device)
     amp = autocast_dtype(config.amp, device)
     autocast = partial(torch.autocast, device.type, dtype=amp, enabled=amp is not None)
+    graphed = GraphedStep(model, autocast, device) if cuda_graph else None
     started, wall_before = time.perf_counter(), run.wall_time_s
     last_saved = started
     window.start = started
@@ -295,10 +308,12 @@ def _train(
         while run.step < config.steps and run.stop_reason is None:
             batch = train_batch(run.step, data_rng)
             _check_batch_size(batch, config.batch_size, run.step)
-            batch = batch.to(device)
-            with autocast():
-                loss = loss_fn(ddp_model, batch)
-            loss.backward()
+            loss = graphed(batch) if graphed is not None else None
+            if loss is None:
+                batch = batch.to(device)
+                with autocast():
+                    loss = loss_fn(ddp_model, batch)
+                loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip or math.inf)
             lr = optimizer.param_groups[0]["lr"]  # the rate of this update
             # a diverged run (a non-finite loss makes a non-finite norm) stops with its last finite weights: the

@@ -1,0 +1,88 @@
+"""The training step replayed from CUDA graphs: the loss it replays equals `supervised_cross_entropy` (on any
+machine), the trainer refuses what a graph cannot do, and on a GPU a graphed run trains as an eager one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from linattn.models import DecoderLM, preset
+from linattn.tasks import IGNORE, Batch, MQARMixtureConfig, VLAMQARConfig, ZoologyMQARConfig, generate, zoology_mix
+from linattn.train import TrainConfig, supervised_cross_entropy, token_cross_entropy, train
+from linattn.train.graph import indexed_cross_entropy, supervised_positions
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_supervised_positions_pad_to_a_power_of_two():
+    targets = torch.full((2, 4), IGNORE)
+    targets[0, 1], targets[1, 0], targets[1, 3] = 5, 6, 7
+    index, picked = supervised_positions(Batch(torch.zeros(2, 4, dtype=torch.long), targets))
+    assert index.tolist() == [1, 4, 7, 0] and picked.tolist() == [5, 6, 7, IGNORE]
+    index, picked = supervised_positions(Batch(torch.zeros(1, 3, dtype=torch.long), torch.full((1, 3), IGNORE)))
+    assert index.tolist() == [0] and picked.tolist() == [IGNORE]
+
+
+def test_logits_at_an_index_are_those_at_its_mask():
+    model = DecoderLM(preset("debug", mixer="gated_deltanet")).double()
+    batch = generate(VLAMQARConfig(n_pairs=3, vocab_size=32), 3, torch.Generator().manual_seed(0))
+    index, _ = supervised_positions(batch)
+    n = int(batch.supervised.sum())
+    by_index = model(batch.inputs, logits_at=index)[0][:n]
+    torch.testing.assert_close(by_index, model(batch.inputs, logits_at=batch.supervised)[0], rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="logits_at: expected a bool tensor .* or an int64"):
+        model(batch.inputs, logits_at=index.int())
+
+
+@pytest.mark.parametrize("mixture", [False, True])
+def test_the_replayed_loss_is_supervised_cross_entropy(mixture):
+    """Value and gradients, also of a mixture's padded rows (a graph runs them whole: a causal model's outputs before
+    a row's padding do not depend on it)."""
+    torch.manual_seed(0)
+    model = DecoderLM(preset("debug", mixer="gla", block="zoology", vocab_size=32)).double()
+    task = MQARMixtureConfig(tuple(zoology_mix(((8, 1), (12, 2), (16, 3)), vocab_size=32)))
+    task = task if mixture else ZoologyMQARConfig(n_pairs=3, seq_len=16, vocab_size=32)
+    batch = generate(task, 6, torch.Generator().manual_seed(0))
+    index, targets = supervised_positions(batch)
+    losses, grads = [], []
+    for loss_fn in (supervised_cross_entropy, lambda m, b: indexed_cross_entropy(m, b.inputs, index, targets)):
+        model.zero_grad()
+        loss = loss_fn(model, batch)
+        loss.backward()
+        losses.append(loss.detach())
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert abs(losses[0] - losses[1]) <= 1e-6 * losses[0]
+    assert (grads[0] - grads[1]).norm() <= 1e-6 * grads[0].norm()
+
+
+def mqar_run(tmp_path, device: str, cuda_graph: bool, loss_fn=supervised_cross_entropy, steps: int = 40):
+    torch.manual_seed(0)
+    model = DecoderLM(preset("debug", mixer="gated_deltanet", vocab_size=32))
+    task = VLAMQARConfig(n_pairs=3, vocab_size=32)
+    config = TrainConfig(steps=steps, batch_size=16, lr=3e-3, warmup_steps=4, eval_every=0, log_every=1, amp="off")
+    train(
+        model, config, lambda step, gen: generate(task, 16, gen), None, tmp_path, device=device, progress=False,
+        loss_fn=loss_fn, cuda_graph=cuda_graph,
+    )  # fmt: skip
+    losses = [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    return model, losses
+
+
+def test_the_trainer_refuses_a_graph_it_cannot_replay(tmp_path):
+    with pytest.raises(ValueError, match="cuda_graph: needs one process on a CUDA device, got device cpu"):
+        mqar_run(tmp_path, "cpu", True)
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="cuda_graph: replays supervised_cross_entropy, got loss_fn=token_cross"):
+            mqar_run(tmp_path, "cuda", True, token_cross_entropy)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_a_graphed_run_trains_as_an_eager_one(tmp_path):
+    """Float32 throughout: the two differ only in where the head's rows are gathered, so by rounding alone."""
+    eager, eager_losses = mqar_run(tmp_path / "eager", "cuda", False)
+    graphed, graphed_losses = mqar_run(tmp_path / "graph", "cuda", True)
+    torch.testing.assert_close(torch.tensor(graphed_losses), torch.tensor(eager_losses), rtol=1e-4, atol=1e-5)
+    for (name, a), b in zip(eager.named_parameters(), graphed.parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=name)
