@@ -8,7 +8,8 @@ a GPU) timed side by side against the softmax-attention model with SDPA.
 - Decoding: after a prefill of `context` tokens in each of `B` rows, `decode_tokens` tokens one at a time
   (`DecoderLM.step`: the recurrent state, or softmax attention's KV cache): generated tokens a second, all rows; on
   CUDA also the GPU's busy time of one step (its kernels' self time: a step's wall time is mostly the host's
-  launches, which cannot rank the state updates).
+  launches, which cannot rank the state updates), and the tokens a second with each step replayed from a CUDA graph
+  (`models.decode_graph`: one launch a token; not softmax attention, whose KV cache grows).
 
 Full (CUDA): the `short` protocol's models (d 512, 8 layers, 8 heads, vocab 16,384), T = 2K, 8K, 32K at 32K tokens a
 step; decoding at a 32K context, B = 1 and 32. `--quick` (a CPU's minutes): the quick recipe's (d 64, 2 layers, 2
@@ -32,6 +33,7 @@ from linattn.experiments.lm_compare import MIXERS_COMPARED, RECIPES, compared_mo
 from linattn.extras import pyplot
 from linattn.io import save_figure
 from linattn.models import DecoderLM
+from linattn.models.decode_graph import GraphedDecoder
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,29 @@ def _decode_row(model: DecoderLM, B: int, config: ThroughputConfig, device: torc
             if cuda:
                 kernels = kernel_times(partial(model.step, logits.argmax(-1), state), device, GPU_CALLS)[1]
                 row["step_gpu_ms"] = sum(k["ms"] for k in kernels)
+                row |= _graphed_decode(model, logits.argmax(-1), state, config)
     except torch.OutOfMemoryError:
         row["error"] = "out of memory"
     finally:
         if cuda:
             torch.cuda.empty_cache()
     return row
+
+
+def _graphed_decode(model: DecoderLM, token: torch.Tensor, state: dict, config: ThroughputConfig) -> dict:
+    """`{"graph_tokens_per_s"}`: the same decoding with each step replayed from a CUDA graph (`GraphedDecoder`);
+    nothing for a state that grows (softmax attention's KV cache), which a graph cannot replay."""
+    try:
+        decoder = GraphedDecoder(model, state, torch.bfloat16)
+    except ValueError:
+        return {}
+    token = decoder(token).argmax(-1)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(config.decode_tokens):
+        token = decoder(token).argmax(-1)
+    torch.cuda.synchronize()
+    return {"graph_tokens_per_s": token.numel() * config.decode_tokens / (time.perf_counter() - start)}
 
 
 def measure(quick: bool, device: str, config: ThroughputConfig | None = None) -> dict:
@@ -157,7 +176,8 @@ def table(results: dict) -> str:
         "",
         f"Decoding: generated tokens a second (all rows), {config['decode_tokens']} tokens one at a time after a "
         f"prefill of {config['context']:,} tokens a row; in parentheses, where measured, the GPU's busy time of a "
-        "step (ms).",
+        "step (ms); after it, where measured, the same with each step replayed from a CUDA graph (`GraphedDecoder`: "
+        "one launch a token; softmax attention's growing KV cache cannot be).",
         "",
         "| mixer | " + " | ".join(f"B = {b}" for b in config["decode_batches"]) + " |",
         "|---|" + "---:|" * len(config["decode_batches"]),
@@ -173,7 +193,8 @@ def _decode_cell(row: dict) -> str:
     if "error" in row:
         return row["error"]
     gpu = f" ({row['step_gpu_ms']:.3f})" if "step_gpu_ms" in row else ""
-    return f"{row['tokens_per_s']:,.0f}{gpu}"
+    graphed = f"; graphed {row['graph_tokens_per_s']:,.0f}" if "graph_tokens_per_s" in row else ""
+    return f"{row['tokens_per_s']:,.0f}{gpu}{graphed}"
 
 
 def plot(results: dict, path: Path) -> None:
@@ -185,9 +206,12 @@ def plot(results: dict, path: Path) -> None:
         rows = [r for r in results["train"] if r["mixer"] == mixer and "tokens_per_s" in r]
         left.loglog([r["T"] for r in rows], [r["tokens_per_s"] for r in rows], marker="o", label=mixer)
         rows = [r for r in results["decode"] if r["mixer"] == mixer and "tokens_per_s" in r]
-        right.loglog([r["B"] for r in rows], [r["tokens_per_s"] for r in rows], marker="o", label=mixer)
+        (line,) = right.loglog([r["B"] for r in rows], [r["tokens_per_s"] for r in rows], marker="o", label=mixer)
+        rows = [r for r in rows if "graph_tokens_per_s" in r]  # dashed: replayed from CUDA graphs
+        right.loglog([r["B"] for r in rows], [r["graph_tokens_per_s"] for r in rows], ls="--", color=line.get_color())
     left.set(xlabel="training length T (tokens)", ylabel="training tokens / s", title="Training")
-    right.set(xlabel="batch (rows)", ylabel="generated tokens / s", title=f"Decoding after {config['context']:,}")
+    title = f"Decoding after {config['context']:,} (dashed: CUDA graphs)"
+    right.set(xlabel="batch (rows)", ylabel="generated tokens / s", title=title)
     right.set_xticks(config["decode_batches"], [str(b) for b in config["decode_batches"]])
     right.minorticks_off()
     for ax in (left, right):
