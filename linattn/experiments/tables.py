@@ -47,9 +47,11 @@ def capacity_tables(root: Path = Path("results")) -> str:
         raise FileNotFoundError(f"--results: no {paper_dir / 'results.json'} (run `linattn run {CAPACITY}` first)")
     paper = json.loads((paper_dir / "results.json").read_text())
     ns = sorted({int(x) for row in paper["table"].values() for x in row})
+    seeds = paper.get("seeds", 1)
     lines = [
         f"**Paper protocol** (`{_without_device(paper['command'])}`; {hardware(paper)}): 3000 steps, batch 64, "
-        "lr 3e-4, one seed. Ours, with the paper's number in parentheses.",
+        f"lr 3e-4, {'one seed' if seeds == 1 else f'the median of {seeds} seeds'}. Ours, with the paper's number in "
+        "parentheses.",
         "",
         "| n_pairs | " + " | ".join(paper["mixers"]) + " |",
         "|---:|" + "---:|" * len(paper["mixers"]),
