@@ -58,9 +58,21 @@ def test_bench_cpu_runs(tmp_path, capsys):
 
 def test_bench_ops_needs_a_gpu(capsys, monkeypatch):
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    for command in ("ops", "decode", "stages"):
+    for command in ("ops", "decode", "stages", "train-step"):
         assert bench_main([command]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_train_step_table_and_arguments():
+    from linattn.bench import train_step
+
+    row = {"mixer": "vla", "processes": 16, "eager_ms": 25.0, "graph_ms": 27.0, "eager_steps_per_s": 640.0,
+           "graph_steps_per_s": 590.0}  # fmt: skip
+    assert train_step.table([row]).splitlines()[2] == "| vla | 16 | 25.00 | 27.00 | 640 | 590 | 0.92× |"
+    with pytest.raises(ValueError, match=r"--mixers: unknown \['nope'\]"):
+        train_step.run(["nope"], [1], 300)
+    with pytest.raises(ValueError, match="steps: expected at least 100"):
+        train_step.step_ms("vla", False, 50)
 
 
 def test_ops_table_groups_rows_by_shape_with_ratios_to_sdpa():

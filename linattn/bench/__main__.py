@@ -1,5 +1,5 @@
-"""`python -m linattn.bench cpu|gate|ops|verify|decode|stages|profile|fuzz [--json FILE]`: benchmarks, as markdown
-tables.
+"""`python -m linattn.bench cpu|gate|ops|verify|decode|stages|profile|train-step|fuzz [--json FILE]`: benchmarks, as
+markdown tables.
 
 - `cpu`: the chunk backend against the naive token loop on the CPU, forward and forward + backward.
 - `gate`: VLA's gate at T = 64K and 1M (d = 32, 128): float32 against float64, finite, unit-norm (CPU or GPU).
@@ -11,6 +11,8 @@ tables.
 - `stages`: on a CUDA GPU, each kernel of the Triton delta rule's forward and backward timed on its own.
 - `profile`: one `vla-speed` contender's (or on CUDA one `ops` contender's) kernels by time and (CUDA) its tensors
   alive at the memory peak.
+- `train-step`: on a CUDA GPU, a tiny model's whole training step (the VLA paper's TinyLM on MQAR), eager and
+  replayed from CUDA graphs, alone and as N processes at once (as `linattn run --jobs N` shares a GPU).
 - `fuzz`: for `--seconds`, random valid inputs (each op's documented domain) and invalid ones to every op and layer
   (CPU or GPU, every backend there); the findings (an unclear error, a non-finite output, backends that disagree
   beyond the contract) with code reproducing each. Exit status 1 if there are any.
@@ -130,11 +132,18 @@ def main(argv: list[str] | None = None) -> int:
             default=lengths,
             help=f"comma-separated sequence lengths at B=1 (default {','.join(map(str, lengths))})",
         )
+    p_step = sub.add_parser("train-step", help="GPU: a tiny model's training step, eager vs CUDA graphs, N at once")
+    p_step.add_argument("--mixers", default="gated_deltanet,vla,softmax", help="comma-separated `linattn run` mixers")
+    p_step.add_argument(
+        "--processes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 16],
+        help="comma-separated counts of processes training at once (default 1,16)",
+    )  # fmt: skip
+    p_step.add_argument("--steps", type=_positive(int), default=300, help="steps a process (default 300, ≥ 100)")
     p_fuzz = sub.add_parser("fuzz", help="random valid and invalid inputs to every op and layer; findings")
     p_fuzz.add_argument("--seconds", type=_positive(float), default=60.0, help="how long to fuzz (default 60)")
     p_fuzz.add_argument("--device", default="cpu", help="'cpu' (default: naive, chunk) or 'cuda' (also triton, …)")
     p_fuzz.add_argument("--seed", type=int, default=0, help="the cases drawn depend on it alone (default 0)")
-    for p in (p_cpu, p_gate, p_ops, p_verify, p_decode, p_stages, p_prof):
+    for p in (p_cpu, p_gate, p_ops, p_verify, p_decode, p_stages, p_prof, p_step):
         p.add_argument("--json", metavar="FILE", help="also write the rows and environment as JSON")
     p_fuzz.add_argument("--json", metavar="FILE", help="also write the counts and findings as JSON")
     args = parser.parse_args(argv)
@@ -247,6 +256,16 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         print(stages.table(rows))
         extra = {}
+    elif args.command == "train-step":
+        from linattn.bench import train_step
+
+        mps = "an MPS daemon answers" if train_step.mps_running() else "no MPS daemon"
+        shape = f"vla-tinylm on MQAR (n = {train_step.N_PAIRS}, {train_step.ROWS} rows), bf16 autocast"
+        print(f"# linattn training step: {shape}, {args.steps} steps a process, {mps}; "
+              + ", ".join(f"{k}: {v}" for k, v in env.items()))  # fmt: skip
+        rows = train_step.run(args.mixers.split(","), args.processes, args.steps)
+        print(train_step.table(rows))
+        extra = {"mps": train_step.mps_running(), "steps": args.steps}
     elif args.command == "profile":
         from linattn.bench import profile
 
