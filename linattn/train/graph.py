@@ -61,12 +61,12 @@ class GraphedStep:
     """Forward and backward of a `DecoderLM`'s supervised cross-entropy (`supervised_cross_entropy`'s value) under
     `autocast()`, replayed from a CUDA graph per batch shape on `device`.
 
-    `step(batch)` (the batch on the host, as drawn) copies it to the GPU, replays, points each trainable parameter's
-    `.grad` at its gradient (the graph's own memory, rewritten by the next replay: clip and update before that), and
-    returns the loss `[]`; or returns None, having done nothing, for a batch to run eagerly: packed, or of a shape
-    past the first `MAX_SHAPES`.
+    Called on a batch (on the host, as drawn; the first batch of a shape captures its graph), it copies the batch to
+    the GPU, replays, points each trainable parameter's `.grad` at its gradient (the graph's own memory, rewritten
+    by the next replay: clip and update before that), and returns the loss `[]`; or returns None, having done
+    nothing, for a batch to run eagerly: packed, or of a shape past the first `MAX_SHAPES`.
 
-    Example: `step = GraphedStep(model, partial(torch.autocast, "cuda", torch.bfloat16), torch.device("cuda"))`,
+    Example: `step = GraphedStep(model, partial(torch.autocast, "cuda", dtype=torch.bfloat16), torch.device("cuda"))`,
     then at every update `loss = step(batch)` in place of `supervised_cross_entropy(model, batch).backward()`.
     """
 
