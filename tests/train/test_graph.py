@@ -1,5 +1,6 @@
-"""The training step replayed from CUDA graphs: the loss it replays equals `supervised_cross_entropy` (on any
-machine), the trainer refuses what a graph cannot do, and on a GPU a graphed run trains as an eager one."""
+"""The training step replayed from CUDA graphs: the positions it reads (its loss: `test_trainer.py`'s
+`test_the_supervised_losses_are_token_cross_entropy`), the trainer refusing what a graph cannot do, and on a GPU a
+graphed run training as an eager one."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pytest
 import torch
 
 from linattn.models import DecoderLM, preset
-from linattn.tasks import IGNORE, Batch, MQARMixtureConfig, VLAMQARConfig, ZoologyMQARConfig, generate, zoology_mix
+from linattn.tasks import IGNORE, Batch, VLAMQARConfig, generate
 from linattn.train import TrainConfig, supervised_cross_entropy, token_cross_entropy, train
-from linattn.train.graph import indexed_cross_entropy, supervised_positions
+from linattn.train.graph import supervised_positions
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -34,27 +35,6 @@ def test_logits_at_an_index_are_those_at_its_mask():
     torch.testing.assert_close(by_index, model(batch.inputs, logits_at=batch.supervised)[0], rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="logits_at: expected a bool tensor .* or an int64"):
         model(batch.inputs, logits_at=index.int())
-
-
-@pytest.mark.parametrize("mixture", [False, True])
-def test_the_replayed_loss_is_supervised_cross_entropy(mixture):
-    """Value and gradients, also of a mixture's padded rows (a graph runs them whole: a causal model's outputs before
-    a row's padding do not depend on it)."""
-    torch.manual_seed(0)
-    model = DecoderLM(preset("debug", mixer="gla", block="zoology", vocab_size=32)).double()
-    task = MQARMixtureConfig(tuple(zoology_mix(((8, 1), (12, 2), (16, 3)), vocab_size=32)))
-    task = task if mixture else ZoologyMQARConfig(n_pairs=3, seq_len=16, vocab_size=32)
-    batch = generate(task, 6, torch.Generator().manual_seed(0))
-    index, targets = supervised_positions(batch)
-    losses, grads = [], []
-    for loss_fn in (supervised_cross_entropy, lambda m, b: indexed_cross_entropy(m, b.inputs, index, targets)):
-        model.zero_grad()
-        loss = loss_fn(model, batch)
-        loss.backward()
-        losses.append(loss.detach())
-        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
-    assert abs(losses[0] - losses[1]) <= 1e-6 * losses[0]
-    assert (grads[0] - grads[1]).norm() <= 1e-6 * grads[0].norm()
 
 
 def mqar_run(tmp_path, device: str, cuda_graph: bool, loss_fn=supervised_cross_entropy, steps: int = 40):

@@ -311,11 +311,13 @@ def test_debug_preset_learns_mqar(tmp_path):
 
 
 @pytest.mark.parametrize("mixture", [False, True])
-def test_supervised_cross_entropy_is_token_cross_entropy(mixture):
-    """The loss at the supervised positions only (`logits_at`), and of a mixture's rows without their padding
-    (`Batch.by_length`), has the full call's value and gradients."""
+def test_the_supervised_losses_are_token_cross_entropy(mixture):
+    """The loss at the supervised positions only (`logits_at`), of a mixture's rows without their padding
+    (`Batch.by_length`), and as a CUDA graph replays it (the padded rows whole, the positions as an index: a causal
+    model's outputs before a row's padding do not depend on it) has the full call's value and gradients."""
     from linattn.models import DecoderLM, preset
     from linattn.tasks import MQARMixtureConfig, ZoologyMQARConfig, generate, zoology_mix
+    from linattn.train.graph import indexed_cross_entropy, supervised_positions
 
     torch.manual_seed(0)
     model = DecoderLM(preset("debug", mixer="gla", block="zoology", vocab_size=32)).double()
@@ -323,16 +325,19 @@ def test_supervised_cross_entropy_is_token_cross_entropy(mixture):
     task = task if mixture else ZoologyMQARConfig(n_pairs=3, seq_len=16, vocab_size=32)
     batch = generate(task, 6, torch.Generator().manual_seed(0))
     assert (len(batch.by_length()) > 1) == mixture
+    index, targets = supervised_positions(batch)
+    indexed = lambda m, b: indexed_cross_entropy(m, b.inputs, index, targets)
     losses, grads = [], []
-    for loss_fn in (token_cross_entropy, supervised_cross_entropy):
+    for loss_fn in (token_cross_entropy, supervised_cross_entropy, indexed):
         model.zero_grad()
         loss = loss_fn(model, batch)
         loss.backward()
         losses.append(loss.detach())
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
-    # both take the cross-entropy in float32 (over B·T rows or N), so they agree to its rounding
-    assert abs(losses[0] - losses[1]) <= 1e-6 * losses[0]
-    assert (grads[0] - grads[1]).norm() <= 1e-6 * grads[0].norm()
+    # all take the cross-entropy in float32 (over B·T rows or N), so they agree to its rounding
+    for loss, grad in zip(losses[1:], grads[1:]):
+        assert abs(losses[0] - loss) <= 1e-6 * losses[0]
+        assert (grads[0] - grad).norm() <= 1e-6 * grads[0].norm()
 
 
 def test_one_writer_a_run_folder(tmp_path):
