@@ -210,6 +210,10 @@ CCQ_CLAIMS = (
     Claim("CCQ", "CCQ lifts S-NIAH-1 at 4K by 49 points over GLA", "headline results", "+49.0 points", (
         _r(SHORT_CCQ + ": RULER's passkey in real text at 4K, the paper's setting", "lm-compare/short",
            rules.ccq_lifts_passkey),
+        _r("the KLA paper's S-NIAH recipe with a long budget: up to 20,000 steps at a constant lr 1e-3, stop at 0.99 "
+           "(GLA, as fla builds it, given the steps to learn it; the steps to solve shown)", "ccq-sniah/long",
+           rules.ccq_lifts_sniah("gla", steps=True),
+           needs="linattn run ccq-sniah --protocol long --mixers gla,ccq-gla --seeds 3 --device cuda"),
         _r("the KLA paper's S-NIAH recipe, GLA as fla builds it (no short convolution)", "ccq-sniah/paper",
            rules.ccq_lifts_sniah("gla")),
         _r("the same, lr chosen per mixer on validation (so that GLA may learn it)", "ccq-sniah/fair",

@@ -91,6 +91,16 @@ def kla_authors(max_steps: int = 10_000, batch_size: int = 32, lr: float = 1e-3)
     return replace(base, name="authors", train=train, select_on="acc")
 
 
+def kla_long(max_steps: int = 20_000, batch_size: int = 32, lr: float = 1e-3, warmup: int = 500) -> Protocol:
+    """The KLA paper's synthetic-task recipe (`kla`) with a long budget: up to `max_steps` at a constant learning
+    rate after the warmup, stop once validation reaches 0.99 and never for want of progress (no patience: a mixer
+    can sit at chance for thousands of steps before it learns). A run that stops has solved the task, and its
+    `steps` are its steps to solve. For GLA on S-NIAH, which the paper's budget leaves at chance."""
+    base = kla(max_steps, batch_size, lr, warmup)
+    train = replace(base.train, min_lr_ratio=1.0, early_stop_threshold=0.99, patience=0, checkpoint_every=1000)
+    return replace(base, name="long", train=train)
+
+
 def long_budget(
     max_steps: int = 20_000, batch_size: int = 64, warmup: int = 300, lrs: tuple[float, ...] = (3e-4, 1e-3)
 ) -> Protocol:

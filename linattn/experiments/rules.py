@@ -654,16 +654,19 @@ def state_tracking(r: Results) -> Verdict:
 # --- CCQ ------------------------------------------------------------------------------------------------------------
 
 
-def ccq_lifts_sniah(base: str) -> Judge:
+def ccq_lifts_sniah(base: str, steps: bool = False) -> Judge:
     def judge(r: Results) -> Verdict:
         """CCQ against its base at 4K (4× the training length), the medians: holds when it adds at least 39 points
         (within 10 of the paper's +49 on GLA); partly when it adds any; does not hold when it adds none. Positive
         control: the base learns the task at the training length (≥ 0.5: a lift needs a base that reads the needle)
-        and leaves room for the lift at 4K (≤ 0.61)."""
+        and leaves room for the lift at 4K (≤ 0.61). Under a budget that stops once solved, the steps each took."""
         ccq = f"ccq-{base}"
         plain, lifted = r.row(base), r.row(ccq)
         lift = 100 * (lifted[4096] - plain[4096])
         ours = f"{lift:+.1f} points ({base} {r.cell(base, 4096)}, {ccq} {r.cell(ccq, 4096)}) at T = 4,096"
+        if steps:
+            T0 = min(plain)
+            ours += f"; at T = {T0:,} {base} {_steps_to_solve(r, base, T0)}, {ccq} {_steps_to_solve(r, ccq, T0)}"
         v = Verdict(ours, HOLDS if lift >= 39 else PARTLY if lift > 0 else FAILS)
         learnt, room = plain[min(plain)], plain[4096] <= 0.61
         text = f"{base} {learnt:.3f} at T = {min(plain)}, {plain[4096]:.3f} at 4K"

@@ -387,6 +387,14 @@ def test_the_authors_protocols():
         (20_000, 64, 1.0, 0.995)
     }
     assert "long" in EXPERIMENTS["vla-mqar-capacity"].protocols and "fair" in EXPERIMENTS["ccq-sniah"].protocols
+    # S-NIAH's long budget: the KLA recipe at a constant lr after its warmup, stopped once solved, never for patience
+    (sniah,) = EXPERIMENTS["ccq-sniah"].plan("long", False, ("gla",))
+    paper_run = EXPERIMENTS["ccq-sniah"].plan("paper", False, ("gla",))[0]
+    assert (sniah.train.steps, sniah.train.min_lr_ratio, sniah.train.early_stop_threshold, sniah.train.patience) == (
+        20_000, 1.0, 0.99, 0
+    )  # fmt: skip
+    assert replace(sniah.train, steps=10_000, min_lr_ratio=0.0, early_stop_threshold=1.0, patience=4,
+                   checkpoint_every=500) == paper_run.train  # fmt: skip
 
 
 def test_the_authors_tasks():

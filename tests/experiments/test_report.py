@@ -104,6 +104,20 @@ def test_a_failed_positive_control_returns_inconclusive(tmp_path):
     assert rows[2][1].verdict == verdicts.INCONCLUSIVE  # gla-conv at 0.3 at its training length: not learnt either
 
 
+def test_sniah_under_the_long_budget_shows_the_steps_to_solve(tmp_path):
+    """GLA given the steps to learn S-NIAH: the lift at 4K is judged, with the steps each took at 1K."""
+    Ts = (1024, 2048, 4096, 8192)
+    sniah = {"gla": {T: [1.0 if T == 1024 else 0.2] * 3 for T in Ts}, "ccq-gla": {T: [0.9] * 3 for T in Ts}}
+    results = _trained(sniah)
+    for run in results["runs"]:
+        solved = (6500, "acc=0.995 >= early_stop_threshold=0.99")
+        run["steps"], run["stop_reason"] = solved if run["mixer"] == "gla" else (20_000, None)
+    _write(tmp_path, "ccq-sniah/long", results)
+    reading, v = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").decide(tmp_path)
+    assert reading.results == "ccq-sniah/long" and v.verdict == verdicts.HOLDS
+    assert v.ours.endswith("at T = 1,024 gla solved in 6,500 steps, ccq-gla 0 of 3 seeds solved within 20,000 steps")
+
+
 def test_softmax_under_the_long_budget(tmp_path):
     """The long budget decides what the fair one cannot: plain softmax at chance through 20,000 steps holds the
     paper's reading; the steps each mixer took to solve are shown."""
