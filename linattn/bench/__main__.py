@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from linattn.bench.environment import describe
+from linattn.bench.environment import describe, mps_running
 from linattn.bench.verify import OPS as VERIFY_OPS
 from linattn.io import write_atomic
 from linattn.ops.checks import PRECISIONS
@@ -259,13 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "train-step":
         from linattn.bench import train_step
 
-        mps = "an MPS daemon answers" if train_step.mps_running() else "no MPS daemon"
+        mps = "an MPS daemon answers" if mps_running() else "no MPS daemon"
         shape = f"vla-tinylm on MQAR (n = {train_step.N_PAIRS}, {train_step.ROWS} rows), bf16 autocast"
         print(f"# linattn training step: {shape}, {args.steps} steps a process, {mps}; "
               + ", ".join(f"{k}: {v}" for k, v in env.items()))  # fmt: skip
         rows = train_step.run(args.mixers.split(","), args.processes, args.steps)
         print(train_step.table(rows))
-        extra = {"mps": train_step.mps_running(), "steps": args.steps}
+        extra = {"mps": mps_running(), "steps": args.steps}
     elif args.command == "profile":
         from linattn.bench import profile
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
+from pathlib import Path
 
 import torch
 
@@ -17,6 +19,12 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def mps_running() -> bool:
+    """Whether an MPS control daemon answers where this process's CUDA would look for one (`nvidia-cuda-mps-control
+    -d`): then the kernels of several processes on one GPU run side by side instead of by turns."""
+    return (Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")) / "control").exists()
 
 
 def describe(device: torch.device | str = "cpu") -> dict[str, str]:

@@ -16,10 +16,8 @@ after the first two, which hold the compiles, the autotuning and the captures.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import statistics
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import torch
 
@@ -30,11 +28,6 @@ from linattn.train import TrainConfig, supervised_cross_entropy, train
 
 N_PAIRS, ROWS = 24, 64
 LOG_EVERY = 25
-
-
-def mps_running() -> bool:
-    """Whether an MPS control daemon answers where this process's CUDA would look for one."""
-    return (Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")) / "control").exists()
 
 
 def step_ms(mixer: str, cuda_graph: bool, steps: int) -> float:

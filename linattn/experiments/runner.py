@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from linattn.bench.environment import describe
+from linattn.bench.environment import describe, mps_running
 from linattn.experiments.archive import (
     ARCHIVE_NAME,
     RESULT_NAME,
@@ -380,6 +380,9 @@ def run_all(
         for s in specs:
             collect(s, partial(run_one, s, runs_dir / s.id, device, True, reuse_root, start_by), print)
     else:
+        if device.startswith("cuda") and torch.cuda.device_count() < jobs and not mps_running():
+            print(f"note: {jobs} runs share a GPU by turns; with an MPS daemon (`nvidia-cuda-mps-control -d`, before "
+                  "this command) their kernels run side by side, faster for small models")  # fmt: skip
         threads = max(1, (os.cpu_count() or 1) // jobs)
         context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_die_with_parent) as pool:
