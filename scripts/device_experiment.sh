@@ -28,9 +28,12 @@ nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.sm --format=csv,nohe
 # the JOBS runs' small kernels share the GPU's SMs side by side under MPS, instead of the GPU taking turns between the
 # processes (one already running on a warm machine is kept)
 if command -v nvidia-cuda-mps-control > /dev/null; then
-  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/linattn-mps} CUDA_MPS_LOG_DIRECTORY=/tmp/linattn-mps-log
+  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/linattn-mps}
+  export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/linattn-mps-log}
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d 2> /dev/null && echo "MPS daemon started"
+  if [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then echo "MPS daemon running"
+  elif nvidia-cuda-mps-control -d; then echo "MPS daemon started"
+  fi
 fi
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
 jobs_option=()

@@ -71,8 +71,10 @@ def test_train_step_table_and_arguments():
     assert train_step.table([row]).splitlines()[2] == "| vla | 16 | 25.00 | 27.00 | 640 | 590 | 0.92× |"
     with pytest.raises(ValueError, match=r"--mixers: unknown \['nope'\]"):
         train_step.run(["nope"], [1], 300)
-    with pytest.raises(ValueError, match="steps: expected at least 100"):
-        train_step.step_ms("vla", False, 50)
+    with pytest.raises(ValueError, match=r"--processes: expected counts ≥ 1, got \[0\]"):
+        train_step.run(["vla"], [0], 300)
+    with pytest.raises(ValueError, match="--steps: expected at least 100"):
+        train_step.run(["vla"], [1], 50)
 
 
 def test_ops_table_groups_rows_by_shape_with_ratios_to_sdpa():

@@ -259,11 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "train-step":
         from linattn.bench import train_step
 
-        mps = "an MPS daemon answers" if mps_running() else "no MPS daemon"
+        mps = "an MPS daemon's pipe" if mps_running() else "no MPS daemon"
         shape = f"vla-tinylm on MQAR (n = {train_step.N_PAIRS}, {train_step.ROWS} rows), bf16 autocast"
         print(f"# linattn training step: {shape}, {args.steps} steps a process, {mps}; "
               + ", ".join(f"{k}: {v}" for k, v in env.items()))  # fmt: skip
-        rows = train_step.run(args.mixers.split(","), args.processes, args.steps)
+        try:
+            rows = train_step.run(args.mixers.split(","), args.processes, args.steps)
+        except ValueError as e:
+            print(f"python -m linattn.bench train-step: error: {e}", file=sys.stderr)
+            return 2
         print(train_step.table(rows))
         extra = {"mps": mps_running(), "steps": args.steps}
     elif args.command == "profile":

@@ -22,8 +22,9 @@ def cpu_name() -> str:
 
 
 def mps_running() -> bool:
-    """Whether an MPS control daemon answers where this process's CUDA would look for one (`nvidia-cuda-mps-control
-    -d`): then the kernels of several processes on one GPU run side by side instead of by turns."""
+    """Whether an MPS control daemon's pipe (`nvidia-cuda-mps-control -d`) is where this process's CUDA would look for
+    one: then the kernels of several processes on one GPU run side by side instead of by turns. (A daemon that died
+    may leave its pipe behind.)"""
     return (Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")) / "control").exists()
 
 

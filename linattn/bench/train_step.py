@@ -3,10 +3,11 @@ whole step (draw the batch, forward, backward, clip, AdamW update), eager and re
 (`train(cuda_graph=True)`, `linattn.train.graph`), alone and as N processes training at once, which is how
 `linattn run --jobs N` shares one GPU.
 
-A model this small is bound by the host: its eager step launches a few hundred kernels that each take the GPU a few
-microseconds. A graph launches them at once, so a process alone runs at the GPU's pace; N processes share the GPU
-by turns, unless an MPS daemon (`nvidia-cuda-mps-control -d`) lets their kernels run side by side. The header says
-whether one answers.
+A model this small is bound by the host: its eager step launches many kernels that each take the GPU little time.
+A graph launches them at once, so a process alone runs at the GPU's pace; N processes share the GPU by turns,
+unless an MPS daemon (`nvidia-cuda-mps-control -d`) lets their kernels run side by side. The header says whether
+one is there. The N processes start together but are not synchronised: their first windows, compiles and captures
+included, are left out of each median.
 
 Run on a CUDA machine: `python -m linattn.bench train-step [--mixers gated_deltanet,vla] [--processes 1,16]
 [--steps 300] [--json FILE]`. A process's step time is the median over the trainer's log windows (25 steps each)
@@ -32,8 +33,6 @@ LOG_EVERY = 25
 
 def step_ms(mixer: str, cuda_graph: bool, steps: int) -> float:
     """Milliseconds a training step of `mixer`'s TinyLM on the GPU (median of the log windows after the first two)."""
-    if steps < 4 * LOG_EVERY:
-        raise ValueError(f"steps: expected at least {4 * LOG_EVERY} (four log windows of {LOG_EVERY}), got {steps}")
     torch.manual_seed(0)
     m = MIXERS[mixer]
     model = DecoderLM(preset("vla-tinylm", mixer=m.layer, mixer_options=m.options, max_seq_len=128))
@@ -46,7 +45,7 @@ def step_ms(mixer: str, cuda_graph: bool, steps: int) -> float:
         model, config, lambda step, gen: generate(task, ROWS, gen), None, None, device="cuda", progress=False,
         loss_fn=supervised_cross_entropy, cuda_graph=cuda_graph, on_metrics=records.append,
     )  # fmt: skip
-    tokens = ROWS * (3 * N_PAIRS + 1)
+    tokens = generate(task, ROWS, torch.Generator()).inputs.numel()  # a step's input tokens
     return statistics.median(1e3 * tokens / r["tokens_per_s"] for r in records[2:])
 
 
@@ -65,6 +64,10 @@ def run(mixers: list[str], processes: list[int], steps: int) -> list[dict]:
     unknown = [m for m in mixers if m not in MIXERS]
     if unknown:
         raise ValueError(f"--mixers: unknown {unknown}; expected names of {sorted(MIXERS)}")
+    if not processes or min(processes) < 1:
+        raise ValueError(f"--processes: expected counts ≥ 1, got {processes}")
+    if steps < 4 * LOG_EVERY:
+        raise ValueError(f"--steps: expected at least {4 * LOG_EVERY} (four log windows of {LOG_EVERY}), got {steps}")
     rows = []
     for mixer in mixers:
         for n in processes:

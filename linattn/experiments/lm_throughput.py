@@ -33,7 +33,7 @@ from linattn.experiments.lm_compare import MIXERS_COMPARED, RECIPES, compared_mo
 from linattn.extras import pyplot
 from linattn.io import save_figure
 from linattn.models import DecoderLM
-from linattn.models.decode_graph import GraphedDecoder
+from linattn.models.decode_graph import GraphedDecoder, has_growing_state
 
 
 @dataclass(frozen=True)
@@ -123,11 +123,14 @@ def _decode_row(model: DecoderLM, B: int, config: ThroughputConfig, device: torc
 
 def _graphed_decode(model: DecoderLM, token: torch.Tensor, state: dict, config: ThroughputConfig) -> dict:
     """`{"graph_tokens_per_s"}`: the same decoding with each step replayed from a CUDA graph (`GraphedDecoder`);
-    nothing for a state that grows (softmax attention's KV cache), which a graph cannot replay."""
+    nothing for a state that grows (softmax attention's KV cache), which a graph cannot replay; `{"graph_error"}`
+    where the graph's copy of the state does not fit."""
+    if has_growing_state(model):
+        return {}
     try:
         decoder = GraphedDecoder(model, state, torch.bfloat16)
-    except ValueError:
-        return {}
+    except torch.OutOfMemoryError:
+        return {"graph_error": "out of memory"}
     token = decoder(token).argmax(-1)
     torch.cuda.synchronize()
     start = time.perf_counter()

@@ -380,7 +380,7 @@ def run_all(
         for s in specs:
             collect(s, partial(run_one, s, runs_dir / s.id, device, True, reuse_root, start_by), print)
     else:
-        if device.startswith("cuda") and torch.cuda.device_count() < jobs and not mps_running():
+        if device.startswith("cuda") and len(set(_devices(device, jobs))) < jobs and not mps_running():
             print(f"note: {jobs} runs share a GPU by turns; with an MPS daemon (`nvidia-cuda-mps-control -d`, before "
                   "this command) their kernels run side by side, faster for small models")  # fmt: skip
         threads = max(1, (os.cpu_count() or 1) // jobs)

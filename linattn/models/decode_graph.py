@@ -1,8 +1,8 @@
 """A decoding step replayed from a CUDA graph, its recurrent state advanced in place.
 
 A step of a recurrent model decodes from a state of fixed size, so its every kernel is launched on tensors of the
-same shapes at every token: on a GPU the step's time is the host's launches (about a hundred operations a layer),
-not the kernels'. A graph captures one step, the state's update included, and replays it with one launch a token.
+same shapes at every token: on a GPU a small batch's step is the host's launches of many small kernels, not the
+kernels' work. A graph captures one step, the state's update included, and replays it with one launch a token.
 Softmax attention's KV cache grows with every token, so its step cannot be replayed: `GraphedDecoder` refuses it.
 """
 
@@ -54,13 +54,20 @@ def check_fixed_size(before: object, after: object) -> None:
         )
 
 
+def has_growing_state(model: nn.Module) -> bool:
+    """Whether a block of `model` (a `DecoderLM`) keeps a state that grows with the context (a KV cache)."""
+    return any(getattr(block.mixer, "growing_state", None) for block in model.blocks)
+
+
 class GraphedDecoder:
     """`model.step(token, state)` (a `DecoderLM`) from a CUDA graph: `decoder(token: [B]) -> logits: [B, vocab]`, the
     state (`decoder.state`, a copy of the one given, e.g. a prefill's) advanced in place.
 
-    The logits are the graph's own tensor, rewritten by the next call (clone them to keep them). `dtype` runs the
-    step under that autocast (bfloat16, as a bf16 model decodes). The model's weights are read where they are at
-    every call, so a model updated in place decodes with its new weights.
+    The logits are the graph's own tensor, rewritten by the next call (clone them to keep them). `autocast_dtype`
+    runs the step under that autocast (bfloat16, as a bf16 model decodes). The model's weights are read where they
+    are at every call, so a model updated in place decodes with its new weights (not one whose parameters are
+    replaced, e.g. moved by `.to()`). The state's update copies each new tensor of the step into the old one: a
+    step must not return one entry's old tensor as another entry's new one (none of the library's layers does).
 
     Example:
         >>> logits, state = model(prompt)                      # prefill, on the GPU
@@ -70,35 +77,42 @@ class GraphedDecoder:
         ...     token = decoder(token).argmax(-1)
     """
 
-    def __init__(self, model: nn.Module, state: dict, dtype: torch.dtype | None = None):
+    def __init__(self, model: nn.Module, state: dict, autocast_dtype: torch.dtype | None = None):
         device = state["pos"].device
         if device.type != "cuda":
             raise ValueError(f"GraphedDecoder: needs a state on a CUDA device, got one on {device}")
-        self.model, self.dtype = model, dtype
+        if has_growing_state(model):
+            raise ValueError("GraphedDecoder: a step must keep the state's size to be replayed; this model's state "
+                             "grows with the context (softmax attention's KV cache)")  # fmt: skip
+        self.model, self.autocast_dtype = model, autocast_dtype
         self.state = clone_state(state)
         self.token = torch.zeros_like(state["pos"])  # [B]
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
-            scratch = clone_state(self.state)
-            for _ in range(WARMUP_STEPS):
-                _, after = self._step(scratch)
-                check_fixed_size(scratch, after)
-                scratch = after
-        torch.cuda.current_stream(device).wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.logits, after = self._step(self.state)
-            for old, new in zip(state_tensors(self.state), state_tensors(after)):
-                old.copy_(new)
+        with torch.cuda.device(device):
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                scratch = clone_state(self.state)
+                for _ in range(WARMUP_STEPS):
+                    _, after = self._step(scratch)
+                    check_fixed_size(scratch, after)
+                    scratch = after
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.logits, after = self._step(self.state)
+                for old, new in zip(state_tensors(self.state), state_tensors(after)):
+                    old.copy_(new)
 
     @torch.no_grad()
     def _step(self, state: dict) -> tuple[torch.Tensor, dict]:
-        autocast = torch.autocast("cuda", self.dtype, cache_enabled=False) if self.dtype is not None else nullcontext()
+        dtype = self.autocast_dtype
+        autocast = torch.autocast("cuda", dtype, cache_enabled=False) if dtype is not None else nullcontext()
         with autocast:
             return self.model.step(self.token, state)
 
     def __call__(self, token: torch.Tensor) -> torch.Tensor:
+        if token.shape != self.token.shape:
+            raise ValueError(f"token: expected shape {list(self.token.shape)}, got {list(token.shape)}")
         self.token.copy_(token)
         self.graph.replay()
         return self.logits

@@ -147,13 +147,18 @@ class DecoderLM(nn.Module):
                 f"logits_at: expected a bool tensor of input_ids' shape {list(input_ids.shape)} or an int64 [N] of "
                 f"positions in the flattened [B·T], got {logits_at.dtype} {list(logits_at.shape)}"
             )
+        # positions out of range: on CPU a clear error; on CUDA reading the answer would make the host wait
+        if as_index and logits_at.device.type == "cpu" and logits_at.numel():
+            low, high, size = int(logits_at.min()), int(logits_at.max()), input_ids.numel()
+            if low < 0 or high >= size:
+                raise ValueError(f"logits_at: expected positions in [0, B·T = {size}), got {low} – {high}")
         h, state, _ = self.features(
             input_ids, state, cu_seqlens, attention_mask=attention_mask, backend=backend, all_layers=False
         )
         if as_mask:
             h = h[logits_at]  # [N, d]
         elif as_index:
-            h = h.flatten(0, 1).index_select(0, logits_at)  # [N, d]; no host sync, unlike a mask (CUDA graphs)
+            h = h.flatten(0, 1).index_select(0, logits_at)  # [N, d]; no host sync, unlike a mask (a CUDA graph's need)
         return self.head(h), state
 
     def features(

@@ -1,6 +1,6 @@
 """A training step's forward and backward as a CUDA graph: captured once for each batch shape, replayed at every step.
 
-A small model's step on a GPU is bound by the host: each of its few hundred kernels (the chunked ops' stages, the
+A small model's step on a GPU is bound by the host: each of its many small kernels (the chunked ops' stages, the
 layers' element-wise ops, autograd's bookkeeping) costs more to launch than to run. Replaying a graph launches them
 all at once. The optimizer's update, gradient clipping and the finite check stay outside the graph (a handful of
 launches), so a graphed step updates the weights as an eager one does.
@@ -14,6 +14,7 @@ gives a few shapes, not one a step. Packed batches (whose `cu_seqlens` the ops r
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -61,10 +62,13 @@ class GraphedStep:
     """Forward and backward of a `DecoderLM`'s supervised cross-entropy (`supervised_cross_entropy`'s value) under
     `autocast()`, replayed from a CUDA graph per batch shape on `device`.
 
-    Called on a batch (on the host, as drawn; the first batch of a shape captures its graph), it copies the batch to
-    the GPU, replays, points each trainable parameter's `.grad` at its gradient (the graph's own memory, rewritten
-    by the next replay: clip and update before that), and returns the loss `[]`; or returns None, having done
-    nothing, for a batch to run eagerly: packed, or of a shape past the first `MAX_SHAPES`.
+    Called on a batch (on the host, as drawn; the first batch of a shape captures its graph, in the model's current
+    train or eval mode), it copies the batch to the GPU, replays, sets each trainable parameter's `.grad` to its
+    gradient (replaced, not accumulated) and returns the loss `[]`, both the graph's own memory, rewritten by the
+    next replay: clip and update before that. Or it returns None, having done nothing, for a batch to run eagerly:
+    packed, or of a shape past the first `MAX_SHAPES` (said once). The graph reads the parameters where they are:
+    update them in place (as an optimizer does), never replace them (`.to()`, `load_state_dict(assign=True)`).
+    A capture draws no random numbers: a model with dropout replays from the generator's state as it stood.
 
     Example: `step = GraphedStep(model, partial(torch.autocast, "cuda", dtype=torch.bfloat16), torch.device("cuda"))`,
     then at every update `loss = step(batch)` in place of `supervised_cross_entropy(model, batch).backward()`.
@@ -74,6 +78,7 @@ class GraphedStep:
         self.model, self.autocast, self.device = model, autocast, device
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.captures: dict[tuple, _Capture] = {}
+        self.said_eager = False
 
     def __call__(self, batch: Batch) -> torch.Tensor | None:
         if batch.cu_seqlens is not None:
@@ -81,6 +86,9 @@ class GraphedStep:
         index, targets = supervised_positions(batch)
         key = (tuple(batch.inputs.shape), index.numel())
         if key not in self.captures and len(self.captures) >= MAX_SHAPES:
+            if not self.said_eager:
+                warnings.warn(f"cuda_graph: batches of shapes past the first {MAX_SHAPES} run eagerly", stacklevel=2)
+                self.said_eager = True
             return None
         capture = self.captures.get(key) or self._capture(key)
         capture.inputs.copy_(batch.inputs)
@@ -96,17 +104,26 @@ class GraphedStep:
         inputs = torch.zeros(shape, dtype=torch.long, device=self.device)  # token 0 and position 0: valid everywhere
         index = torch.zeros(n, dtype=torch.long, device=self.device)
         targets = torch.zeros(n, dtype=torch.long, device=self.device)
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            for _ in range(WARMUP_STEPS):
-                self._forward_backward(inputs, index, targets)
-                self._drop_grads()
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        self._drop_grads()  # so that the captured backward allocates each gradient in the graph's memory
-        with torch.cuda.graph(graph):
-            loss = self._forward_backward(inputs, index, targets)
+        rng = torch.cuda.get_rng_state(self.device)  # the warmup's and the capture's draws are given back below
+        with torch.cuda.device(self.device):
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(WARMUP_STEPS):
+                    self._forward_backward(inputs, index, targets)
+                    self._drop_grads()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            self._drop_grads()  # so that the captured backward allocates each gradient in the graph's memory
+            try:
+                with torch.cuda.graph(graph):
+                    loss = self._forward_backward(inputs, index, targets)
+            except RuntimeError as e:
+                raise RuntimeError(
+                    f"cuda_graph: the step could not be captured (an op read a device value on the host, or copied "
+                    f"one from it); train with cuda_graph=False. {e}"
+                ) from e
+        torch.cuda.set_rng_state(rng, self.device)
         capture = _Capture(graph, inputs, index, targets, loss, [p.grad for p in self.params])
         self._drop_grads()
         self.captures[key] = capture

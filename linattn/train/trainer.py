@@ -250,7 +250,7 @@ def _train(
         where = f"{info.world_size} processes" if info.enabled else f"device {device}"
         raise ValueError(f"cuda_graph: needs one process on a CUDA device, got {where}")
     if cuda_graph and loss_fn is not supervised_cross_entropy:
-        name = getattr(loss_fn, "__name__", loss_fn)
+        name = "None (token_cross_entropy)" if loss_fn is None else getattr(loss_fn, "__name__", loss_fn)
         raise ValueError(f"cuda_graph: replays supervised_cross_entropy, got loss_fn={name}")
     sharding = sharding if info.enabled else "ddp"  # one process: nothing to spread, a plain checkpoint
     loss_fn = loss_fn or token_cross_entropy

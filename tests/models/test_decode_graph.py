@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from linattn.models import DecoderLM, preset
-from linattn.models.decode_graph import GraphedDecoder, check_fixed_size, clone_state, state_tensors
+from linattn.models.decode_graph import (
+    GraphedDecoder,
+    check_fixed_size,
+    clone_state,
+    has_growing_state,
+    state_tensors,
+)
 
 
 def test_state_tensors_walk_nested_states_in_a_fixed_order():
@@ -30,6 +36,7 @@ def test_a_growing_state_cannot_be_replayed():
     recurrent = DecoderLM(preset("debug", mixer="gated_deltanet")).eval()
     _, state = recurrent(torch.randint(0, 32, (2, 5)))
     check_fixed_size(state, recurrent.step(torch.zeros(2, dtype=torch.long), state)[1])
+    assert has_growing_state(model) and not has_growing_state(recurrent)
 
 
 def test_a_state_on_the_cpu_is_refused():
@@ -40,18 +47,32 @@ def test_a_state_on_the_cpu_is_refused():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("autocast_dtype", [None, torch.bfloat16])
 @pytest.mark.parametrize("mixer", ["gated_deltanet", "vla", "mamba2"])
-def test_graphed_decoding_is_eager_decoding(mixer):
+def test_graphed_decoding_is_eager_decoding(mixer, autocast_dtype):
+    """The same kernels on the same inputs, replayed: the same logits and states (to the last bit, here checked to
+    float32's rounding), also under bf16 autocast as lm-throughput decodes."""
     torch.manual_seed(0)
     model = DecoderLM(preset("debug", mixer=mixer)).cuda().eval()
-    with torch.no_grad():
+    autocast = torch.autocast("cuda", torch.bfloat16, enabled=autocast_dtype is not None)
+    with torch.no_grad(), autocast:
         logits, state = model(torch.randint(0, 32, (3, 40), device="cuda"))
-        decoder = GraphedDecoder(model, state)
-        eager_token = graph_token = logits[:, -1].argmax(-1)
+        decoder = GraphedDecoder(model, state, autocast_dtype)
+        token = logits[:, -1].argmax(-1)
         for _ in range(12):
-            eager_logits, state = model.step(eager_token, state)
-            graph_logits = decoder(graph_token)
-            torch.testing.assert_close(graph_logits, eager_logits, rtol=1e-5, atol=1e-5)
-            eager_token = graph_token = eager_logits.argmax(-1)
-        for graphed, eager in zip(state_tensors(decoder.state), state_tensors(state)):
-            torch.testing.assert_close(graphed, eager, rtol=1e-5, atol=1e-5)
+            eager_logits, state = model.step(token, state)
+            torch.testing.assert_close(decoder(token), eager_logits, rtol=1e-5, atol=1e-5)
+            token = eager_logits.argmax(-1)
+    for graphed, eager in zip(state_tensors(decoder.state), state_tensors(state)):
+        torch.testing.assert_close(graphed, eager, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"token: expected shape \[3\], got \[1\]"):
+        decoder(token[:1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_graphed_decoding_refuses_a_kv_cache():
+    model = DecoderLM(preset("debug", mixer="softmax")).cuda().eval()
+    with torch.no_grad():
+        _, state = model(torch.randint(0, 32, (2, 5), device="cuda"))
+    with pytest.raises(ValueError, match="this model's state grows with the context"):
+        GraphedDecoder(model, state)

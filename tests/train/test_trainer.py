@@ -313,8 +313,9 @@ def test_debug_preset_learns_mqar(tmp_path):
 @pytest.mark.parametrize("mixture", [False, True])
 def test_the_supervised_losses_are_token_cross_entropy(mixture):
     """The loss at the supervised positions only (`logits_at`), of a mixture's rows without their padding
-    (`Batch.by_length`), and as a CUDA graph replays it (the padded rows whole, the positions as an index: a causal
-    model's outputs before a row's padding do not depend on it) has the full call's value and gradients."""
+    (`Batch.by_length`), and in the form a CUDA graph replays (`indexed_cross_entropy`, run eagerly here: the padded
+    rows whole, the positions as an index; a causal model's outputs before a row's padding do not depend on it) has
+    the full call's value and gradients."""
     from linattn.models import DecoderLM, preset
     from linattn.tasks import MQARMixtureConfig, ZoologyMQARConfig, generate, zoology_mix
     from linattn.train.graph import indexed_cross_entropy, supervised_positions
