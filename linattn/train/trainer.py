@@ -198,7 +198,8 @@ def train(
       writer, `linattn.train.tensorboard`); a resumed run passes the steps after its checkpoint again.
     - `cuda_graph`: replay each batch shape's forward + backward from a CUDA graph (`linattn.train.graph`): for
       small models, whose eager step is the host's launches. One CUDA process, `loss_fn=supervised_cross_entropy`
-      (the graph replays its value) and a `train_batch` drawn on the host; packed batches run eagerly.
+      (the graph replays its value) and a `train_batch` drawn on the host; packed batches run eagerly, as do
+      shapes past the first few (which ones, a resume can change: then the resume is exact to rounding only).
 
     A non-finite loss or gradient stops the run without applying that update (`stop_reason` "diverged: …"), so
     `model` keeps its last finite weights: a diverging configuration (the KLA paper's ablation) is a result, not a
