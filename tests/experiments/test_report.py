@@ -99,9 +99,10 @@ def test_a_failed_positive_control_returns_inconclusive(tmp_path):
     sniah = {m: {T: [0.0] * 3 for T in Ts} for m in ("gla", "ccq-gla")}
     sniah |= {"gla-conv": {T: [0.3] * 3 for T in Ts}, "ccq-gla-conv": {T: [0.8] * 3 for T in Ts}}
     _write(tmp_path, "ccq-sniah/paper", _trained(sniah))
-    rows = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").rows(tmp_path)[1:]  # the first: lm-compare's
-    assert rows[0][1].verdict == verdicts.INCONCLUSIVE and "did not learn the task" in rows[0][1].why
-    assert rows[2][1].verdict == verdicts.INCONCLUSIVE  # gla-conv at 0.3 at its training length: not learnt either
+    rows = _claim("CCQ lifts S-NIAH-1 at 4K by 49 points over GLA").rows(tmp_path)
+    gla, gla_conv = (v for reading, v in rows if reading.results == "ccq-sniah/paper")
+    assert gla.verdict == verdicts.INCONCLUSIVE and "did not learn the task" in gla.why
+    assert gla_conv.verdict == verdicts.INCONCLUSIVE  # gla-conv at 0.3 at its training length: not learnt either
 
 
 def test_sniah_under_the_long_budget_shows_the_steps_to_solve(tmp_path):
