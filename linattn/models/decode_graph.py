@@ -14,7 +14,7 @@ from contextlib import nullcontext
 import torch
 from torch import nn
 
-WARMUP_STEPS = 2  # eager steps on a copy of the state before the capture: Triton compiles and autotunes
+from linattn import cuda_graph
 
 
 def state_tensors(state: object) -> Iterator[torch.Tensor]:
@@ -87,21 +87,21 @@ class GraphedDecoder:
         self.model, self.autocast_dtype = model, autocast_dtype
         self.state = clone_state(state)
         self.token = torch.zeros_like(state["pos"])  # [B]
-        with torch.cuda.device(device):
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                scratch = clone_state(self.state)
-                for _ in range(WARMUP_STEPS):
-                    _, after = self._step(scratch)
-                    check_fixed_size(scratch, after)
-                    scratch = after
-            torch.cuda.current_stream().wait_stream(side)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.logits, after = self._step(self.state)
-                for old, new in zip(state_tensors(self.state), state_tensors(after)):
-                    old.copy_(new)
+        scratch = clone_state(self.state)
+
+        def warm_up() -> None:  # on a copy, whose size each step must keep
+            nonlocal scratch
+            _, after = self._step(scratch)
+            check_fixed_size(scratch, after)
+            scratch = after
+
+        def step() -> torch.Tensor:
+            logits, after = self._step(self.state)
+            for old, new in zip(state_tensors(self.state), state_tensors(after)):
+                old.copy_(new)
+            return logits
+
+        self.graph, self.logits = cuda_graph.capture(warm_up, step, device, "decode with model.step")
 
     @torch.no_grad()
     def _step(self, state: dict) -> tuple[torch.Tensor, dict]:

@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from linattn import cuda_graph
 from linattn.tasks.batch import IGNORE, Batch
 
-WARMUP_STEPS = 2  # eager forward + backward before a capture: Triton compiles and autotunes, cuBLAS sets up
 MAX_SHAPES = 4  # graphs kept (each holds its activations); a batch of a further shape runs eagerly
 
 
@@ -104,26 +104,14 @@ class GraphedStep:
         inputs = torch.zeros(shape, dtype=torch.long, device=self.device)  # token 0 and position 0: valid everywhere
         index = torch.zeros(n, dtype=torch.long, device=self.device)
         targets = torch.zeros(n, dtype=torch.long, device=self.device)
-        rng = torch.cuda.get_rng_state(self.device)  # the warmup's and the capture's draws are given back below
-        with torch.cuda.device(self.device):
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(WARMUP_STEPS):
-                    self._forward_backward(inputs, index, targets)
-                    self._drop_grads()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
+
+        def warm_up() -> None:
+            self._forward_backward(inputs, index, targets)
             self._drop_grads()  # so that the captured backward allocates each gradient in the graph's memory
-            try:
-                with torch.cuda.graph(graph):
-                    loss = self._forward_backward(inputs, index, targets)
-            except RuntimeError as e:
-                raise RuntimeError(
-                    f"cuda_graph: the step could not be captured (an op read a device value on the host, or copied "
-                    f"one from it); train with cuda_graph=False. {e}"
-                ) from e
-        torch.cuda.set_rng_state(rng, self.device)
+
+        graph, loss = cuda_graph.capture(
+            warm_up, lambda: self._forward_backward(inputs, index, targets), self.device, "train with cuda_graph=False"
+        )
         capture = _Capture(graph, inputs, index, targets, loss, [p.grad for p in self.params])
         self._drop_grads()
         self.captures[key] = capture
