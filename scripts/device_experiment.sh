@@ -9,11 +9,11 @@
 # not trained again (`runner.find_same_run`): hence one experiment after another, and because on one GPU nine runs at
 # once each go at well under half of three's speed, so that with three experiments at once none may finish in a call
 # where one alone would. The experiments share SECONDS in all, each getting what the ones before left; whatever finished
-# is packed into $OUT/results.tgz (checkpoints and best weights left out). The checkpoint of each unfinished run (with
-# its `best.pt`, if it keeps one) comes back as $OUT/checkpoint-N.tgz.00, .01, … (15 MiB pieces: a returned file may
-# have 16; a d-256 model with its AdamW state is about 46 MB), as many runs as fit beside results.tgz and the logs in
-# the 8 files and 64 MiB that come back: `cat checkpoint-N.tgz.* | tar xzf -` puts it back here, and the next call
-# carries it (64 MiB a call in all: one such run at a time) and resumes it.
+# is packed into $OUT/results.tgz (their experiments' folders only; checkpoints and best weights left out). The
+# checkpoint of each unfinished run (with its `best.pt`, if it keeps one) comes back as $OUT/checkpoint-N.tgz.00, .01,
+# … (15 MiB pieces: a returned file may have 16; a d-256 model with its AdamW state is about 46 MB), as many runs as
+# fit beside results.tgz and the logs in the 8 files and 64 MiB that come back: `cat checkpoint-N.tgz.* | tar xzf -`
+# puts it back here, and the next call carries it (64 MiB a call in all: one such run at a time) and resumes it.
 # With START_MARGIN=S in the environment no run begins in the call's last S seconds (`linattn run --start-by`): set it
 # to about a run's length, so that the last call of a session ends with whole runs instead of runs whose checkpoints
 # may not fit in what comes back (the command then exits 1, naming the runs not begun).
@@ -55,12 +55,17 @@ for spec in "$@"; do
   tr '\r' '\n' < "$OUT/log$i.txt" | grep -v '^train' | tail -n 25
   [ "$status" -eq 0 ] && status=$rc
 done
-tar czf "$OUT/results.tgz" --exclude='checkpoint.pt' --exclude='best.pt' results
-# the unfinished runs of this call's experiments only: a warm machine keeps an earlier call's checkpoints (ignored
-# files) but not their result.json (untracked) unless the tree it was sent has them, so a run another call finished
-# would look unfinished here
+# this call's experiments only: the others' folders are as the tree was sent, and unpacked after a newer call's
+# results they would put older files back
 roots=()
 for spec in "$@"; do [ -d "results/${spec%% *}" ] && roots+=("results/${spec%% *}"); done
+if [ ${#roots[@]} -gt 0 ]; then
+  mapfile -t roots < <(printf '%s\n' "${roots[@]}" | sort -u)
+  tar czf "$OUT/results.tgz" --exclude='checkpoint.pt' --exclude='best.pt' "${roots[@]}"
+fi
+# the unfinished runs of these experiments: a warm machine keeps an earlier call's checkpoints (ignored files) but not
+# their result.json (untracked) unless the tree it was sent has them, so a run another call finished would look
+# unfinished here
 mapfile -t unfinished < <([ ${#roots[@]} -gt 0 ] && for c in $(find "${roots[@]}" -name checkpoint.pt | sort -u); do
   [ -e "$(dirname "$c")/result.json" ] || echo "$c"
 done)

@@ -42,7 +42,8 @@ from linattn.experiments.archive import (
 from linattn.extras import tqdm
 from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
-from linattn.tasks import AccuracyMeter, Batch, generate
+from linattn.tasks import AccuracyMeter, Batch, MQARMixtureConfig, generate
+from linattn.tasks.mqar import seq_len_of
 from linattn.train import TrainConfig, supervised_cross_entropy, supervised_logits, train
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from linattn.train.trainer import METRICS_NAME
@@ -337,6 +338,18 @@ def _worker(
     return run_one(spec, run_dir, device, progress=False, reuse_root=reuse_root, start_by=start_by)
 
 
+def training_work(spec: RunSpec) -> int:
+    """A run's work, to start the longest first: the tokens it trains on (its early stop unknown) times its model's
+    width² and depth; the order only, so that the last runs of a pool are short ones and the pool ends together."""
+    task = spec.task
+    if isinstance(task, MQARMixtureConfig):
+        length = seq_len_of(task)
+    else:  # a VLA MQAR's `length` counts its queries; every other task names `seq_len`
+        length = getattr(task, "length", None) or getattr(task, "seq_len", None) or 1
+    model = spec.model
+    return spec.train.steps * spec.train.batch_size * length * model.d_model**2 * model.n_layers
+
+
 def _devices(device: str, n: int) -> list[str]:
     """The device of each of `n` runs: a bare "cuda" on a machine with several GPUs deals them out in turn."""
     count = torch.cuda.device_count() if device == "cuda" else 0
@@ -359,10 +372,11 @@ def run_all(
     start_by: float | None = None,
 ) -> list[dict]:
     """Run every spec (finished ones are read back, interrupted ones resume, with `reuse_root` ones another
-    experiment finished there are copied), `jobs` at a time; the progress bar shows each finished run's test
-    `metric`. A run that raises does not stop the others: its error is printed, and `RunsFailed` names every failed
-    run at the end. Past `start_by` (a `time.time()`) no run begins to train: those that began finish, and
-    `RunsFailed` counts the others (for a job of limited time, which then ends with whole runs)."""
+    experiment finished there are copied), `jobs` at a time, the longest first (`training_work`); the progress bar
+    shows each finished run's test `metric`. A run that raises does not stop the others: its error is printed, and
+    `RunsFailed` names every failed run at the end. Past `start_by` (a `time.time()`) no run begins to train: those
+    that began finish, and `RunsFailed` counts the others (for a job of limited time, which then ends with whole
+    runs)."""
     records: dict[str, dict] = {}
     failures: dict[str, str] = {}
     not_started: list[str] = []
@@ -386,10 +400,11 @@ def run_all(
         threads = max(1, (os.cpu_count() or 1) // jobs)
         context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_die_with_parent) as pool:
+            longest_first = sorted(specs, key=training_work, reverse=True)
             devices = _devices(device, len(specs))
             futures = {
                 pool.submit(_worker, s, runs_dir / s.id, d, threads, reuse_root, start_by): s
-                for s, d in zip(specs, devices)
+                for s, d in zip(longest_first, devices)
             }
             with tqdm(total=len(specs), desc="runs", unit="run") as bar:
                 for future in as_completed(futures):

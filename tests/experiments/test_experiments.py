@@ -518,6 +518,23 @@ def test_past_the_start_by_time_no_run_begins(tmp_path):
         assert [r["id"] for r in run_all([first, second], where, jobs=jobs)] == [first.id, second.id]
 
 
+def test_the_longest_runs_start_first():
+    """A pool's order: longer sequences, more steps or a wider model first; equal work keeps the plan's order."""
+    from linattn.experiments.runner import training_work
+    from linattn.tasks import MQARMixtureConfig, VLAMQARConfig
+
+    spec = tiny_plan("paper", True, ("vla",))[0]
+    longer = replace(spec, task=replace(spec.task, seq_len=4 * spec.task.length))
+    more_steps = replace(spec, train=replace(spec.train, steps=2 * spec.train.steps))
+    wider = replace(spec, model=replace(spec.model, d_model=2 * spec.model.d_model))
+    assert training_work(longer) == 4 * training_work(spec)
+    assert training_work(more_steps) == training_work(wider) // 2 == 2 * training_work(spec)
+    mixture = MQARMixtureConfig((VLAMQARConfig(n_pairs=2), VLAMQARConfig(n_pairs=2, seq_len=64)))
+    assert training_work(replace(spec, task=mixture)) == training_work(spec) * 64 // spec.task.length
+    order = [spec, more_steps, longer, replace(spec, replicate=1)]
+    assert sorted(order, key=training_work, reverse=True) == [longer, more_steps, spec, order[-1]]
+
+
 def test_progress_reads_the_run_folders(tmp_path):
     """Finished runs show their test metric, a run with a log its last step, the others a dash."""
     from linattn.experiments.progress import progress
