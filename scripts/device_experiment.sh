@@ -10,10 +10,10 @@
 # once each go at well under half of three's speed, so that with three experiments at once none may finish in a call
 # where one alone would. The experiments share SECONDS in all, each getting what the ones before left; whatever finished
 # is packed into $OUT/results.tgz (their experiments' folders only; checkpoints and best weights left out). The
-# checkpoint of each unfinished run (with its `best.pt`, if it keeps one) comes back as $OUT/checkpoint-N.tgz.00, .01,
-# … (15 MiB pieces: a returned file may have 16; a d-256 model with its AdamW state is about 46 MB), as many runs as
-# fit beside results.tgz and the logs in the 8 files and 64 MiB that come back: `cat checkpoint-N.tgz.* | tar xzf -`
-# puts it back here, and the next call carries it (64 MiB a call in all: one such run at a time) and resumes it.
+# checkpoints of unfinished runs (with their `best.pt`, where kept) come back in one archive, $OUT/checkpoints.tgz.00,
+# .01, … (15 MiB pieces: a returned file may have 16; a d-256 model with its AdamW state is about 46 MB), as many runs
+# as fit beside results.tgz and the logs in the 8 files and 64 MiB that come back: `cat checkpoints.tgz.* | tar xzf -`
+# puts them back here, and the next call carries their runs' folders (64 MiB a call in all) and resumes them.
 # With START_MARGIN=S in the environment no run begins in the call's last S seconds (`linattn run --start-by`): set it
 # to about a run's length, so that the last call of a session ends with whole runs instead of runs whose checkpoints
 # may not fit in what comes back (the command then exits 1, naming the runs not begun).
@@ -69,21 +69,29 @@ fi
 mapfile -t unfinished < <([ ${#roots[@]} -gt 0 ] && for c in $(find "${roots[@]}" -name checkpoint.pt | sort -u); do
   [ -e "$(dirname "$c")/result.json" ] || echo "$c"
 done)
-# the device returns at most 8 files and 64 MiB from $OUT: the checkpoints that fit beside what is there already
-# (the pieces of many unfinished runs would crowd out results.tgz), the others named and left behind
+# the device returns at most 8 files and 64 MiB from $OUT: one archive of as many checkpoints as fit beside what is
+# there already, the smallest first (the most runs), each other run named and left behind
 spare=/tmp/checkpoint-pieces
-for ((j = 0; j < ${#unfinished[@]}; j++)); do
-  run_dir=$(dirname "${unfinished[j]}")
+kept=()
+mapfile -t unfinished < <([ ${#unfinished[@]} -gt 0 ] && du -b "${unfinished[@]}" | sort -n | cut -f2)
+for c in "${unfinished[@]}"; do
+  run_dir=$(dirname "$c")
+  # the run's best weights too, where it keeps them (`RunSpec.select_on`)
+  candidate=("${kept[@]}" "$c")
+  [ -e "$run_dir/best.pt" ] && candidate+=("$run_dir/best.pt")
   rm -rf "$spare" && mkdir -p "$spare"
-  # shellcheck disable=SC2046  # the run's best weights too, where it keeps them (`RunSpec.select_on`)
-  tar czf - "${unfinished[j]}" $(ls "$run_dir/best.pt" 2> /dev/null) | split -b 15M -d - "$spare/checkpoint-$j.tgz."
+  tar czf - "${candidate[@]}" | split -b 15M -d - "$spare/checkpoints.tgz."
   files=$(($(find "$OUT" -type f | wc -l) + $(find "$spare" -type f | wc -l)))
   bytes=$(($(du -sb "$OUT" | cut -f1) + $(du -sb "$spare" | cut -f1)))
   if [ "$files" -le 8 ] && [ "$bytes" -le $((63 * 1024 * 1024)) ]; then
-    mv "$spare"/* "$OUT"/
+    kept=("${candidate[@]}")
   else
     echo "== unfinished, its checkpoint left on the machine (over the 8 files / 64 MiB that come back): $run_dir"
   fi
 done
 rm -rf "$spare"
+if [ ${#kept[@]} -gt 0 ]; then
+  tar czf - "${kept[@]}" | split -b 15M -d - "$OUT/checkpoints.tgz."
+  echo "== unfinished runs in checkpoints.tgz.*: $(printf "%s\n" "${kept[@]}" | grep -c checkpoint.pt)"
+fi
 exit "$status"

@@ -2,7 +2,7 @@
 # Put what a device call finished into this tree: each experiment's report and its archive of finished runs
 # (`runs.jsonl.gz`, a superset of the one the call was sent), from the call's results.tgz
 # (`scripts/device_experiment.sh` writes it). The working folders of unfinished runs are left out: their
-# checkpoints come back apart, as checkpoint-N.tgz.* pieces.
+# checkpoints come back apart, as checkpoints.tgz.* pieces.
 #   bash scripts/device_results.sh FILES_AT     (the folder the call's files came back to)
 set -eu
 archive=$1/results.tgz
