@@ -42,7 +42,7 @@ from linattn.experiments.archive import (
 from linattn.extras import tqdm
 from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
-from linattn.tasks import AccuracyMeter, Batch, MQARMixtureConfig, generate
+from linattn.tasks import AccuracyMeter, Batch, MQARConfig, MQARMixtureConfig, generate
 from linattn.tasks.mqar import seq_len_of
 from linattn.train import TrainConfig, supervised_cross_entropy, supervised_logits, train
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
@@ -342,10 +342,7 @@ def training_work(spec: RunSpec) -> int:
     """A run's work, to start the longest first: the tokens it trains on (its early stop unknown) times its model's
     width² and depth; the order only, so that the last runs of a pool are short ones and the pool ends together."""
     task = spec.task
-    if isinstance(task, MQARMixtureConfig):
-        length = seq_len_of(task)
-    else:  # a VLA MQAR's `length` counts its queries; every other task names `seq_len`
-        length = getattr(task, "length", None) or getattr(task, "seq_len", None) or 1
+    length = seq_len_of(task) if isinstance(task, MQARConfig | MQARMixtureConfig) else task.seq_len
     model = spec.model
     return spec.train.steps * spec.train.batch_size * length * model.d_model**2 * model.n_layers
 
