@@ -11,8 +11,9 @@ markdown tables.
 - `stages`: on a CUDA GPU, each kernel of the Triton delta rule's forward and backward timed on its own.
 - `profile`: one `vla-speed` contender's (or on CUDA one `ops` contender's) kernels by time and (CUDA) its tensors
   alive at the memory peak.
-- `train-step`: on a CUDA GPU, a tiny model's whole training step (the VLA paper's TinyLM on MQAR), eager and
-  replayed from CUDA graphs, alone and as N processes at once (as `linattn run --jobs N` shares a GPU).
+- `train-step`: on a CUDA GPU, a tiny model's whole training step (the VLA paper's TinyLM on MQAR, or an
+  experiment's runs), eager, replayed from CUDA graphs, and graphed with the next batch drawn ahead, alone and as N
+  processes at once (as `linattn run --jobs N` shares a GPU).
 - `fuzz`: for `--seconds`, random valid inputs (each op's documented domain) and invalid ones to every op and layer
   (CPU or GPU, every backend there); the findings (an unclear error, a non-finite output, backends that disagree
   beyond the contract) with code reproducing each. Exit status 1 if there are any.
@@ -139,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated counts of processes training at once (default 1,16)",
     )  # fmt: skip
     p_step.add_argument("--steps", type=_positive(int), default=300, help="steps a process (default 300, ≥ 100)")
+    p_step.add_argument(
+        "--experiment", default=None,
+        help="train each mixer's first run of this `linattn run` experiment (default: the TinyLM on MQAR, n = 24)",
+    )  # fmt: skip
     p_fuzz = sub.add_parser("fuzz", help="random valid and invalid inputs to every op and layer; findings")
     p_fuzz.add_argument("--seconds", type=_positive(float), default=60.0, help="how long to fuzz (default 60)")
     p_fuzz.add_argument("--device", default="cpu", help="'cpu' (default: naive, chunk) or 'cuda' (also triton, …)")
@@ -260,16 +265,19 @@ def main(argv: list[str] | None = None) -> int:
         from linattn.bench import train_step
 
         mps = "an MPS daemon's pipe" if mps_running() else "no MPS daemon"
-        shape = f"vla-tinylm on MQAR (n = {train_step.N_PAIRS}, {train_step.ROWS} rows), bf16 autocast"
-        print(f"# linattn training step: {shape}, {args.steps} steps a process, {mps}; "
+        shape = (
+            f"vla-tinylm on MQAR (n = {train_step.N_PAIRS}, {train_step.ROWS} rows)" if args.experiment is None
+            else f"{args.experiment}'s first run of each mixer"
+        )  # fmt: skip
+        print(f"# linattn training step: {shape}, bf16 autocast, {args.steps} steps a process, {mps}; "
               + ", ".join(f"{k}: {v}" for k, v in env.items()))  # fmt: skip
         try:
-            rows = train_step.run(args.mixers.split(","), args.processes, args.steps)
+            rows = train_step.run(args.mixers.split(","), args.processes, args.steps, args.experiment)
         except ValueError as e:
             print(f"python -m linattn.bench train-step: error: {e}", file=sys.stderr)
             return 2
         print(train_step.table(rows))
-        extra = {"mps": mps_running(), "steps": args.steps}
+        extra = {"mps": mps_running(), "steps": args.steps, "experiment": args.experiment}
     elif args.command == "profile":
         from linattn.bench import profile
 
