@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -72,8 +73,11 @@ def setups(mixers: list[str], experiment: str | None) -> list[Setup]:
     return [Setup(m, first[m].model, first[m].task, first[m].train.batch_size) for m in mixers]
 
 
-def step_ms(setup: Setup, mode: str, steps: int) -> float:
-    """Milliseconds a training step of `setup` on the GPU in `mode` (median of the log windows after the first two)."""
+def step_ms(setup: Setup, mode: str, steps: int, threads: int | None = None) -> float:
+    """Milliseconds a training step of `setup` on the GPU in `mode` (median of the log windows after the first two),
+    on `threads` CPU threads (default: torch's)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = DecoderLM(setup.model)
     config = TrainConfig(
@@ -94,9 +98,10 @@ def _at_once(setup: Setup, mode: str, steps: int, processes: int) -> list[float]
     """Each of `processes` concurrent processes' `step_ms`."""
     if processes == 1:
         return [step_ms(setup, mode, steps)]
+    threads = max(1, (os.cpu_count() or 1) // processes)  # the cores shared out, as `linattn run --jobs` does
     context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
     with ProcessPoolExecutor(processes, mp_context=context) as pool:
-        return list(pool.map(step_ms, *zip(*[(setup, mode, steps)] * processes)))
+        return list(pool.map(step_ms, *zip(*[(setup, mode, steps, threads)] * processes)))
 
 
 def run(mixers: list[str], processes: list[int], steps: int, experiment: str | None = None) -> list[dict]:
