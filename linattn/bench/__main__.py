@@ -12,8 +12,8 @@ markdown tables.
 - `profile`: one `vla-speed` contender's (or on CUDA one `ops` contender's) kernels by time and (CUDA) its tensors
   alive at the memory peak.
 - `train-step`: on a CUDA GPU, a tiny model's whole training step (the VLA paper's TinyLM on MQAR, or an
-  experiment's runs), eager, replayed from CUDA graphs, and graphed with the next batch drawn ahead, alone and as N
-  processes at once (as `linattn run --jobs N` shares a GPU).
+  experiment's runs), eager and replayed from CUDA graphs, alone and as N processes at once (as `linattn run
+  --jobs N` shares a GPU).
 - `fuzz`: for `--seconds`, random valid inputs (each op's documented domain) and invalid ones to every op and layer
   (CPU or GPU, every backend there); the findings (an unclear error, a non-finite output, backends that disagree
   beyond the contract) with code reproducing each. Exit status 1 if there are any.

@@ -1,14 +1,10 @@
 """GPU training-step benchmark: a small model's whole step in the trainer (draw the batch, forward, backward, clip,
-AdamW update) in three modes, alone and as N processes training at once, which is how `linattn run --jobs N` shares
-one GPU:
-- `eager`: the batch drawn, then the step launched op by op;
-- `graph`: the step replayed from a CUDA graph (`train(cuda_graph=True)`, `linattn.train.graph`);
-- `ahead`: graphed, with the next batch drawn on a worker thread while the GPU runs the step
-  (`train(prefetch=True)`, `linattn.train.prefetch`; what `linattn run` does on a GPU).
+AdamW update), eager and replayed from CUDA graphs (`train(cuda_graph=True)`, `linattn.train.graph`), alone and as
+N processes training at once, which is how `linattn run --jobs N` shares one GPU.
 
 The model and task: the VLA paper's TinyLM on MQAR (n = 24 pairs, 64 rows of 73 tokens), or with `--experiment
-NAME` that experiment's first run of each mixer (its first protocol), whose batches may take the host longer to draw
-(a task mixture's rows) than the GPU takes to train on them.
+NAME` that experiment's first run of each mixer (its first protocol): its own model, task and batch, which the host
+may take longer to draw than the GPU takes to train on (kla-stack's stack traces).
 
 A model this small is bound by the host: its eager step launches many kernels that each take the GPU little time.
 A graph launches them at once, so a process alone runs at the GPU's pace; N processes share the GPU by turns,
@@ -39,7 +35,7 @@ from linattn.train import TrainConfig, supervised_cross_entropy, train
 
 N_PAIRS, ROWS = 24, 64
 LOG_EVERY = 25
-MODES = {"eager": (False, False), "graph": (True, False), "ahead": (True, True)}  # mode -> (cuda_graph, prefetch)
+MODES = {"eager": False, "graph": True}  # mode -> cuda_graph
 
 
 @dataclass(frozen=True)
@@ -83,12 +79,10 @@ def step_ms(setup: Setup, mode: str, steps: int, threads: int | None = None) -> 
     config = TrainConfig(
         steps=steps, batch_size=setup.rows, warmup_steps=10, eval_every=0, checkpoint_every=0, log_every=LOG_EVERY
     )
-    cuda_graph, prefetch = MODES[mode]
     records: list[dict] = []
     train(
         model, config, lambda step, gen: generate(setup.task, setup.rows, gen), None, None, device="cuda",
-        progress=False, loss_fn=supervised_cross_entropy, cuda_graph=cuda_graph, prefetch=prefetch,
-        on_metrics=records.append,
+        progress=False, loss_fn=supervised_cross_entropy, cuda_graph=MODES[mode], on_metrics=records.append,
     )  # fmt: skip
     elapsed = [r["elapsed_s"] for r in records]
     return statistics.median(1e3 * (b - a) / LOG_EVERY for a, b in itertools.pairwise(elapsed[1:]))
@@ -126,15 +120,14 @@ def run(mixers: list[str], processes: list[int], steps: int, experiment: str | N
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| mixer | processes | ms / step: eager | graphed | graphed, drawn ahead | steps / s, all: eager | graphed "
-        "| graphed, drawn ahead | drawn ahead ÷ eager |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| mixer | processes | eager ms / step | graphed ms / step | eager steps / s, all | graphed steps / s, all "
+        "| graphed ÷ eager |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        gain = r["ahead_steps_per_s"] / r["eager_steps_per_s"]
+        gain = r["graph_steps_per_s"] / r["eager_steps_per_s"]
         lines.append(
-            f"| {r['mixer']} | {r['processes']} | {r['eager_ms']:.2f} | {r['graph_ms']:.2f} | {r['ahead_ms']:.2f} | "
-            f"{r['eager_steps_per_s']:,.0f} | {r['graph_steps_per_s']:,.0f} | {r['ahead_steps_per_s']:,.0f} | "
-            f"{gain:.2f}× |"
+            f"| {r['mixer']} | {r['processes']} | {r['eager_ms']:.2f} | {r['graph_ms']:.2f} | "
+            f"{r['eager_steps_per_s']:,.0f} | {r['graph_steps_per_s']:,.0f} | {gain:.2f}× |"
         )
     return "\n".join(lines) + "\n"

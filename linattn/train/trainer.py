@@ -16,7 +16,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator
-from contextlib import closing, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -34,7 +34,6 @@ from linattn.train.config import TrainConfig
 from linattn.train.distributed import DistInfo
 from linattn.train.graph import GraphedStep
 from linattn.train.lock import folder_lock
-from linattn.train.prefetch import BatchPrefetch
 from linattn.train.schedule import warmup_cosine
 
 METRICS_NAME = "metrics.jsonl"
@@ -176,15 +175,13 @@ def train(
     checkpoint_seconds: float | None = 300.0,
     on_metrics: OnMetrics | None = None,
     cuda_graph: bool = False,
-    prefetch: bool | None = None,
 ) -> TrainResult:
     """Train `model` for `config.steps` AdamW updates on `train_batch(step, generator)`, resuming from
     `out_dir/checkpoint.pt` when it exists.
 
     - `train_batch(step, generator)`: the `Batch` of update `step` (0-based), `config.batch_size` rows, drawn from
-      the trainer's CPU `torch.Generator` (seeded `config.seed + rank`, checkpointed with the run) and from nothing
-      else random (with `prefetch` it runs on a worker thread beside the step); or packed (with `cu_seqlens`): one
-      row of `config.batch_size` windows of equal length back to back.
+      the trainer's CPU `torch.Generator` (seeded `config.seed + rank`, checkpointed with the run); or packed (with
+      `cu_seqlens`): one row of `config.batch_size` windows of equal length back to back.
     - `evaluate(model)`: metrics of the (unwrapped) model, called in eval mode under `torch.no_grad()` and the
       training autocast every `config.eval_every` steps and at the end; None skips evals (and early stopping).
     - `out_dir`: where the checkpoint and the metrics log go; None writes nothing and cannot resume.
@@ -203,8 +200,6 @@ def train(
       small models, whose eager step is the host's launches. One CUDA process, `loss_fn=supervised_cross_entropy`
       (the graph replays its value) and a `train_batch` drawn on the host; packed batches run eagerly, as do
       shapes past the first few (which ones, a resume can change: then the resume is exact to rounding only).
-    - `prefetch`: draw the next update's batch on a worker thread while the device runs this one's step
-      (`linattn.train.prefetch`; the same batches, so the same run); None: on a CUDA device.
 
     A non-finite loss or gradient stops the run without applying that update (`stop_reason` "diverged: …"), so
     `model` keeps its last finite weights: a diverging configuration (the KLA paper's ablation) is a result, not a
@@ -225,7 +220,7 @@ def train(
         return _train(
             model, config, train_batch, evaluate, out_dir,
             device=device, progress=progress, loss_fn=loss_fn, sharding=sharding,
-            checkpoint_seconds=checkpoint_seconds, on_metrics=on_metrics, cuda_graph=cuda_graph, prefetch=prefetch,
+            checkpoint_seconds=checkpoint_seconds, on_metrics=on_metrics, cuda_graph=cuda_graph,
         )  # fmt: skip
 
 
@@ -243,7 +238,6 @@ def _train(
     checkpoint_seconds: float | None,
     on_metrics: OnMetrics | None,
     cuda_graph: bool,
-    prefetch: bool | None,
 ) -> TrainResult:
     """`train`, its output folder locked."""
     if checkpoint_seconds is not None and not checkpoint_seconds > 0:
@@ -311,10 +305,9 @@ def _train(
     postfix: dict[str, str] = {}
     model.train()
     bar = tqdm(total=config.steps, initial=run.step, desc="train", unit="step", disable=not (progress and info.is_main))
-    batches = BatchPrefetch(train_batch, data_rng, device.type == "cuda" if prefetch is None else prefetch)
-    with bar, closing(batches):
+    with bar:
         while run.step < config.steps and run.stop_reason is None:
-            batch = batches.get(run.step)
+            batch = train_batch(run.step, data_rng)
             _check_batch_size(batch, config.batch_size, run.step)
             loss = graphed(batch) if graphed is not None else None
             if loss is None:
@@ -322,8 +315,6 @@ def _train(
                 with autocast():
                     loss = loss_fn(ddp_model, batch)
                 loss.backward()
-            if run.step + 1 < config.steps:
-                batches.ahead(run.step + 1)  # while the device works through this step
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip or math.inf)
             lr = optimizer.param_groups[0]["lr"]  # the rate of this update
             # a diverged run (a non-finite loss makes a non-finite norm) stops with its last finite weights: the
@@ -377,7 +368,7 @@ def _train(
             ):
                 last_saved = time.perf_counter()
                 paused_at = time.perf_counter()
-                ranks = distributed.gather_objects(_rank_state(batches.rng_state(), window, device), info)
+                ranks = distributed.gather_objects(_rank_state(data_rng, window, device), info)
                 model_state, optimizer_state = distributed.whole_state_dicts(model, optimizer, info, sharding)
                 if info.is_main:
                     checkpoint = {
@@ -421,11 +412,10 @@ def _time_to_save(seconds: float | None, last_saved: float, info: DistInfo) -> b
     return distributed.broadcast_from_main(time.perf_counter() - last_saved >= seconds, info)
 
 
-def _rank_state(data_rng_state: torch.Tensor, window: _Window, device: torch.device) -> dict:
-    """What differs between ranks and must survive a restart: RNG states (the data generator's as after the last
-    batch trained on) and the open logging window."""
+def _rank_state(data_rng: torch.Generator, window: _Window, device: torch.device) -> dict:
+    """What differs between ranks and must survive a restart: RNG states and the open logging window."""
     return {
-        "data_rng": data_rng_state,
+        "data_rng": data_rng.get_state(),
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
         "window_loss": window.loss.item(),
