@@ -47,7 +47,8 @@ def _parser() -> _Parser:
     run.add_argument("name", help="experiment name (see `linattn list`)")
     run.add_argument(
         "--protocol",
-        help="'paper' (exactly the paper's recipe; the default where an experiment has it) or 'fair' (`linattn list`)",
+        help="one of the experiment's protocols, as `linattn list` names them (e.g. 'paper': exactly the paper's "
+        "recipe, the default where an experiment has it; 'fair')",
     )
     run.add_argument("--quick", action="store_true", help="a smaller version that runs on a 2-core CPU in minutes")
     run.add_argument("--device", default="auto", help="'cpu', 'cuda' or 'auto' (cuda when available)")

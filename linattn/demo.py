@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs=args.jobs,
         root=out / "results",
         force=True,
-        command="python -m linattn.demo",
+        command=" ".join(["python -m linattn.demo", *(sys.argv[1:] if argv is None else argv)]),
     )
     print(
         f"done in {time.perf_counter() - start:.0f} s; the paper's numbers (in parentheses) come from 3000 steps at "

@@ -211,6 +211,9 @@ def load_compared(run_dir: str | Path) -> tuple[DecoderLM, FileTokenizer]:
     if tokenizer is None or tokenizer.fingerprint != json.loads((cache / "test.json").read_text())["tokenizer"]:
         raise ValueError(f"tokenizer: {path} is missing or not the one that tokenised {cache}")
     weights = run_dir / (BEST_NAME if (run_dir / BEST_NAME).exists() else CHECKPOINT_NAME)
+    if not weights.exists():  # the repository keeps a run's record and log, not its weights
+        raise ValueError(f"{run_dir}: no weights ({BEST_NAME} or {CHECKPOINT_NAME}); train the run on this machine "
+                         "(`linattn run lm-compare` with its protocol) to export or probe it")  # fmt: skip
     model = DecoderLM(ModelConfig(**record["model"]))
     model.load_state_dict(load_checkpoint(weights)["model"])
     return model.eval(), tokenizer

@@ -132,6 +132,10 @@ def test_a_compared_model_exports_to_the_auto_classes_generates_and_is_probed(co
                  "--json", str(tmp_path / "probe.json")]) == 0  # fmt: skip
     probe = json.loads((tmp_path / "probe.json").read_text())
     assert probe["split"] == "train" and set(probe["loss"]) == set(probe["passkey"]) == {"100", "200"}
+    (tmp_path / "weightless").mkdir()  # a run as the repository keeps it: its record, no weights
+    shutil.copy(tmp_path / "run" / "result.json", tmp_path / "weightless")
+    with pytest.raises(ValueError, match=r"weightless: no weights \(best.pt or checkpoint.pt\); train the run"):
+        lm_compare.load_compared(tmp_path / "weightless")
 
 
 def test_the_passkey_rows_ask_the_key_stated_in_their_text(corpus, monkeypatch):
