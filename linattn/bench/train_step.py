@@ -3,8 +3,8 @@ AdamW update), eager and replayed from CUDA graphs (`train(cuda_graph=True)`, `l
 N processes training at once, which is how `linattn run --jobs N` shares one GPU.
 
 The model and task: the VLA paper's TinyLM on MQAR (n = 24 pairs, 64 rows of 73 tokens), or with `--experiment
-NAME` that experiment's first run of each mixer (its first protocol): its own model, task and batch, which the host
-may take longer to draw than the GPU takes to train on (kla-stack's stack traces).
+NAME` that experiment's first run of each mixer (its first protocol): its own model, task and batch size, so that
+a step is timed as that experiment trains it, its batches drawn on the host included.
 
 A model this small is bound by the host: its eager step launches many kernels that each take the GPU little time.
 A graph launches them at once, so a process alone runs at the GPU's pace; N processes share the GPU by turns,
