@@ -70,26 +70,27 @@ mapfile -t unfinished < <([ ${#roots[@]} -gt 0 ] && for c in $(find "${roots[@]}
   [ -e "$(dirname "$c")/result.json" ] || echo "$c"
 done)
 # the device returns at most 8 files and 64 MiB from $OUT: one archive of as many checkpoints as fit beside what is
-# there already, the smallest first (the most runs), each other run named and left behind
-spare=/tmp/checkpoint-pieces
-kept=()
+# there already, the smallest first (the most runs), each other run named and left behind. Chosen by the files' own
+# sizes (weights barely compress, so they bound the archive's) and packed once: trying each candidate's archive in
+# turn took tens of seconds with many runs unfinished, past the job's end.
+piece=$((15 * 1024 * 1024))
+budget=$((63 * 1024 * 1024 - $(du -sb "$OUT" | cut -f1) - 1024 * 1024))  # 1 MiB for the archive's headers
+slots=$((8 - $(find "$OUT" -type f | wc -l)))
+kept=() total=0
 mapfile -t unfinished < <([ ${#unfinished[@]} -gt 0 ] && du -b "${unfinished[@]}" | sort -n | cut -f2)
 for c in "${unfinished[@]}"; do
   run_dir=$(dirname "$c")
   # the run's best weights too, where it keeps them (`RunSpec.select_on`)
-  candidate=("${kept[@]}" "$c")
+  candidate=("$c")
   [ -e "$run_dir/best.pt" ] && candidate+=("$run_dir/best.pt")
-  rm -rf "$spare" && mkdir -p "$spare"
-  tar czf - "${candidate[@]}" | split -b 15M -d - "$spare/checkpoints.tgz."
-  files=$(($(find "$OUT" -type f | wc -l) + $(find "$spare" -type f | wc -l)))
-  bytes=$(($(du -sb "$OUT" | cut -f1) + $(du -sb "$spare" | cut -f1)))
-  if [ "$files" -le 8 ] && [ "$bytes" -le $((63 * 1024 * 1024)) ]; then
-    kept=("${candidate[@]}")
+  size=$(du -cb "${candidate[@]}" | tail -n 1 | cut -f1)
+  if [ $((total + size)) -le "$budget" ] && [ $(((total + size + piece - 1) / piece)) -le "$slots" ]; then
+    kept+=("${candidate[@]}")
+    total=$((total + size))
   else
     echo "== unfinished, its checkpoint left on the machine (over the 8 files / 64 MiB that come back): $run_dir"
   fi
 done
-rm -rf "$spare"
 if [ ${#kept[@]} -gt 0 ]; then
   tar czf - "${kept[@]}" | split -b 15M -d - "$OUT/checkpoints.tgz."
   echo "== unfinished runs in checkpoints.tgz.*: $(printf "%s\n" "${kept[@]}" | grep -c checkpoint.pt)"
