@@ -282,7 +282,7 @@ def hardware(results: dict) -> str:
 def report_header(results: dict, title: str) -> list[str]:
     """The first lines of a `table.md`: the title, what was measured, the command and where it ran."""
     quick = "fewer settings (the rows below) and a shorter training than the protocol's"
-    quick = f" The quick version: {quick}." if results.get("quick") else ""
+    quick = f" (the quick version: {quick})" if results.get("quick") else ""
     return [
         f"# {title}",
         "",
