@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import os
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from linattn.experiments.mixers import MIXERS
+from linattn.experiments.runner import threads_per_job
 from linattn.models import DecoderLM, ModelConfig, preset
 from linattn.tasks import VLAMQARConfig, generate
 from linattn.train import TrainConfig, supervised_cross_entropy, train
@@ -92,7 +92,7 @@ def _at_once(setup: Setup, mode: str, steps: int, processes: int) -> list[float]
     """Each of `processes` concurrent processes' `step_ms`."""
     if processes == 1:
         return [step_ms(setup, mode, steps)]
-    threads = max(1, (os.cpu_count() or 1) // processes)  # the cores shared out, as `linattn run --jobs` does
+    threads = threads_per_job(processes)  # as `linattn run --jobs` shares the cores
     context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
     with ProcessPoolExecutor(processes, mp_context=context) as pool:
         return list(pool.map(step_ms, *zip(*[(setup, mode, steps, threads)] * processes)))

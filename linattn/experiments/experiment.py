@@ -29,7 +29,7 @@ from linattn.experiments.runner import RunSpec, run_all
 from linattn.extras import pyplot
 from linattn.io import save_figure, write_atomic
 from linattn.models import DecoderLM
-from linattn.tasks.mqar import seq_len_of
+from linattn.tasks import seq_len_of
 
 THEN = "` then `"  # between the commands of an extended result, shown in backticks: `A` then `B`
 
@@ -281,12 +281,11 @@ def hardware(results: dict) -> str:
 
 def report_header(results: dict, title: str) -> list[str]:
     """The first lines of a `table.md`: the title, what was measured, the command and where it ran."""
-    quick = "fewer settings (the rows below) and a shorter training than the protocol's"
-    quick = f" (the quick version: {quick})" if results.get("quick") else ""
+    quick = " (the quick version: fewer settings, the rows below, and a shorter training than the protocol's)"
     return [
         f"# {title}",
         "",
-        results["description"] + quick,
+        results["description"] + (quick if results.get("quick") else ""),
         "",
         f"Command: `{results['command']}`  ",
         f"Hardware: {hardware(results)}",

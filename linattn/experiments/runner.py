@@ -42,8 +42,7 @@ from linattn.experiments.archive import (
 from linattn.extras import tqdm
 from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
-from linattn.tasks import AccuracyMeter, Batch, MQARConfig, MQARMixtureConfig, generate
-from linattn.tasks.mqar import seq_len_of
+from linattn.tasks import AccuracyMeter, Batch, generate, seq_len_of
 from linattn.train import TrainConfig, supervised_cross_entropy, supervised_logits, train
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from linattn.train.trainer import METRICS_NAME
@@ -341,10 +340,13 @@ def _worker(
 def training_work(spec: RunSpec) -> int:
     """A run's work, to start the longest first: the tokens it trains on (its early stop unknown) times its model's
     width² and depth; the order only, so that the last runs of a pool are short ones and the pool ends together."""
-    task = spec.task
-    length = seq_len_of(task) if isinstance(task, MQARConfig | MQARMixtureConfig) else task.seq_len
     model = spec.model
-    return spec.train.steps * spec.train.batch_size * length * model.d_model**2 * model.n_layers
+    return spec.train.steps * spec.train.batch_size * seq_len_of(spec.task) * model.d_model**2 * model.n_layers
+
+
+def threads_per_job(jobs: int) -> int:
+    """The CPU threads each of `jobs` processes running at once gets: the cores shared out, at least one."""
+    return max(1, (os.cpu_count() or 1) // jobs)
 
 
 def _devices(device: str, n: int) -> list[str]:
@@ -394,7 +396,7 @@ def run_all(
         if device.startswith("cuda") and len(set(_devices(device, jobs))) < jobs and not mps_running():
             print(f"note: {jobs} runs share a GPU by turns; with an MPS daemon (`nvidia-cuda-mps-control -d`, before "
                   "this command) their kernels run side by side, faster for small models")  # fmt: skip
-        threads = max(1, (os.cpu_count() or 1) // jobs)
+        threads = threads_per_job(jobs)
         context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_die_with_parent) as pool:
             longest_first = sorted(specs, key=training_work, reverse=True)

@@ -1,9 +1,9 @@
 """Tasks: typed configs and pure generators (a local `torch.Generator`, never global RNG) of the synthetic tasks,
 of byte-level text (`text.py`), of a tokenised corpus (`corpus.py`) and RULER's passkey on its text (`passkey.py`).
 
-`generate(config, batch_size, generator) -> Batch` works for every task config; each module also has its own
-`generate` (`linattn.tasks.mqar.generate_vla`, … for a single MQAR format). Accuracy per slice and the mean loss:
-`accuracy`, `AccuracyMeter`.
+`generate(config, batch_size, generator) -> Batch` and `seq_len_of(config)` work for every task config; each module
+also has its own `generate` (`linattn.tasks.mqar.generate_vla`, … for a single MQAR format). Accuracy per slice and
+the mean loss: `accuracy`, `AccuracyMeter`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,11 @@ from linattn.tasks.text import TextConfig
 TaskConfig = (
     MQARConfig | MQARMixtureConfig | CopyConfig | SNIAHConfig | StackConfig | TextConfig | CorpusConfig | PasskeyConfig
 )
+
+
+def seq_len_of(config: TaskConfig) -> int:
+    """The sequence length `T` of the batches a task config generates (an MQAR mixture's: its longest setting's)."""
+    return mqar.seq_len_of(config) if isinstance(config, MQARConfig | MQARMixtureConfig) else config.seq_len
 
 
 def generate(config: TaskConfig, batch_size: int, generator: torch.Generator) -> Batch:
@@ -86,5 +91,6 @@ __all__ = [
     "accuracy",
     "generate",
     "generate_mixture",
+    "seq_len_of",
     "zoology_mix",
 ]
