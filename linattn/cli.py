@@ -61,7 +61,8 @@ def _parser() -> _Parser:
     run.add_argument(
         "--seeds",
         type=int,
-        help="train every run this many times (the protocol's seed, then the next ones; default 1), report the median",
+        help="train every run of the mixers asked for this many times (the protocol's seed, then the next ones; "
+        "default 1) and report the median; an existing result's other mixers keep the seeds they have",
     )
     run.add_argument(
         "--start-by",

@@ -79,26 +79,32 @@ class Experiment:
         lr_below = None if quick else self.lr_below  # a quick run's grid is one lr: no edge to look below
         if force and out.exists():
             shutil.rmtree(out)
+        counts = dict.fromkeys(mixers, seeds)  # each mixer's seeds
         if (out / "results.json").exists():
             earlier = json.loads((out / "results.json").read_text())
-            done, done_seeds = tuple(earlier["mixers"]), earlier.get("seeds", 1)
+            done = seed_counts(earlier)
+            # the named mixers get `seeds` (never fewer than they have); the others keep theirs
+            counts = {**done, **{m: max(seeds, done.get(m, 0)) for m in mixers}}
             edge_done = lr_below is None or earlier.get("lr_below") == lr_below
-            if set(mixers) <= set(done) and seeds <= done_seeds and edge_done:
+            if counts == done and edge_done:
                 print(f"{out / 'results.json'} exists: kept (use --force to run again)")
                 return out
-            new = [m for m in mixers if m not in done] + [f"seeds {done_seeds} → {seeds}"] * (seeds > done_seeds)
+            new = [m for m in mixers if m not in done]
+            more: dict[tuple[int, int], list[str]] = {}
+            for m in mixers:
+                if m in done and counts[m] > done[m]:
+                    more.setdefault((done[m], counts[m]), []).append(m)
+            new += [f"seeds {a} → {b} for {', '.join(ms)}" for (a, b), ms in more.items()]
             if not edge_done:
                 new.append(f"lr {lr_below:g} at the grid's lower edge")
             print(f"{out / 'results.json'} exists: extending it with {new}")
             # extend it (earlier runs are read back), columns in the experiment's order, then any others
-            union = tuple(dict.fromkeys(done + tuple(mixers)))
-            mixers = tuple(m for m in self.mixers if m in union) + tuple(m for m in union if m not in self.mixers)
-            seeds = max(seeds, done_seeds)
+            mixers = tuple(m for m in self.mixers if m in counts) + tuple(m for m in counts if m not in self.mixers)
             # the table's command line: what made the earlier columns, then this one
             command = f"{earlier['command']}{THEN}{command}"
         if self.prepare is not None:
             self.prepare(protocol, quick)
-        specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(seeds)]
+        specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(counts[s.mixer])]
         # a quick run's state sizes are not the full one's: no reference point stands beside them
         paper = {} if quick and self.x_axis == "state_size" else self.paper
         run = partial(
@@ -130,7 +136,8 @@ class Experiment:
             "metric": self.metric,
             "mixers": list(mixers),
             "table": summary[self.metric],
-            "seeds": seeds,
+            "seeds": max(counts[m] for m in mixers),
+            **({"seeds_by_mixer": {m: counts[m] for m in mixers}} if len({counts[m] for m in mixers}) > 1 else {}),
             "spread": summary["spread"],
             "chosen_lr": summary["lr"],
             **({"lr_below": lr_below} if lr_below is not None else {}),
@@ -169,6 +176,24 @@ class Experiment:
         write_atomic(out / "results.json", json.dumps(results, indent=2))
         print(table_markdown(results))
         return out
+
+
+def seed_counts(results: dict) -> dict[str, int]:
+    """How many training seeds each mixer of a `results.json` has (`--seeds` for some mixers only gives them more)."""
+    return results.get("seeds_by_mixer") or dict.fromkeys(results["mixers"], results.get("seeds", 1))
+
+
+def seeds_text(results: dict) -> str:
+    """`"3 training seeds"`, or where the mixers differ `"each mixer's training seeds (softmax 3, the others 1)"`
+    (each mixer named where no count is most mixers')."""
+    counts = seed_counts(results)
+    usual = max(set(counts.values()), key=list(counts.values()).count)
+    if all(n == usual for n in counts.values()):
+        return f"{usual} training seeds"
+    if 2 * list(counts.values()).count(usual) <= len(counts):
+        return "each mixer's training seeds (" + ", ".join(f"{m} {n}" for m, n in counts.items()) + ")"
+    odd = ", ".join(f"{m} {n}" for m, n in counts.items() if n != usual)
+    return f"each mixer's training seeds ({odd}, the others {usual})"
 
 
 def state_sizes(specs: list[RunSpec]) -> dict[str, dict[str, int]]:
@@ -309,7 +334,7 @@ def table_markdown(results: dict) -> str:
     lines = [
         *report_header(results, title),
         f"{MEASURES[metric][0]} (ours), with the paper's number in parentheses where it reports one."
-        + (f" Ours: the median of {seeds} training seeds, [lowest – highest] beside it." if seeds > 1 else ""),
+        + (f" Ours: the median of {seeds_text(results)}, [lowest – highest] beside it." if seeds > 1 else ""),
         "",
         f"| {results['x_name']} | " + " | ".join(mixers) + " |",
         "|---:|" + "---:|" * len(mixers),

@@ -21,12 +21,18 @@ from linattn.train.trainer import METRICS_NAME
 def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, seeds: int | None = None) -> str:
     """A markdown summary: how many of the runs finished and began, then one row per mixer, setting (and seed) and
     one column per learning rate, each cell the run's test metric, `step N` or `–` (below the grid, `lr_below`,
-    only the runs that began). `seeds` None: as many as the finished runs show."""
+    only the runs that began). `seeds` None: each mixer as many as its finished runs show."""
     out = experiment.output_dir(root, protocol, quick)
     runs, finished_runs = out / RUNS_NAME, finished_in(out)
-    if seeds is None:
-        seeds = 1 + max((run.record.get("replicate", 0) for run in finished_runs.values()), default=0)
-    specs = [replace(s, replicate=i) for s in experiment.plan(protocol, quick, experiment.mixers) for i in range(seeds)]
+    counts: dict[str, int] = {}
+    for run in finished_runs.values():
+        mixer = run.record["mixer"]
+        counts[mixer] = max(counts.get(mixer, 1), 1 + run.record.get("replicate", 0))
+    specs = [
+        replace(s, replicate=i)
+        for s in experiment.plan(protocol, quick, experiment.mixers)
+        for i in range(counts.get(s.mixer, 1) if seeds is None else seeds)
+    ]
     lrs = sorted({s.train.lr for s in specs})
     rows: dict[str, dict[float, str]] = {}
     finished = begun = 0

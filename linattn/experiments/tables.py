@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from linattn.experiments.archive import finished_in
-from linattn.experiments.experiment import THEN, hardware, summarize
+from linattn.experiments.experiment import THEN, hardware, seeds_text, summarize
 from linattn.experiments.mixers import VLA_COMPARISON
 from linattn.experiments.paper import VLA_MQAR_CAPACITY
 from linattn.io import write_atomic
@@ -50,7 +50,7 @@ def capacity_tables(root: Path = Path("results")) -> str:
     seeds = paper.get("seeds", 1)
     lines = [
         f"**Paper protocol** (`{_without_device(paper['command'])}`; {hardware(paper)}): 3000 steps, batch 64, "
-        f"lr 3e-4, {'one seed' if seeds == 1 else f'the median of {seeds} seeds'}. Ours, with the paper's number in "
+        f"lr 3e-4, {'one seed' if seeds == 1 else f'the median of {seeds_text(paper)}'}. Ours, with the paper's number in "
         "parentheses.",
         "",
         "| n_pairs | " + " | ".join(paper["mixers"]) + " |",

@@ -17,6 +17,7 @@ from linattn.experiments import runner
 from linattn.experiments.archive import FinishedRun
 from linattn.experiments.experiment import Experiment, edge_runs, loss_curves, plot, summarize, table_markdown
 from linattn.experiments.mixers import MIXERS, parse_mixers
+from linattn.experiments.progress import progress
 from linattn.experiments.registry import EXPERIMENTS
 from linattn.experiments.runner import RunSpec, run_one, training_key
 from linattn.experiments.tables import _without_device, zoology_tables
@@ -106,12 +107,24 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     # extending keeps the experiment's column order, whatever order the mixers were run in
     TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=False, command="x")
     assert json.loads((out / "results.json").read_text())["mixers"] == ["vla", "softmax"]
-    # more seeds extend it too: the first replicate's runs are read back, the second's trained
+    # more seeds extend it too, for the mixers asked for only: the first replicate's runs are read back, the second's
+    # trained; softmax keeps its one seed
     TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=False, command="s",
              seeds=2)  # fmt: skip
     seeded = json.loads((out / "results.json").read_text())
-    assert seeded["seeds"] == 2 and len(seeded["runs"]) == 8 and {r["replicate"] for r in seeded["runs"]} == {0, 1}
-    assert (out / "runs" / "vla-x2-lr0.001-s1" / "result.json").exists() and "[" in (out / "table.md").read_text()
+    assert seeded["seeds"] == 2 and seeded["seeds_by_mixer"] == {"vla": 2, "softmax": 1}
+    assert sorted((r["mixer"], r["replicate"]) for r in seeded["runs"]) == sorted(
+        [("vla", 0), ("vla", 0), ("vla", 1), ("vla", 1), ("softmax", 0), ("softmax", 0)]
+    )
+    assert (out / "runs" / "vla-x2-lr0.001-s1" / "result.json").exists()
+    assert "the median of each mixer's training seeds (vla 2, softmax 1)" in (out / "table.md").read_text()
+    shown = progress(TINY, "paper", True, tmp_path)  # each mixer's seeds, as run
+    assert "vla, 2, seed 1" in shown and "softmax, 2, seed 1" not in shown
+    # every mixer at two seeds: one count again
+    TINY.run("paper", quick=True, mixers=("vla", "softmax"), device="cpu", jobs=1, root=tmp_path, force=False,
+             command="t", seeds=2)  # fmt: skip
+    both = json.loads((out / "results.json").read_text())
+    assert both["seeds"] == 2 and "seeds_by_mixer" not in both and len(both["runs"]) == 8
 
 
 def test_the_lr_grid_is_extended_below_where_its_lowest_was_best(tmp_path, capsys):
