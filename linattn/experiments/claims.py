@@ -223,8 +223,12 @@ CCQ_CLAIMS = (
     )),
     Claim("CCQ", "a transformer trained at 4K scores 0.000 at 8K; the CCQ variants keep substantial accuracy",
           "headline results", "0.000 at 8K", (
-        _r("the S-NIAH recipe, softmax attention with no position embeddings, trained at 1K", "ccq-sniah/paper",
-           rules.transformer_beyond, needs="linattn run ccq-sniah --mixers softmax --seeds 3 --device cuda"),
+        _r("the S-NIAH recipe, trained at 1K: softmax attention with rotary positions (the paper's Transformer++)",
+           "ccq-sniah/paper", rules.transformer_beyond("softmax-rope"),
+           needs="linattn run ccq-sniah --mixers softmax-rope --seeds 3 --device cuda"),
+        _r("the same, softmax attention with no position embeddings", "ccq-sniah/paper",
+           rules.transformer_beyond("softmax"), decides=False,
+           needs="linattn run ccq-sniah --mixers softmax --seeds 3 --device cuda"),
     )),
     Claim("CCQ", "CCQ improves its base's length extrapolation", "headline results",
           "better beyond the training length", (

@@ -28,9 +28,10 @@ def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, see
     for run in finished_runs.values():
         mixer = run.record["mixer"]
         counts[mixer] = max(counts.get(mixer, 1), 1 + run.record.get("replicate", 0))
+    mixers = experiment.mixers + tuple(m for m in counts if m not in experiment.mixers)  # and those run beside
     specs = [
         replace(s, replicate=i)
-        for s in experiment.plan(protocol, quick, experiment.mixers)
+        for s in experiment.plan(protocol, quick, mixers)
         for i in range(counts.get(s.mixer, 1) if seeds is None else seeds)
     ]
     lrs = sorted({s.train.lr for s in specs})

@@ -34,6 +34,7 @@ from functools import cached_property
 from pathlib import Path
 
 from linattn.experiments.archive import finished_in
+from linattn.experiments.registry import EXPERIMENTS
 
 HOLDS, PARTLY, FAILS, INCONCLUSIVE = "holds", "partly", "does not hold", "inconclusive"
 NOT_AT_SCALE, NOT_YET = "not reproducible at our scale", "not yet measured"
@@ -102,19 +103,23 @@ class Results:
         """The finished runs' full records (with their last validation, `val`) from the folder's archive."""
         return [run.record for run in finished_in(self.folder).values()]
 
-    def shortfall(self) -> tuple[str, int] | None:
-        """Why the mixers read so far have too few seeds to decide, and how many they need; None if enough."""
+    def shortfall(self) -> tuple[str, int, tuple[str, ...]] | None:
+        """Why the mixers read so far have too few seeds to decide, how many they need and which mixers (in the
+        result's order) have fewer; None if enough."""
         if not self.trained or not self.read:
             return None
-        seeds = {(m, x): v for m in sorted(self.read) for x, v in self.seeds(m).items()}
+        read = [m for m in self.data["table"] if m in self.read]
+        seeds = {(m, x): v for m in read for x, v in self.seeds(m).items()}
         fewest = min(len(v) for v in seeds.values())
         (m, x), values = max(seeds.items(), key=lambda kv: max(kv[1]) - min(kv[1]))
         spread = max(values) - min(values)
         if fewest < MIN_SEEDS:
-            return ("one seed" if fewest == 1 else f"{fewest} seeds"), MIN_SEEDS
-        if spread > SEED_SPREAD and fewest < MORE_SEEDS:
-            return f"its {fewest} seeds disagree by {spread:.2f} ({m} at {x}), more than {SEED_SPREAD}", MORE_SEEDS
-        return None
+            why, needed = ("one seed" if fewest == 1 else f"{fewest} seeds"), MIN_SEEDS
+        elif spread > SEED_SPREAD and fewest < MORE_SEEDS:
+            why, needed = f"its {fewest} seeds disagree by {spread:.2f} ({m} at {x}), more than {SEED_SPREAD}", MORE_SEEDS
+        else:
+            return None
+        return why, needed, tuple(m for m in read if min(len(v) for v in self.seeds(m).values()) < needed)
 
 
 Judge = Callable[[Results], Verdict]
@@ -132,19 +137,22 @@ class Reading:
     needs: str | None = None  # the command that measures it, where it is not `linattn run` of the folder
     reason: str = ""  # results None: why it is beyond our scale
 
-    def command(self, seeds: int = MIN_SEEDS) -> str:
+    def command(self, seeds: int = MIN_SEEDS, mixers: tuple[str, ...] = ()) -> str:
         """The command that measures (or completes) this reading: `needs` where it is one, else `linattn run` of the
-        folder (a training experiment's with `seeds` seeds)."""
-        if self.needs and self.needs.startswith("linattn "):
+        folder (a training experiment's with `seeds` seeds); given `mixers`, the folder's run of those mixers alone
+        to `seeds` seeds (the ones a verdict waits for)."""
+        if self.needs and self.needs.startswith("linattn ") and not mixers:
             return self.needs
         name, variant = self.results.split("/")
         if variant.startswith("default"):
             return f"linattn run {name}" + (" --device cuda" if "cuda" in variant else "") + " --force"
-        return f"linattn run {name} --protocol {variant} --seeds {seeds} --device cuda"
+        every = EXPERIMENTS[name].mixers if name in EXPERIMENTS else ()
+        subset = f" --mixers {','.join(mixers)}" if mixers and set(mixers) != set(every) else ""
+        return f"linattn run {name} --protocol {variant}{subset} --seeds {seeds} --device cuda"
 
-    def wants(self, seeds: int = MIN_SEEDS) -> str:
+    def wants(self, seeds: int = MIN_SEEDS, mixers: tuple[str, ...] = ()) -> str:
         """What would measure or decide this reading: its command, and `needs` where that is a condition in words."""
-        text = f"`{self.command(seeds)}`"
+        text = f"`{self.command(seeds, mixers)}`"
         return text + (f" with {self.needs}" if self.needs and not self.needs.startswith("linattn ") else "")
 
     def evaluate(self, root: Path) -> Verdict:
@@ -164,9 +172,9 @@ class Reading:
             return (
                 v if v.verdict != INCONCLUSIVE or not self.needs else replace(v, why=f"{v.why}; needs {self.wants()}")
             )
-        text, seeds = short
+        text, seeds, mixers = short
         why = f"{v.why}; and {text}" if v.verdict == INCONCLUSIVE else f"{text}: on it the rule reads {v.verdict}"
-        return Verdict(v.ours, INCONCLUSIVE, f"{why}; needs {self.wants(seeds)}")
+        return Verdict(v.ours, INCONCLUSIVE, f"{why}; needs {self.wants(seeds, mixers)}")
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,7 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     )
     extended = json.loads((out / "results.json").read_text())
     assert extended["mixers"] == ["vla", "softmax", "linear"] and extended["table"]["vla"] == results["table"]["vla"]
+    assert "| linear, 2 |" in progress(TINY, "paper", True, tmp_path)  # a mixer run beside the experiment's own
     # its command line says what made the earlier columns, then the new one; tables drop each one's device
     assert extended["command"] == f"{results['command']}` then `extend"
     assert (
