@@ -50,8 +50,8 @@ def capacity_tables(root: Path = Path("results")) -> str:
     seeds = paper.get("seeds", 1)
     lines = [
         f"**Paper protocol** (`{_without_device(paper['command'])}`; {hardware(paper)}): 3000 steps, batch 64, "
-        f"lr 3e-4, {'one seed' if seeds == 1 else f'the median of {seeds_text(paper)}'}. Ours, with the paper's number in "
-        "parentheses.",
+        f"lr 3e-4, {'one seed' if seeds == 1 else f'the median of {seeds_text(paper)}'}. Ours, with the paper's "
+        "number in parentheses.",
         "",
         "| n_pairs | " + " | ".join(paper["mixers"]) + " |",
         "|---:|" + "---:|" * len(paper["mixers"]),

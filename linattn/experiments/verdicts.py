@@ -116,7 +116,8 @@ class Results:
         if fewest < MIN_SEEDS:
             why, needed = ("one seed" if fewest == 1 else f"{fewest} seeds"), MIN_SEEDS
         elif spread > SEED_SPREAD and fewest < MORE_SEEDS:
-            why, needed = f"its {fewest} seeds disagree by {spread:.2f} ({m} at {x}), more than {SEED_SPREAD}", MORE_SEEDS
+            why = f"its {fewest} seeds disagree by {spread:.2f} ({m} at {x}), more than {SEED_SPREAD}"
+            needed = MORE_SEEDS
         else:
             return None
         return why, needed, tuple(m for m in read if min(len(v) for v in self.seeds(m).values()) < needed)
