@@ -52,7 +52,7 @@ def _parser() -> _Parser:
     )
     run.add_argument("--quick", action="store_true", help="a smaller version that runs on a 2-core CPU in minutes")
     run.add_argument("--device", default="auto", help="'cpu', 'cuda' or 'auto' (cuda when available)")
-    run.add_argument("--mixers", help="comma-separated subset of the experiment's mixers")
+    run.add_argument("--mixers", help="comma-separated mixers, the experiment's or others (default: the experiment's)")
     run.add_argument(
         "--jobs",
         type=int,
@@ -61,8 +61,9 @@ def _parser() -> _Parser:
     run.add_argument(
         "--seeds",
         type=int,
-        help="train every run of the mixers asked for this many times (the protocol's seed, then the next ones; "
-        "default 1) and report the median; an existing result's other mixers keep the seeds they have",
+        help="train every run of the --mixers this many times (the protocol's seed, then the next ones; default 1) "
+        "and report the median; an existing result's mixers never lose seeds, and those not named keep theirs (so a "
+        "cut extension resumes with the same --mixers)",
     )
     run.add_argument(
         "--start-by",
@@ -76,7 +77,9 @@ def _parser() -> _Parser:
     prog.add_argument("name", help="experiment name (see `linattn list`)")
     prog.add_argument("--protocol", help="as for `run` (default: the experiment's first)")
     prog.add_argument("--quick", action="store_true", help="the quick version's runs")
-    prog.add_argument("--seeds", type=int, help="as for `run` (default: as many as the finished runs show)")
+    prog.add_argument(
+        "--seeds", type=int, help="every mixer this many (default: each mixer as many as its result and runs show)"
+    )
     prog.add_argument("--results", default="results", help="results root (default results/)")
     rep = sub.add_parser("report", help="the claims report (REPORT.md), from results/")
     rep.add_argument("--results", default="results", help="results root (default results/)")

@@ -180,7 +180,7 @@ class Experiment:
 
 def seed_counts(results: dict) -> dict[str, int]:
     """How many training seeds each mixer of a `results.json` has (`--seeds` for some mixers only gives them more)."""
-    return results.get("seeds_by_mixer") or dict.fromkeys(results["mixers"], results.get("seeds", 1))
+    return {**dict.fromkeys(results["mixers"], results.get("seeds", 1)), **results.get("seeds_by_mixer", {})}
 
 
 def seeds_text(results: dict) -> str:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from linattn.experiments.archive import RUNS_NAME, FinishedRun, finished_in
-from linattn.experiments.experiment import Experiment
+from linattn.experiments.experiment import Experiment, seed_counts
 from linattn.experiments.runner import RunSpec
 from linattn.train.checkpoint import CHECKPOINT_NAME
 from linattn.train.trainer import METRICS_NAME
@@ -21,19 +21,26 @@ from linattn.train.trainer import METRICS_NAME
 def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, seeds: int | None = None) -> str:
     """A markdown summary: how many of the runs finished and began, then one row per mixer, setting (and seed) and
     one column per learning rate, each cell the run's test metric, `step N` or `–` (below the grid, `lr_below`,
-    only the runs that began). `seeds` None: each mixer as many as its finished runs show."""
+    only the runs that began). The mixers are the result's where it has one (else the experiment's), and any other
+    with a finished run; `seeds` None: each mixer's seeds as its result and finished runs count them, and any
+    replicate begun beyond; else every mixer `seeds`."""
     out = experiment.output_dir(root, protocol, quick)
     runs, finished_runs = out / RUNS_NAME, finished_in(out)
-    counts: dict[str, int] = {}
+    result = out / "results.json"
+    counts = seed_counts(json.loads(result.read_text())) if result.exists() else dict.fromkeys(experiment.mixers, 1)
     for run in finished_runs.values():
         mixer = run.record["mixer"]
         counts[mixer] = max(counts.get(mixer, 1), 1 + run.record.get("replicate", 0))
-    mixers = experiment.mixers + tuple(m for m in counts if m not in experiment.mixers)  # and those run beside
-    specs = [
-        replace(s, replicate=i)
-        for s in experiment.plan(protocol, quick, mixers)
-        for i in range(counts.get(s.mixer, 1) if seeds is None else seeds)
-    ]
+
+    def begun(spec: RunSpec) -> bool:
+        return spec.id in finished_runs or (runs / spec.id).exists()
+
+    specs = []
+    for spec in experiment.plan(protocol, quick, tuple(counts)):
+        i, n = 0, counts[spec.mixer] if seeds is None else seeds
+        while i < n or (seeds is None and begun(replace(spec, replicate=i))):
+            specs.append(replace(spec, replicate=i))
+            i += 1
     lrs = sorted({s.train.lr for s in specs})
     rows: dict[str, dict[float, str]] = {}
     finished = begun = 0

@@ -61,15 +61,15 @@ def baseline_matches(mixer: str) -> Judge:
 
 
 def _steps_to_solve(r: Results, mixer: str, n: int) -> str:
-    """How many steps `mixer`'s runs at `n` (at the chosen lr) took to reach the stopping accuracy, or their
-    budget where they did not."""
+    """How many steps `mixer`'s runs at `n` (at the chosen lr) took to reach the stopping accuracy (their median),
+    or how many of them did within their budget, and in how many steps each."""
     lr = r.get("chosen_lr", {}).get(mixer, {}).get(str(n))
     runs = [x for x in r["runs"] if x["mixer"] == mixer and x["x"] == n and x["lr"] == lr]
     solved = sorted(x["steps"] for x in runs if (x.get("stop_reason") or "").startswith("acc="))
     if len(solved) == len(runs):
         return f"solved in {statistics.median(solved):,.0f} steps"
     within = f"{len(solved)} of {len(runs)} seeds solved within {max(x['steps'] for x in runs):,} steps"
-    return within + (f": in {' and '.join(f'{n:,}' for n in solved)}" if solved else "")
+    return within + (f": in {', '.join(f'{steps:,}' for steps in solved)}" if solved else "")
 
 
 def softmax_cannot(long_budget: bool) -> Judge:
@@ -749,6 +749,6 @@ def transformer_beyond(softmax: str) -> Judge:
         ours = (f"{softmax} {r.cell(softmax, T)} at T = {T:,} (trained at {T0:,}), {r.cell(softmax, longest)} at "
                 f"{longest:,}; best CCQ {best[1]} {best[0]:.3f} at {T:,}")  # fmt: skip
         v = HOLDS if soft[T] <= 0.05 and best[0] >= 0.5 else PARTLY if soft[T] <= 0.05 or best[0] >= 0.5 else FAILS
-        return checked(Verdict(ours, v), soft[T0] >= 0.9, f"{softmax} {soft[T0]:.3f} at T = {T0}")
+        return checked(Verdict(ours, v), soft[T0] >= 0.9, f"{softmax} {soft[T0]:.3f} at T = {T0:,}")
 
     return judge

@@ -108,7 +108,7 @@ class Results:
         result's order) have fewer; None if enough."""
         if not self.trained or not self.read:
             return None
-        read = [m for m in self.data["table"] if m in self.read]
+        read = [m for m in self.data.get("mixers", self.data["table"]) if m in self.read]
         seeds = {(m, x): v for m in read for x, v in self.seeds(m).items()}
         fewest = min(len(v) for v in seeds.values())
         (m, x), values = max(seeds.items(), key=lambda kv: max(kv[1]) - min(kv[1]))

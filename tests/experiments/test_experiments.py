@@ -121,6 +121,8 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     assert "the median of each mixer's training seeds (vla 2, softmax 1)" in (out / "table.md").read_text()
     shown = progress(TINY, "paper", True, tmp_path)  # each mixer's seeds, as run
     assert "vla, 2, seed 1" in shown and "softmax, 2, seed 1" not in shown
+    (out / "runs" / "softmax-x2-lr0.001-s1").mkdir()  # a replicate begun beyond the result's count shows too
+    assert "| softmax, 2, seed 1 | – |" in progress(TINY, "paper", True, tmp_path)
     # every mixer at two seeds: one count again
     TINY.run("paper", quick=True, mixers=("vla", "softmax"), device="cpu", jobs=1, root=tmp_path, force=False,
              command="t", seeds=2)  # fmt: skip

@@ -11,6 +11,7 @@ import pytest
 
 from linattn.cli import main
 from linattn.experiments import claims, paper, report, verdicts
+from linattn.experiments.registry import EXPERIMENTS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -421,3 +422,30 @@ def test_accuracies_are_fractions_in_every_claim():
         "KLA 0.738 / GDN 0.668 / Mamba-2 0.643"
     )
     assert "Units: accuracies are fractions" in report.report(Path("no-results"))
+
+
+def test_a_transformer_beyond_its_training_length(tmp_path):
+    """The deciding reading is softmax with rotary positions (the paper's Transformer++), at twice the training
+    length; the one without positions stands beside it, not yet measured here."""
+    claim = _claim("a transformer trained at 4K scores 0.000 at 8K; the CCQ variants keep substantial accuracy")
+
+    def results(rope_2k: float) -> dict:
+        rope = {1024: [1.0] * 3, 2048: [rope_2k] * 3, 8192: [0.0] * 3}
+        return _trained({"softmax-rope": rope, "ccq-kla": {1024: [1.0] * 3, 2048: [0.9] * 3, 8192: [0.8] * 3}})
+
+    _write(tmp_path, "ccq-sniah/paper", results(0.0))
+    reading, v = claim.decide(tmp_path)
+    assert "rotary" in reading.protocol and v.verdict == verdicts.HOLDS
+    assert v.ours == ("softmax-rope 0.000 [0.000 – 0.000] at T = 2,048 (trained at 1,024), 0.000 [0.000 – 0.000] at "
+                      "8,192; best CCQ ccq-kla 0.900 at 2,048")  # fmt: skip
+    beside = [v for r, v in claim.rows(tmp_path) if not r.decides]
+    assert [v.verdict for v in beside] == [verdicts.NOT_YET]
+    _write(tmp_path / "kept", "ccq-sniah/paper", results(0.9))
+    assert claim.decide(tmp_path / "kept")[1].verdict == verdicts.PARTLY
+
+
+def test_a_command_names_only_the_mixers_short_of_seeds():
+    reading = verdicts.Reading("p", "kla-sniah/paper")
+    every = EXPERIMENTS["kla-sniah"].mixers
+    assert reading.command(5, every) == "linattn run kla-sniah --protocol paper --seeds 5 --device cuda"
+    assert reading.command(5, ("kla",)) == "linattn run kla-sniah --protocol paper --mixers kla --seeds 5 --device cuda"
