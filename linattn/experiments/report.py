@@ -45,7 +45,8 @@ UNITS = (
 RULES = [
     f"Seeds: no single seed decides a trained result. A rule reads the median over seeds of each test score (at the "
     f"learning rate the experiment chose), shown with the seeds' range in brackets, and needs at least {MIN_SEEDS} "
-    f"seeds, {MORE_SEEDS} where they disagree by more than {SEED_SPREAD}; with fewer the verdict is "
+    f"seeds at every setting it judges, {MORE_SEEDS} where they disagree there by more than {SEED_SPREAD} (numbers "
+    f"only shown beside a verdict do not count); with fewer the verdict is "
     f"**{INCONCLUSIVE}**, and it says what the rule reads on the seeds there are and which run adds the rest. "
     "Measurements of untrained models read their seeds' median; timings are medians of repeated calls.",
     "",

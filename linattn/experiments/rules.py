@@ -710,7 +710,7 @@ def ccq_lifts_passkey(r: Results) -> Verdict:
     T0 = min(r.row("gla"))
     recall = {m: {int(n.split()[-1]): p["exact"] for n, p in r["probes"][m].items()} for m in r["probes"]}
     lift = 100 * (recall["ccq-gla"][4096] - recall["gla"][4096])
-    r.row("ccq-gla")  # the seed rule reads the runs behind both
+    r.judged("gla", T0), r.judged("ccq-gla", T0)  # the probes are of these runs: the seed rule reads them
     ours = f"{lift:+.1f} points (gla {recall['gla'][4096]:.3f}, ccq-gla {recall['ccq-gla'][4096]:.3f}) at T = 4,096"
     v = Verdict(ours, HOLDS if lift >= 39 else PARTLY if lift > 0 else FAILS)
     best = max(recall, key=lambda m: recall[m].get(T0, 0.0))
@@ -746,7 +746,7 @@ def transformer_beyond(softmax: str) -> Judge:
         soft = r.row(softmax)
         T0, T, longest = min(soft), sorted(soft)[1], max(soft)
         best = max((r.row(m)[T], m) for m in r["table"] if m.startswith("ccq-"))
-        ours = (f"{softmax} {r.cell(softmax, T)} at T = {T:,} (trained at {T0:,}), {r.cell(softmax, longest)} at "
+        ours = (f"{softmax} {r.cell(softmax, T)} at T = {T:,} (trained at {T0:,}), {r.shown(softmax, longest)} at "
                 f"{longest:,}; best CCQ {best[1]} {best[0]:.3f} at {T:,}")  # fmt: skip
         v = HOLDS if soft[T] <= 0.05 and best[0] >= 0.5 else PARTLY if soft[T] <= 0.05 or best[0] >= 0.5 else FAILS
         return checked(Verdict(ours, v), soft[T0] >= 0.9, f"{softmax} {soft[T0]:.3f} at T = {T0:,}")

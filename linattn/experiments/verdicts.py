@@ -14,8 +14,9 @@ a verdict:
 Every rule names its positive control: the measurement that shows the run could have seen the effect.
 
 Seeds: no single seed decides a trained result. A rule reads the median over seeds of each test score (at the
-learning rate the experiment chose) and needs at least `MIN_SEEDS` of them, `MORE_SEEDS` where they disagree by more
-than `SEED_SPREAD`; with fewer the verdict is `inconclusive` and says what the rule reads on the seeds there are.
+learning rate the experiment chose) and needs at least `MIN_SEEDS` of them at every setting it reads, `MORE_SEEDS`
+where they disagree there by more than `SEED_SPREAD`; with fewer the verdict is `inconclusive` and says what the
+rule reads on the seeds there are.
 Untrained-model measurements (state norms, Jacobians, gradients) read their seeds' median too; timings are medians
 of repeated calls.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -55,12 +56,14 @@ class Verdict:
 class Results:
     """One `results.json` as the rules read it: `[key]` and `get` give its fields; for a trained experiment,
     `seeds(mixer)` is every seed's test score by setting at the chosen learning rate, `row(mixer)` their medians,
-    `cell(mixer, x)` a median with the seeds' range. The mixers read are remembered, for the seed rule
-    (`shortfall`)."""
+    `cell(mixer, x)` a median with the seeds' range, `shown(mixer, x)` the same for a number shown beside the
+    verdict but not judged, `judged(mixer, x)` the runs whose other numbers a rule judges. The settings a rule read
+    (a `row`'s values, a `cell`) are remembered for the seed rule (`shortfall`): seeds that disagree where the rule
+    did not look do not hold up its verdict."""
 
     def __init__(self, data: dict, folder: Path):
         self.data, self.folder = data, folder
-        self.read: set[str] = set()
+        self.read: dict[str, set[int]] = {}
 
     def __getitem__(self, key: str):
         return self.data[key]
@@ -76,7 +79,6 @@ class Results:
     def seeds(self, mixer: str) -> dict[int, list[float]]:
         """Every seed's test score of `mixer` by setting, at the learning rate chosen for that setting."""
         table = self.data["table"][mixer]  # a KeyError names a mixer the run did not train
-        self.read.add(mixer)
         metric, chosen = self.data.get("metric", "acc"), self.data.get("chosen_lr", {}).get(mixer, {})
         out: dict[int, list[float]] = {}
         for run in self.data.get("runs", []):
@@ -88,12 +90,24 @@ class Results:
                 out.setdefault(int(x), []).append(test[metric])
         return out or {int(x): [a] for x, a in table.items()}  # no run records: the table's one value
 
-    def row(self, mixer: str) -> dict[int, float]:
-        """The median over seeds of `mixer`'s test score, by setting."""
-        return {x: statistics.median(v) for x, v in sorted(self.seeds(mixer).items())}
+    def row(self, mixer: str) -> Mapping[int, float]:
+        """The median over seeds of `mixer`'s test score, by setting; each setting whose value is taken is read."""
+        medians = {x: statistics.median(v) for x, v in sorted(self.seeds(mixer).items())}
+        return _Row(medians, self.read.setdefault(mixer, set()))
 
     def cell(self, mixer: str, x: int, digits: int = 3) -> str:
-        """`median` or `median [lowest – highest]` of `mixer` at `x`."""
+        """`median` or `median [lowest – highest]` of `mixer` at `x`, which is read."""
+        text = self.shown(mixer, x, digits)
+        self.read.setdefault(mixer, set()).add(x)
+        return text
+
+    def judged(self, mixer: str, x: int) -> None:
+        """Read `mixer`'s runs at `x` for the seed rule where the rule judges other numbers of them (their probes)."""
+        self.seeds(mixer)[x]  # a KeyError names what the run did not train
+        self.read.setdefault(mixer, set()).add(x)
+
+    def shown(self, mixer: str, x: int, digits: int = 3) -> str:
+        """As `cell`, for a number shown beside the verdict that the rule does not judge (not read)."""
         values = self.seeds(mixer)[x]
         text = f"{statistics.median(values):.{digits}f}"
         return text + (f" [{min(values):.{digits}f} – {max(values):.{digits}f}]" if len(values) > 1 else "")
@@ -106,10 +120,12 @@ class Results:
     def shortfall(self) -> tuple[str, int, tuple[str, ...]] | None:
         """Why the mixers read so far have too few seeds to decide, how many they need and which mixers (in the
         result's order) have fewer; None if enough."""
-        if not self.trained or not self.read:
+        if not self.trained:
             return None
-        read = [m for m in self.data.get("mixers", self.data["table"]) if m in self.read]
-        seeds = {(m, x): v for m in read for x, v in self.seeds(m).items()}
+        read = [m for m in self.data.get("mixers", self.data["table"]) if self.read.get(m)]
+        if not read:
+            return None
+        seeds = {(m, x): v for m in read for x, v in self.seeds(m).items() if x in self.read[m]}
         fewest = min(len(v) for v in seeds.values())
         (m, x), values = max(seeds.items(), key=lambda kv: max(kv[1]) - min(kv[1]))
         spread = max(values) - min(values)
@@ -120,7 +136,27 @@ class Results:
             needed = MORE_SEEDS
         else:
             return None
-        return why, needed, tuple(m for m in read if min(len(v) for v in self.seeds(m).values()) < needed)
+        return why, needed, tuple(m for m in read if any(len(seeds[m, x]) < needed for x in self.read[m]))
+
+
+class _Row(Mapping):
+    """A mixer's medians by setting that adds each setting whose value is taken to `read` (iterating the settings
+    alone reads none); every way of taking values (`[x]`, `get`, `values`, `items`, a copy) goes through
+    `__getitem__`."""
+
+    def __init__(self, medians: dict[int, float], read: set[int]):
+        self._medians, self._read = medians, read
+
+    def __getitem__(self, x: int) -> float:
+        value = self._medians[x]
+        self._read.add(x)
+        return value
+
+    def __iter__(self):
+        return iter(self._medians)
+
+    def __len__(self) -> int:
+        return len(self._medians)
 
 
 Judge = Callable[[Results], Verdict]

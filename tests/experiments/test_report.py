@@ -449,3 +449,13 @@ def test_a_command_names_only_the_mixers_short_of_seeds():
     every = EXPERIMENTS["kla-sniah"].mixers
     assert reading.command(5, every) == "linattn run kla-sniah --protocol paper --seeds 5 --device cuda"
     assert reading.command(5, ("kla",)) == "linattn run kla-sniah --protocol paper --mixers kla --seeds 5 --device cuda"
+
+
+def test_the_seed_rule_reads_only_the_settings_a_rule_takes(tmp_path):
+    r = verdicts.Results(_trained({"a": {1: [1.0, 1.0, 1.0], 2: [0.0, 0.5, 1.0]}}), tmp_path)
+    row = r.row("a")
+    assert min(row) == 1 and r.shortfall() is None  # the settings alone read no value
+    assert row[1] == 1.0 and r.shown("a", 2) == "0.500 [0.000 – 1.000]"
+    assert r.shortfall() is None  # the seeds agree at 1; the value at 2 is only shown
+    assert dict(r.row("a")) == {1: 1.0, 2: 0.5}  # a copy takes every value
+    assert r.shortfall() == ("its 3 seeds disagree by 1.00 (a at 2), more than 0.1", 5, ("a",))
