@@ -14,6 +14,7 @@
 # .01, … (15 MiB pieces: a returned file may have 16; a d-256 model with its AdamW state is about 46 MB), as many runs
 # as fit beside results.tgz and the logs in the 8 files and 64 MiB that come back: `cat checkpoints.tgz.* | tar xzf -`
 # puts them back here, and the next call carries their runs' folders (64 MiB a call in all) and resumes them.
+# With TOGETHER=1 the experiments start at once (each with JOBS runs at a time) instead of one after another.
 # With START_MARGIN=S in the environment no run begins in the call's last S seconds (`linattn run --start-by`): set it
 # to about a run's length, so that the last call of a session ends with whole runs instead of runs whose checkpoints
 # may not fit in what comes back (the command then exits 1, naming the runs not begun).
@@ -39,21 +40,38 @@ python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", tr
 jobs_option=()
 [ "$jobs" -gt 0 ] && jobs_option=(--jobs "$jobs")
 deadline=$((SECONDS + seconds))
-status=0 i=0
-for spec in "$@"; do
-  i=$((i + 1))
-  left=$((deadline - SECONDS))
-  if [ "$left" -le 0 ]; then echo "== linattn run $spec: no time left"; [ "$status" -eq 0 ] && status=124; continue; fi
-  start_option=()
-  margin=${START_MARGIN:-0}
+# one experiment's command, its log $OUT/log<i>.txt; TOGETHER=1 starts every experiment at once, each with JOBS runs
+# at a time, where they are too few to fill the GPU alone (experiments that share runs, `runner.find_same_run`, must
+# not run together: the second would not see the first's unfinished runs)
+launch() {
+  local i=$1 spec=$2 left=$((deadline - SECONDS)) start_option=() margin=${START_MARGIN:-0}
+  if [ "$left" -le 0 ]; then echo "no time left" > "$OUT/log$i.txt"; return 124; fi
   [ "$margin" -gt 0 ] && [ "$left" -gt "$margin" ] && start_option=(--start-by $((left - margin)))
   # shellcheck disable=SC2086  # the spec is a name followed by options
   timeout "$left" python3 -m linattn.cli run $spec --device cuda "${jobs_option[@]}" "${start_option[@]}" \
     > "$OUT/log$i.txt" 2>&1
-  rc=$?
-  echo "== linattn run $spec: exit $rc"
-  tr '\r' '\n' < "$OUT/log$i.txt" | grep -v '^train' | tail -n 25
-  [ "$status" -eq 0 ] && status=$rc
+}
+report() {
+  echo "== linattn run $2: exit $3"
+  tr '\r' '\n' < "$OUT/log$1.txt" | grep -v '^train' | tail -n 25
+  [ "$status" -eq 0 ] && status=$3
+}
+status=0 i=0 pids=()
+for spec in "$@"; do
+  i=$((i + 1))
+  if [ "${TOGETHER:-0}" = 1 ]; then
+    launch "$i" "$spec" &
+    pids+=($!)
+  else
+    launch "$i" "$spec"
+    report "$i" "$spec" $?
+  fi
+done
+i=0
+for pid in "${pids[@]}"; do
+  i=$((i + 1))
+  wait "$pid"
+  report "$i" "${!i}" $?
 done
 # this call's experiments only: the others' folders are as the tree was sent, and unpacked after a newer call's
 # results they would put older files back
