@@ -55,16 +55,18 @@ def _linear(x: dict[str, torch.Tensor]) -> torch.Tensor:
     return linear_attention(x["q"], x["k"], x["v"], normalize=True)[0]
 
 
-def _gdn(x: dict[str, torch.Tensor], q: torch.Tensor | None = None) -> torch.Tensor:
-    return delta_rule(x["q"] if q is None else q, x["k_unit"], x["v"], beta=x["beta"], g=x["g"])[0]
+def _gdn(x: dict[str, torch.Tensor], q: torch.Tensor | None = None, precision: str = "exact") -> torch.Tensor:
+    q = x["q"] if q is None else q
+    return delta_rule(q, x["k_unit"], x["v"], beta=x["beta"], g=x["g"], precision=precision)[0]
 
 
 def _kla(x: dict[str, torch.Tensor]) -> torch.Tensor:
     return delta_rule(x["q"], x["k"], x["v"], beta=x["beta"], g=x["g"], kaczmarz_eps=1e-6)[0]
 
 
-def _ccq_gdn(x: dict[str, torch.Tensor]) -> torch.Tensor:
-    return _gdn(x, q=ccq_query(x["q"], x["k_unit"], x["beta"], g=x["g"], normalize_keys=False)[0])
+def _ccq_gdn(x: dict[str, torch.Tensor], precision: str = "exact") -> torch.Tensor:
+    q = ccq_query(x["q"], x["k_unit"], x["beta"], g=x["g"], normalize_keys=False, precision=precision)[0]
+    return _gdn(x, q=q, precision=precision)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class Contender:
 
 VLA_CHUNKED, LOOP, SOFTMAX = ("VLA chunk", "VLA triton"), "VLA token loop", "softmax (SDPA)"
 GDN, KLA, CCQ_GDN, LINEAR = "GDN (delta_rule)", "KLA (delta_rule)", "CCQ-GDN", "linear attention"
+GDN_FAST, CCQ_GDN_FAST = "GDN fast", "CCQ-GDN fast"  # precision="fast" (bfloat16 intermediates)
 CONTENDERS = (
     Contender("VLA chunk", partial(_vla, backend="chunk")),
     Contender("VLA triton", partial(_vla, backend="triton"), cuda_only=True),
@@ -86,6 +89,9 @@ CONTENDERS = (
     Contender(GDN, _gdn),
     Contender(KLA, _kla),
     Contender(CCQ_GDN, _ccq_gdn),
+    # the fast level changes the Triton kernels alone: on the CPU they would time the exact level again
+    Contender(GDN_FAST, partial(_gdn, precision="fast"), cuda_only=True),
+    Contender(CCQ_GDN_FAST, partial(_ccq_gdn, precision="fast"), cuda_only=True),
 )
 
 

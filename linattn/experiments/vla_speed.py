@@ -18,7 +18,8 @@ Contenders, each one op call on prepared inputs (no projections, feature maps or
   inside the op (`delta_rule(..., beta=η, kaczmarz_eps=ε)`; the Triton kernels take `‖k‖²` from the key rows they
   load), `η` = GDN's `β`;
 - `CCQ-GDN`: `ccq_query(q, k_unit, λ, g, normalize_keys=False)` (the covariance read over GDN's unit keys, which
-  need no second normalisation; `λ` = GDN's `β`), then GDN reading with `q'`.
+  need no second normalisation; `λ` = GDN's `β`), then GDN reading with `q'`;
+- `GDN fast`, `CCQ-GDN fast`: the same two at `precision="fast"`, on CUDA only (the level changes the Triton kernels).
 
 Inputs, drawn once per (K, T) from a generator seeded with `seed` on the device: `q, k = ELU(x)+1` of standard
 normal `x`, `v` standard normal, `u` unit rows / √K (the paper's penalty directions), `k_unit = k / ‖k‖` (GDN),
@@ -37,7 +38,8 @@ threads (a call slower than that is timed once, after a calibration call).
 Derived, per head dim and pass (forward; forward + backward), with VLA's time the fastest of its chunked backends
 (`VLA chunk`, `VLA triton`) at each T:
 - against GDN: VLA, KLA and CCQ-GDN time (and peak memory) over GDN's at each T, the ratios our speed targets are set
-  on, on CUDA of the wall time and of the GPU's busy time;
+  on, on CUDA of the wall time and of the GPU's busy time; on CUDA also at `precision="fast"` (`GDN fast`,
+  `CCQ-GDN fast`: the same calls at that level; VLA has one level);
 - speed-up (claim 1): token loop / chunked VLA at the largest T both were timed (`loop_max_T` in the full runs, the
   paper's longest T = 4096);
 - crossover (claim 2): the T from which VLA stays faster than softmax attention. With `r(T) = t_VLA / t_softmax` at
@@ -65,8 +67,10 @@ import torch
 
 from linattn.bench.contenders import (
     CCQ_GDN,
+    CCQ_GDN_FAST,
     CONTENDERS,
     GDN,
+    GDN_FAST,
     KLA,
     LINEAR,
     LOOP,
@@ -97,7 +101,8 @@ PRESETS = {  # (device, quick) -> config
 
 
 AGAINST_GDN = (KLA, CCQ_GDN)  # and VLA, whose time is its fastest chunked backend's
-GPU_TIMED = (GDN, *AGAINST_GDN, LINEAR, "VLA triton")  # CUDA: their GPU busy time too, for the ratios
+# CUDA: their GPU busy time too, for the ratios
+GPU_TIMED = (GDN, *AGAINST_GDN, LINEAR, "VLA triton", GDN_FAST, CCQ_GDN_FAST)
 GPU_CALLS = 3  # profiled calls a busy time
 
 
@@ -259,9 +264,8 @@ def _fastest(rows: list[dict], names: tuple[str, ...], K: int, T: int) -> dict |
 
 
 def against_gdn(results: dict) -> list[str]:
-    """Markdown lines: VLA's (fastest chunked backend), KLA's and CCQ-GDN's time and peak memory over GDN's."""
-    c, rows = results["config"], results["rows"]
-    others = (("VLA", VLA_CHUNKED), *((name, (name,)) for name in AGAINST_GDN))
+    """Markdown lines: VLA's (fastest chunked backend), KLA's and CCQ-GDN's time and peak memory over GDN's; where
+    the fast level was timed (CUDA), VLA's (which has one level) and CCQ-GDN's at it over GDN's at it."""
     lines = [
         "",
         "## Against GDN",
@@ -270,10 +274,22 @@ def against_gdn(results: dict) -> list[str]:
         "kernels' time, without the host's: where the wall's ratio is above it, the host's time bounds a call) and "
         "the peak memory of the forward + backward over GDN's; — where one of them was not timed.",
     ]
+    lines += _ratio_tables(results, GDN, (("VLA", VLA_CHUNKED), *((name, (name,)) for name in AGAINST_GDN)))
+    if any(r["contender"] == GDN_FAST for r in results["rows"]):
+        lines += ["", '### At `precision="fast"`', "", "The same over GDN's time at the fast level:"]
+        lines += _ratio_tables(results, GDN_FAST, (("VLA", VLA_CHUNKED), ("CCQ-GDN", (CCQ_GDN_FAST,))))
+    return lines
+
+
+def _ratio_tables(results: dict, reference: str, others: tuple[tuple[str, tuple[str, ...]], ...]) -> list[str]:
+    """One table a head dim: each of `others` (a column's name, the contenders whose fastest it takes) over
+    `reference` at each T."""
+    c, rows, lines = results["config"], results["rows"], []
     for K in c["head_dims"]:
-        lines += ["", f"| T (K = V = {K}) | " + " | ".join(n for n, _ in others) + " |", "|---:|" + "---:|" * 3]
+        header = f"| T (K = V = {K}) | " + " | ".join(n for n, _ in others) + " |"
+        lines += ["", header, "|---:|" + "---:|" * len(others)]
         for T in c["Ts"]:
-            ref, cells = _fastest(rows, (GDN,), K, T), []
+            ref, cells = _fastest(rows, (reference,), K, T), []
             for _, names in others:
                 r = _fastest(rows, names, K, T)
                 if r is None or ref is None:

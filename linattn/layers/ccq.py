@@ -31,8 +31,11 @@ class CurvatureQuery(nn.Module):
         zeros = lambda *s: torch.zeros(*s, device=device)  # noqa: E731
         return zeros(batch_size, H, d, d), zeros(batch_size, H, d), zeros(batch_size, H)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, g: torch.Tensor | None, state, cu_seqlens, backend: str):
-        """`q, k: [B, T, H, d]`, `g: [B, T, H]` or None -> `(q': [B, T, H, d], state)`."""
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, g: torch.Tensor | None, state, cu_seqlens, backend: str, precision: str
+    ):
+        """`q, k: [B, T, H, d]`, `g: [B, T, H]` or None -> `(q': [B, T, H, d], state)`; `precision`: the base
+        layer's (`ccq_query`'s)."""
         q, k = promote(q, k)
         lam = torch.sigmoid((q * self.w_lam.to(q.dtype)).sum(-1) + self.b_lam.to(q.dtype))  # [B, T, H]
         return ccq_query(
@@ -46,4 +49,5 @@ class CurvatureQuery(nn.Module):
             output_final_state=True,
             cu_seqlens=cu_seqlens,
             backend=backend,
+            precision=precision,
         )

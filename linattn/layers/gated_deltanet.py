@@ -124,7 +124,9 @@ class GatedDeltaNet(Mixer):
         q, k, v = promote(repeat_heads(q, groups), repeat_heads(k, groups), v)  # q, k: [B, T, HV, K]
         g = self.decay(x)  # [B, T, HV]
         if self.ccq is not None:
-            q, new["ccq"] = self.ccq(q, k, g, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False))
+            q, new["ccq"] = self.ccq(
+                q, k, g, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False), self.precision
+            )
         o, new["S"] = delta_rule(
             q,
             k,

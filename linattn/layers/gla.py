@@ -90,7 +90,9 @@ class GatedLinearAttention(Mixer):
         q, k, v = promote(q, k, split_heads(h["v"], HV))
         g = split_heads(F.logsigmoid(self.gk(x).float()) / self.gate_normalizer, HV)  # [B, T, HV, K]
         if self.ccq is not None:
-            q, new["ccq"] = self.ccq(q, k, None, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False))
+            q, new["ccq"] = self.ccq(
+                q, k, None, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False), self.precision
+            )
         o, new["S"] = gated_linear_attention(
             q,
             k,

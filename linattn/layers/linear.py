@@ -70,7 +70,9 @@ class LinearAttention(Mixer):
         q, k, v = promote(q, k, v)
         new: State = {}
         if self.ccq is not None:
-            q, new["ccq"] = self.ccq(q, k, None, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False))
+            q, new["ccq"] = self.ccq(
+                q, k, None, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False), self.precision
+            )
         backend = self.op_backend(backend, x, fused=True)
         if self.normalize:
             init = (state["S"], state["z"]) if "S" in state else None

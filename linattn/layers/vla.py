@@ -116,7 +116,9 @@ class VariationalLinearAttention(Mixer):
         q, k, v, u = promote(q, k, v, u)
         if self.ccq is not None:
             ccq_backend = self.op_backend(backend, x, fused=False)
-            q, new["ccq"] = self.ccq(q, F.normalize(k, dim=-1), None, state.get("ccq"), cu_seqlens, ccq_backend)
+            q, new["ccq"] = self.ccq(
+                q, F.normalize(k, dim=-1), None, state.get("ccq"), cu_seqlens, ccq_backend, self.precision
+            )
         # decoding on CUDA: the gate's and the state's step kernels (the gate's holds `A` for d ≤ 128)
         backend = self.op_backend(backend, x, fused=d <= 128)
         init = (state["S"], state["A"]) if "S" in state else None

@@ -185,6 +185,18 @@ def test_against_gdn_shows_the_gpu_busy_ratio_where_both_have_one():
     assert line == "| 8,192 | — | 1.00× / 1.00× | 1.50× / 1.50× (GPU 1.20× / 1.20×) |"
 
 
+def test_against_gdn_at_the_fast_level_where_it_was_timed():
+    def row(name, fwd):
+        return {"contender": name, "K": 32, "T": 8192, "fwd_ms": fwd, "fwdbwd_ms": 2 * fwd}
+
+    rows = [row("GDN (delta_rule)", 1.0), row("CCQ-GDN", 1.5), row("VLA triton", 2.4)]
+    results = {"config": {"head_dims": [32], "Ts": [8192]}, "rows": rows}
+    assert not any("fast" in line for line in vla_speed.against_gdn(results))  # the CPU's runs: no fast level
+    results["rows"] += [row("GDN fast", 0.8), row("CCQ-GDN fast", 1.0)]
+    lines = vla_speed.against_gdn(results)
+    assert '### At `precision="fast"`' in lines and lines[-1] == "| 8,192 | 3.00× / 3.00× | 1.25× / 1.25× |"
+
+
 def test_speed_ratios_are_read_at_the_largest_length_both_were_timed(tmp_path):
     # linear attention timed to 64, VLA to 128 as well: the ratio is read at 64 (5×), not VLA's 128 over linear's 64
     results = _results("cuda", {}, {}, **{"VLA triton": 5.0, "linear attention": 1.0})

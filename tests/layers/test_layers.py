@@ -260,6 +260,15 @@ def test_the_precision_level_reaches_the_op(name, module, op, monkeypatch):
     assert {m.precision for m in DecoderLM(config).modules() if isinstance(m, Mixer)} == {"fast"}
 
 
+def test_the_ccq_read_takes_the_layers_precision(monkeypatch):
+    ccq = importlib.import_module("linattn.layers.ccq")
+    seen = []
+    original = ccq.ccq_query
+    monkeypatch.setattr(ccq, "ccq_query", lambda *a, **k: seen.append(k["precision"]) or original(*a, **k))
+    make("gated_deltanet", {"precision": "fast", "ccq": True})(x_of(1, 5))
+    assert seen == ["fast"]
+
+
 @pytest.mark.parametrize(
     ("name", "module"), [("gated_deltanet", "gated_deltanet"), ("kla", "gated_deltanet"), ("gla", "gla")]
 )

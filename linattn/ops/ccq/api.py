@@ -13,6 +13,7 @@ from linattn.ops.checks import (
     check_gate,
     check_head_first,
     check_nonnegative,
+    check_precision,
     check_qk,
     check_shape,
 )
@@ -37,6 +38,7 @@ def ccq_query(
     output_final_state: bool = False,
     cu_seqlens: torch.Tensor | None = None,
     backend: str = "auto",
+    precision: str = "exact",
 ) -> tuple[torch.Tensor, CCQState | None]:
     """Curvature-conditioned query: `q'_t = (I − λ_t Σ_t) q_t` with `Σ_t` the running key covariance.
 
@@ -55,6 +57,11 @@ def ccq_query(
         backend: `"auto"` (`"triton"` on CUDA unless float64, else `"chunk"`), `"naive"`, `"chunk"` or `"triton"`
             (CCQ's fused kernels: one walk over the keys for `(C, m, Z)`, the read and contraction per chunk;
             packed sequences in one launch).
+        precision: `"exact"` (default): every backend within twice the naive recurrence's error in the inputs'
+            dtype (docs/design.md §4). `"fast"`: with bfloat16 `q`, `k` the `triton` backend stores the running
+            sums `C` at the chunk boundaries (and their gradients) in bfloat16, half the bytes its passes move;
+            they are still summed in float32. Outputs and gradients within 3× the naive recurrence's error, final
+            states within bfloat16's rounding; other dtypes and backends compute as at `"exact"`.
     Returns:
         `(q_clean, state)`, `q_clean: [B, T, H, K]` in q's dtype.
 
@@ -77,13 +84,14 @@ def ccq_query(
         check_shape("initial_state[2]", initial_state[2], (N, H), "[N, H]", dims.device)
         check_nonnegative("initial_state[2]", initial_state[2], "the mass Z", "0: no key seen yet")
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
+    fast = check_precision(precision)
     if normalize_keys:  # back in k's dtype: the quotient is float32 for half-precision keys
         k = unit_rows(k).to(k.dtype)
     if name == "triton":
         # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
         from linattn.ops.ccq.triton.function import ccq_query_triton
 
-        return ccq_query_triton(q, k, lam, g, initial_state, centered, output_final_state, cu_seqlens)
+        return ccq_query_triton(q, k, lam, g, initial_state, centered, output_final_state, cu_seqlens, fast)
     fn = PER_SEQUENCE[name]
     q_clean, state = per_sequence(
         lambda q, k, lam, g, s: fn(q, k, lam, g, s, centered=centered), cu_seqlens, (q, k, lam, g), initial_state

@@ -33,7 +33,8 @@ SCAN_BE = 256  # entries per program
 def scan_rows(x, x0, xt, log_decay, i_nh, i_h, boh, NT, o_e, m_e, H: tl.constexpr, E: tl.constexpr,
               CB: tl.constexpr, USE_G: tl.constexpr, USE_X0: tl.constexpr, STORE_XT: tl.constexpr,
               REVERSE: tl.constexpr):  # fmt: skip
-    """Entries `o_e` (`[BE]`, mask `m_e`) of one sequence-head's rows `x [rows, H, E]`, chunks `boh … boh + NT − 1`:
+    """Entries `o_e` (`[BE]`, mask `m_e`) of one sequence-head's rows `x [rows, H, E]` (float32, or bfloat16 rows
+    summed in float32: the running state never passes through the rows' dtype), chunks `boh … boh + NT − 1`:
     each row's term is replaced by the running state that enters its chunk, from `x0 [N·H, E]` (or 0); the state
     after the last chunk goes to `xt` when `STORE_XT`. `REVERSE` walks the chunks from the last.
 
@@ -60,7 +61,7 @@ def scan_rows(x, x0, xt, log_decay, i_nh, i_h, boh, NT, o_e, m_e, H: tl.constexp
             i_row = i_first + o_j * H
             i_next = i_row + H
         # [CB, BE] the chunks' terms; [CB] the cumulative log-decay over the step (0 past the end)
-        b_d = tl.load(x + i_row[:, None] * E + o_e[None, :], mask=m_j[:, None] & m_e[None, :], other=0)
+        b_d = tl.load(x + i_row[:, None] * E + o_e[None, :], mask=m_j[:, None] & m_e[None, :], other=0).to(tl.float32)
         if USE_G:
             b_L = tl.cumsum(tl.load(log_decay + i_row, mask=m_j, other=0), axis=0)
         else:
@@ -70,9 +71,9 @@ def scan_rows(x, x0, xt, log_decay, i_nh, i_h, boh, NT, o_e, m_e, H: tl.constexp
         # [CB, CB] @ [CB, BE] -> [CB, BE] the state after each chunk
         b_E = tl.exp(b_L)[:, None] * b_x[None, :] + tl.dot(b_P, b_d, input_precision="ieee")
         # the state entering the step to its first chunk's row, the state after chunk j to chunk j + 1's
-        tl.store(x + i_first * E + o_e, b_x, mask=m_e)
+        tl.store(x + i_first * E + o_e, b_x.to(x.dtype.element_ty), mask=m_e)
         m_next = ((o_j + 1 < CB) & (i_j + 1 < NT))[:, None] & m_e[None, :]
-        tl.store(x + i_next[:, None] * E + o_e[None, :], b_E, mask=m_next)
+        tl.store(x + i_next[:, None] * E + o_e[None, :], b_E.to(x.dtype.element_ty), mask=m_next)
         # the last row: past the sequence's end every term is 0 and every decay 1, so that is the state after it
         b_x = tl.sum(tl.where((o_j == CB - 1)[:, None], b_E, 0.0), axis=0)
     if STORE_XT:

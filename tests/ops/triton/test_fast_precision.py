@@ -6,12 +6,13 @@ way `python -m linattn.bench verify --precision fast` runs them."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 
 import pytest
 import torch
 
 from linattn.bench.verify import Case, bound, check
-from linattn.ops import delta_rule, linear_attention
+from linattn.ops import ccq_query, delta_rule, linear_attention
 from linattn.ops.delta_rule.triton.forward import delta_rule_fwd
 from linattn.ops.delta_rule.triton.precision import backward_precision
 from linattn.ops.utils import precision
@@ -39,6 +40,9 @@ def _arithmetic():
         Case(130, 32, 32, BF16, op="kla"),
         Case(130, 48, 32, BF16, erase=False),  # scalar-decay GLA on the same kernels
         Case(130, 32, 32, BF16, erase=False, gated=False, varlen=(30, 100)),  # linear attention
+        Case(130, 32, 32, BF16, op="ccq"),  # CCQ's sums at the chunk boundaries in bfloat16, with both states
+        Case(130, 48, 48, BF16, op="ccq", initial_state=False, final_state=False),  # as in training (kept states)
+        Case(0, 32, 32, BF16, op="ccq", varlen=(1, 63, 64, 65, 100)),
     ],
     ids=lambda c: c.label,
 )
@@ -56,6 +60,20 @@ def test_fast_level_stores_bfloat16_intermediates():
     for fast, dtype in ((True, BF16), (False, torch.float32)):
         _, _, saved = delta_rule_fwd(q, k, v, None, None, None, 1.0, None, False, None, fast=fast)
         assert saved.T_inv.dtype == dtype
+
+
+def test_ccq_fast_level_stores_bfloat16_sums(monkeypatch):
+    """CCQ's fast level: the chunk-boundary sums `C` in bfloat16 for bfloat16 inputs (float32 ones keep float32)."""
+    function = importlib.import_module("linattn.ops.ccq.triton.function")
+    stored = []
+    original = function.state_fwd
+    monkeypatch.setattr(function, "state_fwd", lambda *a: stored.append(a[-1]) or original(*a))
+    lam = torch.rand(1, 70, 2, device=DEVICE)
+    for dtype in (BF16, torch.float32):
+        q, k = (torch.randn(1, 70, 2, 16, dtype=dtype, device=DEVICE) for _ in "qk")
+        for level in ("exact", "fast"):
+            ccq_query(q, k, lam, backend="triton", precision=level)
+    assert stored == [torch.float32, BF16, torch.float32, torch.float32]
 
 
 def test_fast_level_changes_nothing_for_float32_and_float16():

@@ -28,7 +28,7 @@ from linattn.ops.ccq.triton.output import output_fwd
 from linattn.ops.ccq.triton.state import state_bwd, state_fwd
 from linattn.ops.utils.inputs import INPUT_DTYPES
 from linattn.ops.utils.layout import chunk_layout
-from linattn.ops.utils.precision import grad_precision, state_precision
+from linattn.ops.utils.precision import fast_precision, grad_precision, state_precision
 
 MAX_HEAD_DIM = 256
 
@@ -41,6 +41,7 @@ class Options:
     output_final_state: bool
     cu_seqlens: torch.Tensor | None  # integer [N + 1], or None
     needs_grad: bool  # a gradient will be asked for (grad mode on, an input requires it): the forward may keep
+    store: torch.dtype = torch.float32  # the dtype of the chunk-boundary sums `C` and `dC` (the fast level's bfloat16)
 
 
 # the forward's chunk-start states are kept for the backward up to this head dim: `K² + K + 1` floats a chunk of 64
@@ -71,12 +72,12 @@ class CCQTriton(torch.autograd.Function):
         initial_state = None if C0 is None else (C0, m0, Z0)
         # one tf32 pass for the products when a bfloat16 q' is the only output (ops/utils/precision.py)
         precision = state_precision(q.dtype, options.output_final_state)
-        h, final = state_fwd(k, g, initial_state, options.output_final_state, layout, precision)
+        h, final = state_fwd(k, g, initial_state, options.output_final_state, layout, precision, options.store)
         keep = options.needs_grad and keeps_states(q, k, initial_state, options.output_final_state, precision)
         y, read = output_fwd(q, k, lam, g, h, options.centered, layout, precision, keep=keep)
         kept = (*h, *read) if keep else (None,) * 6
         ctx.save_for_backward(q, k, lam, g, C0, m0, Z0, *kept)
-        ctx.layout, ctx.centered = layout, options.centered
+        ctx.layout, ctx.centered, ctx.store = layout, options.centered, options.store
         # an unused output's gradient arrives as None instead of a tensor of zeros
         ctx.set_materialize_grads(False)
         return (y, *(final or (None, None, None)))
@@ -101,9 +102,9 @@ class CCQTriton(torch.autograd.Function):
             h = tuple(kept[:3])
             rows, dlam = rows_kept(lam, tuple(kept[3:]), dy, ctx.centered)
         else:
-            h, _ = state_fwd(k, g, initial_state, False, layout, precision)
+            h, _ = state_fwd(k, g, initial_state, False, layout, precision, ctx.store)
             rows, dlam = rows_bwd(q, k, lam, g, h, dy, ctx.centered, layout, precision)
-        dh, dh0 = state_bwd(q, dy, g, rows, dht, initial_state is not None, layout, precision)
+        dh, dh0 = state_bwd(q, dy, g, rows, dht, initial_state is not None, layout, precision, ctx.store)
         dq, dk, dg = local_bwd(q, k, g, h, dh, dy, rows, layout, precision)
         dC0, dm0, dZ0 = (None, None, None) if dh0 is None else (d.to(x.dtype) for d, x in zip(dh0, initial_state))
         return dq, dk, dlam, dg, dC0, dm0, dZ0, None
@@ -118,10 +119,12 @@ def ccq_query_triton(
     centered: bool,
     output_final_state: bool,
     cu_seqlens: torch.Tensor | None,
+    fast: bool = False,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None]:
     """`ccq_query`'s triton backend on validated inputs (shapes as `ccq_query` documents; keys already normalised
     if asked): `(q', final_state)`, `q'` in q's dtype, the final `(C, m, Z)` float32 (None unless requested);
-    differentiable in `q, k, lam, g` and the initial state.
+    differentiable in `q, k, lam, g` and the initial state. `fast`: the `precision="fast"` level, bfloat16 sums at
+    the chunk boundaries for bfloat16 `q`, `k` (`utils.precision.fast_precision`; other dtypes as exact).
 
     The kernels compute in float32 and take float32, bfloat16 or float16 `q, k`; float64 is refused with a
     TypeError rather than silently computed in float32 (`chunk` and `naive` keep float64).
@@ -136,6 +139,7 @@ def ccq_query_triton(
     C0, m0, Z0 = (None, None, None) if initial_state is None else initial_state
     q, k, lam, g, C0, m0, Z0 = (None if x is None else x.contiguous() for x in (q, k, lam, g, C0, m0, Z0))
     needs_grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, lam, g, C0, m0, Z0))
-    options = Options(centered, output_final_state, cu_seqlens, needs_grad)
+    store = torch.bfloat16 if fast and fast_precision(q.device, q.dtype, k.dtype) else torch.float32
+    options = Options(centered, output_final_state, cu_seqlens, needs_grad, store)
     y, C, m, Z = CCQTriton.apply(q, k, lam, g, C0, m0, Z0, options)
     return y, ((C, m, Z) if output_final_state else None)

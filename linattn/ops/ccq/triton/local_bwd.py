@@ -271,9 +271,9 @@ def ccq_local_bwd_kernel(
             b_dok = tl.load(do + o_tk, mask=m_tk, other=0).to(tl.float32)
             b_kk = tl.load(k + o_tk, mask=m_tk, other=0).to(tl.float32)
             # [BK, BV] tiles of C_0ᵀ, dC⁺ and dC⁺ᵀ (rows: this key block, columns: this column block)
-            b_C0t = tl.load(hC + o_v[None, :] * K + o_k[:, None], mask=m_kv, other=0)
-            b_dC = tl.load(dhC + o_k[:, None] * K + o_v[None, :], mask=m_kv, other=0)
-            b_dCt = tl.load(dhC + o_v[None, :] * K + o_k[:, None], mask=m_kv, other=0)
+            b_C0t = tl.load(hC + o_v[None, :] * K + o_k[:, None], mask=m_kv, other=0).to(tl.float32)
+            b_dC = tl.load(dhC + o_k[:, None] * K + o_v[None, :], mask=m_kv, other=0).to(tl.float32)
+            b_dCt = tl.load(dhC + o_v[None, :] * K + o_k[:, None], mask=m_kv, other=0).to(tl.float32)
             # [BT, BK] @ [BK, BV] -> [BT, BV], twice
             b_dc += tl.dot(b_dok, b_C0t, input_precision=PRECISION)
             b_kd += tl.dot(b_kk, b_dC + b_dCt, input_precision=PRECISION)

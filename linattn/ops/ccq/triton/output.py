@@ -69,14 +69,14 @@ def chunk_scores(
 def read_state(x, hC, o_i, m_t, o_v, m_v, K: tl.constexpr, H: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                BV: tl.constexpr, PRECISION: tl.constexpr):  # fmt: skip
     """`X C_0` on one column block `o_v` (`[BT, BV]`, float32), over key blocks; `hC` points at the chunk-start
-    `C_0` (`[K, K]` float32); `PRECISION` of the product."""
+    `C_0` (`[K, K]` float32, or the fast level's bfloat16); `PRECISION` of the product."""
     b_xc = tl.zeros([BT, BV], dtype=tl.float32)
     for i_k in range(tl.cdiv(K, BK)):
         o_k = i_k * BK + tl.arange(0, BK)
         m_k = o_k < K
         # [BT, BK], [BK, BV]
         b_x = tl.load(x + o_i[:, None] * (H * K) + o_k[None, :], mask=m_t[:, None] & m_k[None, :], other=0)
-        b_C0 = tl.load(hC + o_k[:, None] * K + o_v[None, :], mask=m_k[:, None] & m_v[None, :], other=0)
+        b_C0 = tl.load(hC + o_k[:, None] * K + o_v[None, :], mask=m_k[:, None] & m_v[None, :], other=0).to(tl.float32)
         # [BT, BK] @ [BK, BV] -> [BT, BV]
         b_xc += tl.dot(b_x.to(tl.float32), b_C0, input_precision=PRECISION)
     return b_xc

@@ -90,6 +90,7 @@ def store_term(hC, hm, hZ, log_decay, b_C, b_m, b_Z, b_G_last, i_row, i_v, o_k, 
     """One chunk's term into its state row `i_row` (`[rows, K, K]`, `[rows, K]`, `[rows]` buffers): the `[BK, BV]`
     tile of `C` and `[BV]` of `m` of column block `i_v`; its first column block's program also stores `Z` and the
     chunk's log-decay `G_last`."""
+    b_C = b_C.to(hC.dtype.element_ty)  # float32, or the fast level's bfloat16
     tl.store(hC + i_row * K * K + o_k[:, None] * K + o_v[None, :], b_C, mask=m_k[:, None] & m_v[None, :])
     tl.store(hm + i_row * K + o_v, b_m, mask=m_v)
     if i_v == 0:
@@ -250,11 +251,11 @@ def ccq_scan_kernel(
 State = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def _state_buffers(B: int, H: int, K: int, layout: ChunkLayout, device: torch.device) -> State:
-    """Float32 `(C [B, NT, H, K, K], m [B, NT, H, K], Z [B, NT, H])`, one row per chunk."""
+def _state_buffers(B: int, H: int, K: int, layout: ChunkLayout, device: torch.device, store: torch.dtype) -> State:
+    """`(C [B, NT, H, K, K], m [B, NT, H, K], Z [B, NT, H])`, one row per chunk: `C` in `store`, the rest float32."""
     f32 = {"dtype": torch.float32, "device": device}
     return (
-        torch.empty(B, layout.NT, H, K, K, **f32),
+        torch.empty(B, layout.NT, H, K, K, dtype=store, device=device),
         torch.empty(B, layout.NT, H, K, **f32),
         torch.empty(B, layout.NT, H, **f32),
     )
@@ -289,16 +290,18 @@ def state_fwd(
     output_final_state: bool,
     layout: ChunkLayout,
     precision: str = "tf32x3",
+    store: torch.dtype = torch.float32,
 ) -> tuple[State, State | None]:
     """`k: [B, T, H, K]` (float32, bfloat16 or float16), `g: [B, T, H]` or None, `initial_state = (C, m, Z)` or None;
     `precision` of the products with decayed keys (one tf32 pass where the caller's outputs allow it; without decay
-    the keys are raw and `precision.raw_precision` applies).
+    the keys are raw and `precision.raw_precision` applies); `store` the dtype of the chunk-start `C` (the fast
+    level's bfloat16: each chunk's term is rounded to it, and the scan sums the rounded terms in float32).
 
     Returns the chunk-start states `(C [B, NT, H, K, K], m [B, NT, H, K], Z [B, NT, H])` and the final state
-    `(C [N, H, K, K], m [N, H, K], Z [N, H])` (None unless `output_final_state`), all float32.
+    `(C [N, H, K, K], m [N, H, K], Z [N, H])` (None unless `output_final_state`), float32 but the chunk-start `C`.
     """
     B, T, H, K = k.shape
-    h = _state_buffers(B, H, K, layout, k.device)
+    h = _state_buffers(B, H, K, layout, k.device, store)
     log_decay = torch.empty(B, layout.NT, H, dtype=torch.float32, device=k.device)
     final = _final_buffers(layout.N, H, K, k.device) if output_final_state else None
     BK = next_power_of_2(max(16, K))
@@ -323,17 +326,18 @@ def state_bwd(
     with_initial_state: bool,
     layout: ChunkLayout,
     precision: str = "tf32x3",
+    store: torch.dtype = torch.float32,
 ) -> tuple[State, State | None]:
     """`q, do: [B, T, H, K]`, `g: [B, T, H]` or None, `rows: [4, B, T, H]` float32 (`local_bwd.rows_bwd`), `dht` the
     final state's gradient `(dC, dm, dZ)` (each contiguous, zeros where unused) or None; `precision` of the
-    products (`precision.grad_precision`).
+    products (`precision.grad_precision`); `store` the dtype of `dC` (as `state_fwd`'s).
 
-    Returns float32 `dh = (dC [B, NT, H, K, K], dm [B, NT, H, K], dZ [B, NT, H])`, the gradients of each chunk's
-    end state, and the initial state's gradient `(dC [N, H, K, K], dm [N, H, K], dZ [N, H])` if
-    `with_initial_state`, else None.
+    Returns `dh = (dC [B, NT, H, K, K], dm [B, NT, H, K], dZ [B, NT, H])` (`dC` in `store`, the rest float32), the
+    gradients of each chunk's end state, and the initial state's float32 gradient `(dC [N, H, K, K], dm [N, H, K],
+    dZ [N, H])` if `with_initial_state`, else None.
     """
     B, T, H, K = q.shape
-    dh = _state_buffers(B, H, K, layout, q.device)
+    dh = _state_buffers(B, H, K, layout, q.device, store)
     log_decay = torch.empty(B, layout.NT, H, dtype=torch.float32, device=q.device)
     dh0 = _final_buffers(layout.N, H, K, q.device) if with_initial_state else None
     BK = next_power_of_2(max(16, K))
