@@ -92,6 +92,9 @@ def _calls() -> None:
             (y.float().sum() + s[0].sum() + s[1].sum() + s[2].sum()).backward()
         y, _ = ccq_query(q, k, lam, backend="triton")
         y.float().sum().backward()
+        if dtype == torch.bfloat16:  # the fast level: bfloat16 sums at the chunk boundaries
+            y, _ = ccq_query(q, k, lam, g=g, backend="triton", precision="fast")
+            y.float().sum().backward()
         o, _ = delta_rule(q, k, v, beta=beta, g=g, cu_seqlens=torch.tensor([0, 30, 70]), backend="triton")
         o.float().sum().backward()
         UnitRowsTriton.apply(k).sum().backward()  # `unit_rows` takes its kernels on CUDA only
