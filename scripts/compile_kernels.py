@@ -95,6 +95,9 @@ def _calls() -> None:
         if dtype == torch.bfloat16:  # the fast level: bfloat16 sums at the chunk boundaries
             y, _ = ccq_query(q, k, lam, g=g, backend="triton", precision="fast")
             y.float().sum().backward()
+            y, s = ccq_query(q, k, lam, g=g, initial_state=state, output_final_state=True, backend="triton",
+                             precision="fast")  # fmt: skip
+            (y.float().sum() + s[0].sum()).backward()
         o, _ = delta_rule(q, k, v, beta=beta, g=g, cu_seqlens=torch.tensor([0, 30, 70]), backend="triton")
         o.float().sum().backward()
         UnitRowsTriton.apply(k).sum().backward()  # `unit_rows` takes its kernels on CUDA only

@@ -45,7 +45,7 @@ deadline=$((SECONDS + seconds))
 # not run together: the second would not see the first's unfinished runs)
 launch() {
   local i=$1 spec=$2 left=$((deadline - SECONDS)) start_option=() margin=${START_MARGIN:-0}
-  if [ "$left" -le 0 ]; then echo "no time left" > "$OUT/log$i.txt"; return 124; fi
+  [ "$left" -le 0 ] && return 124  # no time left: no log (each returned file counts)
   [ "$margin" -gt 0 ] && [ "$left" -gt "$margin" ] && start_option=(--start-by $((left - margin)))
   # shellcheck disable=SC2086  # the spec is a name followed by options
   timeout "$left" python3 -m linattn.cli run $spec --device cuda "${jobs_option[@]}" "${start_option[@]}" \
@@ -53,11 +53,11 @@ launch() {
 }
 report() {
   echo "== linattn run $2: exit $3"
-  tr '\r' '\n' < "$OUT/log$1.txt" | grep -v '^train' | tail -n 25
+  [ -f "$OUT/log$1.txt" ] && tr '\r' '\n' < "$OUT/log$1.txt" | grep -v '^train' | tail -n 25
   [ "$status" -eq 0 ] && status=$3
 }
-status=0 i=0 pids=()
-for spec in "$@"; do
+status=0 i=0 pids=() specs=("$@")
+for spec in "${specs[@]}"; do
   i=$((i + 1))
   if [ "${TOGETHER:-0}" = 1 ]; then
     launch "$i" "$spec" &
@@ -71,7 +71,7 @@ i=0
 for pid in "${pids[@]}"; do
   i=$((i + 1))
   wait "$pid"
-  report "$i" "${!i}" $?
+  report "$i" "${specs[i - 1]}" $?
 done
 # this call's experiments only: the others' folders are as the tree was sent, and unpacked after a newer call's
 # results they would put older files back

@@ -116,7 +116,8 @@ def chunk_scan(
     layout: ChunkLayout,
     reverse: bool,
 ) -> None:
-    """`x: [B, NT, H, ...]` float32 (contiguous; one row of entries per chunk and head, each its chunk's term) is
+    """`x: [B, NT, H, ...]` float32 or bfloat16 (contiguous; one row of entries per chunk and head, each its chunk's
+    term, summed in float32) is
     replaced in place by the states entering the chunks, from `start: [N, H, ...]` (or 0); the state after the
     last chunk goes to `end` (same shape as `start`) when given. `log_decay: [B, NT, H]` float32 or None (no decay);
     `reverse`: from each sequence's last chunk to its first."""
