@@ -10,12 +10,11 @@ B2. `local_bwd.py`  per-row scalars `s, ρ, dr, dz` and `dλ`                  p
 B3. `state.py`      `(dC, dm, dZ)` at every chunk end, and the initial state's: terms, scan  parallel, then in reverse
 B4. `local_bwd.py`  `dq, dk, dg`                                                     per chunk, in parallel
 
-Recomputing the chunk-start states (B1) rather than saving them keeps the forward's memory at the inputs': the
-states take `4 K² / 64` bytes per token and head (1 KiB at `K = 128`; half at the fast level, whose `C` is
-bfloat16), as the delta-rule engine decides too. Up to
-`K = 64` a training call keeps them instead, with the read's parts `u, b, z, ρ` (`keeps_states`): B1 is skipped, and
-B2 forms its row scalars token by token from the kept `u`, `b` (`rows_kept`) instead of rebuilding the chunk's
-`[BT, BT]` score tiles (`rows_bwd`).
+Recomputing the chunk-start states (B1) rather than saving them keeps the forward's memory at the inputs': the states
+take `4 K² / 64` bytes per token and head (1 KiB at `K = 128`; half at the fast level, whose `C` is bfloat16), as the
+delta-rule engine decides too. Up to `K = 64` a training call keeps them instead, with the read's parts `u, b, z, ρ`
+(`keeps_states`): B1 is skipped, and B2 forms its row scalars token by token from the kept `u`, `b` (`rows_kept`)
+instead of rebuilding the chunk's `[BT, BT]` score tiles (`rows_bwd`).
 """
 
 from __future__ import annotations
