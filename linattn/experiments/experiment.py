@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -187,10 +188,10 @@ def seeds_text(results: dict) -> str:
     """`"3 training seeds"`, or where the mixers differ `"each mixer's training seeds (softmax 3, the others 1)"`
     (each mixer named where no count is most mixers')."""
     counts = seed_counts(results)
-    usual = max(set(counts.values()), key=list(counts.values()).count)
-    if all(n == usual for n in counts.values()):
+    (usual, mixers_with_it), *others = Counter(counts.values()).most_common()
+    if not others:
         return f"{usual} training seeds"
-    if 2 * list(counts.values()).count(usual) <= len(counts):
+    if 2 * mixers_with_it <= len(counts):
         return "each mixer's training seeds (" + ", ".join(f"{m} {n}" for m, n in counts.items()) + ")"
     odd = ", ".join(f"{m} {n}" for m, n in counts.items() if n != usual)
     return f"each mixer's training seeds ({odd}, the others {usual})"

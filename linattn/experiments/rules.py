@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable
-from itertools import pairwise
+from itertools import groupby, pairwise
 
 from linattn.experiments import paper, vla_state_norm
 from linattn.experiments.verdicts import FAILS, HOLDS, INCONCLUSIVE, PARTLY, Judge, Results, Verdict, checked
@@ -83,14 +83,8 @@ def softmax_cannot(long_budget: bool) -> Judge:
         (≥ 0.99) in the same run. The steps each took to solve are shown."""
         n = max(r.row("softmax"))
         plain, conv = r.row("softmax"), r.row("softmax-conv")
-        groups: list[tuple[str, list[str]]] = []  # consecutive n that took the same steps, named once
-        for x in plain:
-            steps, cell = _steps_to_solve(r, "softmax", x), f"{x}: {r.cell('softmax', x)}"
-            if groups and groups[-1][0] == steps:
-                groups[-1][1].append(cell)
-            else:
-                groups.append((steps, [cell]))
-        each_n = "; ".join(f"{', '.join(cells)} ({steps})" for steps, cells in groups)
+        groups = groupby(plain, key=lambda x: _steps_to_solve(r, "softmax", x))  # consecutive n, the same steps
+        each_n = "; ".join(", ".join(f"{x}: {r.cell('softmax', x)}" for x in xs) + f" ({how})" for how, xs in groups)
         ours = (f"softmax by n, {each_n}; softmax-conv {r.cell('softmax-conv', n)} "
                 f"({_steps_to_solve(r, 'softmax-conv', n)}) at n = {n}")  # fmt: skip
         if plain[n] > 0.5:
