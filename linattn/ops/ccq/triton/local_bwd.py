@@ -152,7 +152,8 @@ def ccq_rows_kept_kernel(lam, ku, kb, kzr, do, rows, dlam, R, K: tl.constexpr, B
                          CENTERED: tl.constexpr):  # fmt: skip
     """One program per `BR` of the `R = B·T·H` token rows: `ccq_rows_bwd_kernel`'s stores from the kept `u, b`
     (`ku, kb`, `[R, K]`) and `z, ρ` (`kzr`, planes of `R` floats, as `rows`)."""
-    o_r = tl.program_id(0) * BR + tl.arange(0, BR)
+    # int64: `o_r · K` passes 2³¹ from 2²⁵ token rows at K = 64 (2M tokens of 16 heads)
+    o_r = tl.program_id(0).to(tl.int64) * BR + tl.arange(0, BR)
     m_r = o_r < R
     # [BR] uᵀdy and bᵀdy, over key blocks
     b_udy = tl.zeros([BR], dtype=tl.float32)
