@@ -43,8 +43,8 @@ class SpeedConfig:
             raise ValueError(f"min_run_time: expected seconds > 0, got {self.min_run_time!r}")
 
 
-def _vla(x: dict[str, torch.Tensor], backend: str) -> torch.Tensor:
-    return vla(x["q"], x["k"], x["v"], x["u"], backend=backend)[0]
+def _vla(x: dict[str, torch.Tensor], backend: str, precision: str = "exact") -> torch.Tensor:
+    return vla(x["q"], x["k"], x["v"], x["u"], backend=backend, precision=precision)[0]
 
 
 def _softmax(x: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -79,7 +79,7 @@ class Contender:
 
 VLA_CHUNKED, LOOP, SOFTMAX = ("VLA chunk", "VLA triton"), "VLA token loop", "softmax (SDPA)"
 GDN, KLA, CCQ_GDN, LINEAR = "GDN (delta_rule)", "KLA (delta_rule)", "CCQ-GDN", "linear attention"
-GDN_FAST, CCQ_GDN_FAST = "GDN fast", "CCQ-GDN fast"  # precision="fast" (bfloat16 intermediates)
+GDN_FAST, CCQ_GDN_FAST, VLA_FAST = "GDN fast", "CCQ-GDN fast", "VLA fast"  # precision="fast"
 CONTENDERS = (
     Contender("VLA chunk", partial(_vla, backend="chunk")),
     Contender("VLA triton", partial(_vla, backend="triton"), cuda_only=True),
@@ -92,6 +92,7 @@ CONTENDERS = (
     # the fast level changes the Triton kernels alone: on the CPU they would time the exact level again
     Contender(GDN_FAST, partial(_gdn, precision="fast"), cuda_only=True),
     Contender(CCQ_GDN_FAST, partial(_ccq_gdn, precision="fast"), cuda_only=True),
+    Contender(VLA_FAST, partial(_vla, backend="triton", precision="fast"), cuda_only=True),
 )
 
 

@@ -6,7 +6,8 @@ gate's compute dtype for every input dtype), inputs as `vla-speed` draws them. E
 (`carry = 1`); the backward's steps on a random `∂L/∂α`. Beside them, alternatives for the `d × d` inverse per
 chunk (not counted in the total), and the gate's forward and forward + backward end to end: the chunk path with
 `carry` 1 and the default `CARRY` (one `d × d` factorisation per `CARRY` chunks, Woodbury downdates between) and,
-on CUDA, the Triton kernel (`linattn/ops/vla/triton/gate.py`).
+on CUDA, the Triton kernel (`linattn/ops/vla/triton/gate.py`), its products in three tf32 passes and in one (as
+`precision="fast"` takes them).
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def profile(T: int, timer: Callable[[Callable], float], *, B=1, H=16, K=128, dev
         from linattn.ops.vla.triton.gate import triton_vla_gate
 
         gates["triton"] = partial(triton_vla_gate, lam0=0.1)
+        # the products as `precision="fast"` takes them (for bfloat16 tokens): one tf32 pass
+        gates["triton, one tf32 pass"] = partial(triton_vla_gate, lam0=0.1, fast=True)
     for label, gate in gates.items():
         for name, call in end_to_end(k, u, gate).items():
             rows.append({"T": T, "stage": f"vla gate {name}, {label}", "kind": "end to end", "ms": timer(call)})

@@ -353,7 +353,7 @@ def quick_matrix() -> list[Case]:
 
 
 OPS = ("delta_rule", "vla", "ccq", "kla", "gla")
-FAST_OPS = ("delta_rule", "kla", "ccq")  # the ops whose bfloat16 cases the fast level changes
+FAST_OPS = ("delta_rule", "kla", "ccq", "vla")  # the ops whose bfloat16 cases the fast level changes
 
 
 def run(

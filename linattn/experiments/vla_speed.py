@@ -19,7 +19,8 @@ Contenders, each one op call on prepared inputs (no projections, feature maps or
   load), `η` = GDN's `β`;
 - `CCQ-GDN`: `ccq_query(q, k_unit, λ, g, normalize_keys=False)` (the covariance read over GDN's unit keys, which
   need no second normalisation; `λ` = GDN's `β`), then GDN reading with `q'`;
-- `GDN fast`, `CCQ-GDN fast`: the same two at `precision="fast"`, on CUDA only (the level changes the Triton kernels).
+- `GDN fast`, `CCQ-GDN fast`, `VLA fast`: GDN, CCQ-GDN and `VLA triton` at `precision="fast"`, on CUDA only (the
+  level changes the Triton kernels).
 
 Inputs, drawn once per (K, T) from a generator seeded with `seed` on the device: `q, k = ELU(x)+1` of standard
 normal `x`, `v` standard normal, `u` unit rows / √K (the paper's penalty directions), `k_unit = k / ‖k‖` (GDN),
@@ -39,7 +40,7 @@ Derived, per head dim and pass (forward; forward + backward), with VLA's time th
 (`VLA chunk`, `VLA triton`) at each T:
 - against GDN: VLA, KLA and CCQ-GDN time (and peak memory) over GDN's at each T, the ratios our speed targets are set
   on, on CUDA of the wall time and of the GPU's busy time; on CUDA also at `precision="fast"` (`GDN fast`,
-  `CCQ-GDN fast`: the same calls at that level; VLA has one level);
+  `CCQ-GDN fast`, `VLA fast`: the same calls at that level);
 - speed-up (claim 1): token loop / chunked VLA at the largest T both were timed (`loop_max_T` in the full runs, the
   paper's longest T = 4096);
 - crossover (claim 2): the T from which VLA stays faster than softmax attention. With `r(T) = t_VLA / t_softmax` at
@@ -76,6 +77,7 @@ from linattn.bench.contenders import (
     LOOP,
     SOFTMAX,
     VLA_CHUNKED,
+    VLA_FAST,
     Contender,
     SpeedConfig,
     inputs,
@@ -102,7 +104,7 @@ PRESETS = {  # (device, quick) -> config
 
 AGAINST_GDN = (KLA, CCQ_GDN)  # and VLA, whose time is its fastest chunked backend's
 # CUDA: their GPU busy time too, for the ratios
-GPU_TIMED = (GDN, *AGAINST_GDN, LINEAR, "VLA triton", GDN_FAST, CCQ_GDN_FAST)
+GPU_TIMED = (GDN, *AGAINST_GDN, LINEAR, "VLA triton", GDN_FAST, CCQ_GDN_FAST, VLA_FAST)
 GPU_CALLS = 3  # profiled calls a busy time
 
 
@@ -265,7 +267,7 @@ def _fastest(rows: list[dict], names: tuple[str, ...], K: int, T: int) -> dict |
 
 def against_gdn(results: dict) -> list[str]:
     """Markdown lines: VLA's (fastest chunked backend), KLA's and CCQ-GDN's time and peak memory over GDN's; where
-    the fast level was timed (CUDA), VLA's (which has one level) and CCQ-GDN's at it over GDN's at it."""
+    the fast level was timed (CUDA), VLA's and CCQ-GDN's at it over GDN's at it."""
     lines = [
         "",
         "## Against GDN",
@@ -277,7 +279,7 @@ def against_gdn(results: dict) -> list[str]:
     lines += _ratio_tables(results, GDN, (("VLA", VLA_CHUNKED), *((name, (name,)) for name in AGAINST_GDN)))
     if any(r["contender"] == GDN_FAST for r in results["rows"]):
         lines += ["", '### At `precision="fast"`', "", "The same over GDN's time at the fast level:"]
-        lines += _ratio_tables(results, GDN_FAST, (("VLA", VLA_CHUNKED), ("CCQ-GDN", (CCQ_GDN_FAST,))))
+        lines += _ratio_tables(results, GDN_FAST, (("VLA", (VLA_FAST,)), ("CCQ-GDN", (CCQ_GDN_FAST,))))
     return lines
 
 

@@ -49,8 +49,8 @@ class Mixer(nn.Module):
     ):
         """`head_dim`: the (key) dim of a head; None (the default) means `d_model // n_heads`, and then `n_heads`
         must divide `d_model`. `precision`: `"exact"` or `"fast"`, passed to the ops that take it (`delta_rule`,
-        `linear_attention`, `gated_linear_attention` with a scalar decay, and `ccq_query` for their CCQ read with
-        `ccq=True`: docs/design.md §4); a mixer whose ops have no fast level (VLA, softmax, GLA's per-channel decay)
+        `linear_attention`, `gated_linear_attention` with a scalar decay, `vla`, and `ccq_query` for their CCQ read
+        with `ccq=True`: docs/design.md §4); a mixer whose ops have no fast level (softmax, GLA's per-channel decay)
         takes no such argument, and its CCQ read stays exact."""
         super().__init__()
         if not isinstance(d_model, int) or d_model <= 0:

@@ -37,9 +37,9 @@ class VariationalLinearAttention(Mixer):
     `num_v_heads` (GVA, a multiple of `n_heads`: value head `j` reads query / key head `j // G`,
     `G = num_v_heads / n_heads`); `short_conv` (False: the paper's layer has none; with it `W_q x`, `W_k x`, `W_v x`
     each pass a causal depthwise convolution of `conv_size` (4) taps, `conv_bias` (False), before the feature maps,
-    as fla's layers convolve theirs). The gate `α̂` depends on the keys only, so the `G` value heads of a key head
-    are exactly one head of values `G · V` wide: the op runs `n_heads` heads of that width, `A` is formed once per
-    key head, not once per value head.
+    as fla's layers convolve theirs); `precision` (`"exact"`, or `"fast"`: `vla`'s). The gate `α̂` depends on the
+    keys only, so the `G` value heads of a key head are exactly one head of values `G · V` wide: the op runs
+    `n_heads` heads of that width, `A` is formed once per key head, not once per value head.
     State: `{"S": [B, H, K, G·V], "A": [B, H, K, K][, "z": [B, H, K]][, "position": [B] (refreshing: tokens seen)]
     [, "ccq"][, "conv_q", "conv_k", "conv_v"]}`.
     """
@@ -63,8 +63,9 @@ class VariationalLinearAttention(Mixer):
         conv_size: int = 4,
         conv_bias: bool = False,
         backend: str = "auto",
+        precision: str = "exact",
     ):
-        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend)
+        super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend, precision=precision)
         if normalizer not in ("sum", "none"):
             raise ValueError(f"normalizer: expected 'sum' or 'none', got {normalizer!r}")
         if not isinstance(refresh, bool):
@@ -147,6 +148,7 @@ class VariationalLinearAttention(Mixer):
             cu_seqlens=cu_seqlens,
             backend=backend,
             max_u_norm=d**-0.5,  # u's norm, so that a training call needs no look at u on the host (`vla_gate`)
+            precision=self.precision,
         )
         if self.normalizer == "sum":
             # z_tᵀ q_t is linear attention with a single value column of ones

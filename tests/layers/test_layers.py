@@ -239,12 +239,13 @@ def test_raw_keys_reach_the_delta_rule_unnormalised(monkeypatch):
         ("kla", "gated_deltanet", "delta_rule"),
         ("linear", "linear", "linear_attention"),
         ("mamba2", "mamba2", "gated_linear_attention"),
+        ("vla", "vla", "vla"),
     ],
 )
 def test_the_precision_level_reaches_the_op(name, module, op, monkeypatch):
     """A layer's `precision` (also a model config's, through `mixer_options`) is what its op is called with; a
-    mixer whose ops have no fast level (VLA; GLA, whose per-channel decay has its own kernels) takes no such
-    argument, and a bad level is refused when the layer is built."""
+    mixer whose ops have no fast level (GLA, whose per-channel decay has its own kernels) takes no such argument,
+    and a bad level is refused when the layer is built."""
     module = importlib.import_module(f"linattn.layers.{module}")
     seen = []
     original = getattr(module, op)
@@ -253,9 +254,8 @@ def test_the_precision_level_reaches_the_op(name, module, op, monkeypatch):
     assert seen == ["fast"]
     with pytest.raises(ValueError, match="precision: expected one of"):
         make(name, {"precision": "quick"})
-    for other in ("vla", "gla"):
-        with pytest.raises(TypeError, match="precision"):
-            make(other, {"precision": "fast"})
+    with pytest.raises(TypeError, match="precision"):
+        make("gla", {"precision": "fast"})
     config = ModelConfig(vocab_size=16, d_model=D, n_heads=H, mixer=name, mixer_options={"precision": "fast"})
     assert {m.precision for m in DecoderLM(config).modules() if isinstance(m, Mixer)} == {"fast"}
 

@@ -12,6 +12,7 @@ from linattn.ops.checks import (
     check_backend,
     check_cu_seqlens,
     check_head_first,
+    check_precision,
     check_qk,
     check_qkv,
     check_scale,
@@ -30,11 +31,11 @@ from linattn.ops.vla.naive import naive_vla_gate
 from linattn.ops.vla.refresh import check_position, pseudo_norm, run_gate
 
 
-def triton_vla_gate(k, u, initial_state, *, lam0, unit_keys=False):
+def triton_vla_gate(k, u, initial_state, *, lam0, unit_keys=False, fast=False):
     """The gate's Triton kernel (`triton/gate.py`), imported on first use: triton is an optional dependency."""
     from linattn.ops.vla.triton import triton_vla_gate as gate
 
-    return gate(k, u, initial_state, lam0=lam0, unit_keys=unit_keys)
+    return gate(k, u, initial_state, lam0=lam0, unit_keys=unit_keys, fast=fast)
 
 
 GATES = {"naive": naive_vla_gate, "chunk": chunk_vla_gate, "triton": triton_vla_gate}
@@ -77,12 +78,16 @@ def split_packed(name: str, rho: float):
     return per_length if name != "naive" and rho == 1.0 else per_sequence
 
 
-def backend_gate(name: str, lam0: float, rho: float = 1.0, unit_keys: bool = False, max_u_norm: float | None = None):
+def backend_gate(
+    name: str, lam0: float, rho: float = 1.0, unit_keys: bool = False, max_u_norm: float | None = None,
+    fast: bool = False,
+):  # fmt: skip
     """Backend `name`'s gate as `(k, u, A_0) -> (α̂, A_T)` (`naive_vla_gate`'s contract) at `λ0`, `ρ`: `naive`
     forgets token by token, the others through `forgetting.py`'s rescaled segments (when `ρ < 1`; the PyTorch path's
     chunks no longer than `forgetting.max_chunk(ρ)`, the Triton kernel's are 16 tokens), from an ill-conditioned
-    start with `head.py`'s float64 head (`max_u_norm`: a known bound on `‖u_t‖` for its test)."""
-    gate = _forgetting(name, lam0, rho, unit_keys)
+    start with `head.py`'s float64 head (`max_u_norm`: a known bound on `‖u_t‖` for its test). `fast`: the Triton
+    kernel's products in one tf32 pass (`fast_gate`)."""
+    gate = _forgetting(name, lam0, rho, unit_keys, fast)
     if name == "naive":
         return gate
     head = _forgetting("chunk", lam0, rho, unit_keys)
@@ -110,8 +115,14 @@ def refreshed_u_norm(max_u_norm: float | None, lam0: float, rho: float, K: int, 
     return max(max_u_norm, pseudo_norm(lam0, rho, K))
 
 
-def _forgetting(name: str, lam0: float, rho: float, unit_keys: bool):
-    gate = GATES[name]
+def fast_gate(precision: object, *tokens: torch.Tensor) -> bool:
+    """Whether `precision` (checked) is the `"fast"` level and applies to these token inputs: all bfloat16, as the
+    delta-rule engine's level asks (`utils.precision.fast_precision`). Other dtypes compute as at `"exact"`."""
+    return check_precision(precision) and all(x.dtype == torch.bfloat16 for x in tokens)
+
+
+def _forgetting(name: str, lam0: float, rho: float, unit_keys: bool, fast: bool = False):
+    gate = partial(triton_vla_gate, fast=fast) if name == "triton" else GATES[name]
     if rho == 1.0:
         return lambda k, u, s: gate(k, u, s, lam0=lam0, unit_keys=unit_keys)
     if name == "naive":
@@ -134,6 +145,7 @@ def vla_gate(
     cu_seqlens: torch.Tensor | None = None,
     backend: str = "auto",
     max_u_norm: float | None = None,
+    precision: str = "exact",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """VLA's write direction: `α̂_t = A_t k̂_t / ‖A_t k̂_t‖` with `A_t = (λ0 I + Σ_{s≤t} u_s u_sᵀ)⁻¹`.
 
@@ -161,6 +173,10 @@ def vla_gate(
             None. The chunked gates read `max ‖u_t‖` to decide whether their first tokens need float64 (`head.py`),
             a wait for the GPU once a call; with the bound and no `initial_state` they decide without it. A bound
             below the true norm costs accuracy on an ill-conditioned start, nothing else.
+        precision: `"exact"` (default): within twice the naive recurrence's error in the inputs' dtype
+            (docs/design.md §4). `"fast"`: with bfloat16 `k` and `u` the `triton` backend's products take one tf32
+            pass, under the bfloat16 rounding of `α̂` (within 3× the naive recurrence's error); other dtypes and
+            backends compute as at `"exact"`.
     Returns:
         `(alpha_hat, A)`, `alpha_hat: [B, T, H, K]` unit rows in k's dtype.
 
@@ -175,13 +191,14 @@ def vla_gate(
     if check_state("initial_state", initial_state, (N, H, K, K), "[N, H, K, K]", k.device, "k") is not None:
         check_spd("initial_state", initial_state)
     name = check_backend(backend, k.device, BACKENDS, k.dtype)
+    fast = fast_gate(precision, k, u)
     refresh, position = check_refresh(refresh, position, N, k.device)
     max_u_norm = refreshed_u_norm(check_max_u_norm(max_u_norm), lam0, rho, K, refresh)
 
     def gate(k, u, rho, cu):
         if name == "fused_recurrent":
             return fused_recurrent_vla_gate(k, u, initial_state, lam0=lam0, rho=rho, cu_seqlens=cu)[1:]
-        one = backend_gate(name, lam0, rho, max_u_norm=max_u_norm)
+        one = backend_gate(name, lam0, rho, max_u_norm=max_u_norm, fast=fast)
         return split_packed(name, rho)(one, cu, (k, u), initial_state)
 
     alpha_hat, A = run_gate(gate, k, u, lam0=lam0, rho=rho, refresh=refresh, position=position, cu_seqlens=cu_seqlens)
@@ -204,6 +221,7 @@ def vla(
     cu_seqlens: torch.Tensor | None = None,
     backend: str = "auto",
     max_u_norm: float | None = None,
+    precision: str = "exact",
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
     """Variational linear attention: the VLA gate, then the delta rule with `k = k̂`, `w = α̂`, `β = γ = 1`.
 
@@ -228,6 +246,11 @@ def vla(
             (decoding: the gate's and the delta rule's step kernels, two launches for a few tokens on a carried
             `(S, A)`, forward only).
         max_u_norm: a known bound on every `‖u_t‖`, or None (`vla_gate`'s).
+        precision: `"exact"` (default): within twice the naive recurrence's error in the inputs' dtype
+            (docs/design.md §4). `"fast"`: with bfloat16 `q, k, v, u` the `triton` backend takes the gate's products
+            (forward and backward) in one tf32 pass; outputs and gradients within 3× the naive recurrence's error,
+            final states within bfloat16's rounding (`2⁻⁸`). The state's engine stays at its exact level on float32
+            `k̂`, `α̂` (`_state_triton` says why). Other dtypes and backends compute as at `"exact"`.
     Returns:
         `(o, (S, A))`, `o: [B, T, H, V]` in v's dtype; the state is None unless requested.
 
@@ -248,6 +271,7 @@ def vla(
         check_shape("initial_state[1]", initial_state[1], (dims.N, dims.H, dims.K, dims.K), "[N, H, K, K]", dims.device)
         check_spd("initial_state[1]", initial_state[1])
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
+    fast = fast_gate(precision, q, k, v, u)
     scale = check_scale(scale, dims.K)
     refresh, position = check_refresh(refresh, position, dims.N, q.device)
     max_u_norm = refreshed_u_norm(check_max_u_norm(max_u_norm), lam0, rho, dims.K, refresh)
@@ -257,7 +281,7 @@ def vla(
         return _vla_fused_recurrent(q, k, v, u, gating, scale, S0, A0, output_final_state)
 
     def gate(k_hat, u, rho, cu):
-        one = backend_gate(name, lam0, rho, unit_keys=True, max_u_norm=max_u_norm)
+        one = backend_gate(name, lam0, rho, unit_keys=True, max_u_norm=max_u_norm, fast=fast)
         return split_packed(name, rho)(one, cu, (k_hat, u), A0)
 
     k_hat = unit_rows(k)  # once, for the gate and the state
@@ -296,7 +320,10 @@ def _state_triton(q, k, k_hat, v, alpha_hat, scale, S0, output_final_state, cu_s
     """`vla`'s state on the Triton engine: the two-key delta rule (`w = α̂`) of all sequences, one launch per stage.
     `k̂` and `α̂` come out of the gate in float32 and enter the engine so, beside `q` and `v` in their own dtype:
     rounding them to a bfloat16 model's dtype would put that dtype's rounding into the float32 state, which the
-    reference keeps exact."""
+    reference keeps exact. So at the fast level too: rounded to bfloat16, they took `∂L/∂u` to 3.05× the naive
+    recurrence's error (bound 3×) on `verify`'s bfloat16 VLA case without states (T = 1000, K = 32, Hopper's
+    arithmetic emulated), `α̂`'s rounding 2.46× alone, `k̂`'s 1.61×; with the engine's fast-level intermediates
+    too, `o` came to 9.2× (T = 130)."""
     # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
     from linattn.ops.delta_rule.triton.function import delta_rule_triton
 

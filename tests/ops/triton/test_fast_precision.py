@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from linattn.bench.verify import Case, bound, check
-from linattn.ops import ccq_query, delta_rule, linear_attention
+from linattn.ops import ccq_query, delta_rule, linear_attention, vla
 from linattn.ops.delta_rule.triton.forward import delta_rule_fwd
 from linattn.ops.delta_rule.triton.precision import backward_precision
 from linattn.ops.utils import precision
@@ -43,6 +43,9 @@ def _arithmetic():
         Case(130, 32, 32, BF16, op="ccq"),  # CCQ's sums at the chunk boundaries in bfloat16, with both states
         Case(130, 48, 48, BF16, op="ccq", initial_state=False, final_state=False),  # as in training (kept states)
         Case(0, 32, 32, BF16, op="ccq", varlen=(1, 63, 64, 65, 100)),
+        Case(130, 32, 32, BF16, op="vla"),  # the gate's products in one tf32 pass, with both states
+        Case(130, 48, 48, BF16, op="vla", initial_state=False, final_state=False),  # as in training
+        Case(0, 32, 32, BF16, op="vla", varlen=(1, 63, 64, 65, 100)),
     ],
     ids=lambda c: c.label,
 )
@@ -76,6 +79,23 @@ def test_ccq_fast_level_stores_bfloat16_sums(monkeypatch):
     assert stored == [torch.float32, BF16, torch.float32, torch.float32]
 
 
+def test_vla_fast_level_takes_the_gate_in_one_tf32_pass(monkeypatch):
+    """VLA's fast level: the gate kernel's products (forward and backward) in one tf32 pass for bfloat16 tokens; other
+    dtypes, and the exact level, keep three."""
+    gate = importlib.import_module("linattn.ops.vla.triton.gate")
+    taken = []
+    original = gate.triton_apply
+    monkeypatch.setattr(gate, "triton_apply", lambda *a, **k: taken.append(k["precision"]) or original(*a, **k))
+    for dtype in (BF16, torch.float32):
+        q, k, v, x = (torch.randn(1, 40, 2, 16, dtype=dtype, device=DEVICE) for _ in "qkvx")
+        # unit rows / √K, as the layer's: a well-conditioned start, which the gate kernel takes (no float64 head)
+        u = torch.nn.functional.normalize(x, dim=-1) / 4
+        q, k, v, u = (t.requires_grad_() for t in (q, k, v, u))
+        for level in ("exact", "fast"):
+            vla(q, k, v, u, backend="triton", precision=level)[0].sum().backward()
+    assert taken == ["tf32x3"] * 2 + ["tf32"] * 2 + ["tf32x3"] * 4
+
+
 def test_fast_level_changes_nothing_for_float32_and_float16():
     """float32 would lose its accuracy to tf32 and a float16 state could overflow: both keep the exact level."""
     assert fast_precision(DEVICE, torch.float32) is None and fast_precision(DEVICE, torch.float16) is None
@@ -99,8 +119,8 @@ def test_fast_bound_is_three_times_naive_and_a_state_its_rounding():
     assert bound("S", 1e-5, BF16, "fast") == 2.0**-8 and bound("dq", 1e-5, BF16, "fast") == pytest.approx(3e-5)
 
 
-@pytest.mark.parametrize("op", [delta_rule, linear_attention])
+@pytest.mark.parametrize("op", [delta_rule, linear_attention, vla])
 def test_precision_must_be_a_level(op):
     x = torch.randn(1, 4, 1, 8)
     with pytest.raises(ValueError, match=r"precision: expected one of \('exact', 'fast'\), got 'fastest'"):
-        op(x, x, x, precision="fastest")
+        op(x, x, x, *([x] if op is vla else []), precision="fastest")

@@ -84,6 +84,7 @@ def gate_apply_kernel(
     KEEP_LI: tl.constexpr,
     READ_LI: tl.constexpr,
     UNIT_GRAD: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     """One program per (group, batch · head). `X, Y: [B, T, H, D]` float32, `U: [B, T, H, D]` any float dtype,
     `A0`: float32 `D × D` matrices, a head's groups `SG` matrices apart (`[B, H, SG, D, D]`, `SG ≥ ⌈T / (C R)⌉`).
@@ -91,7 +92,7 @@ def gate_apply_kernel(
     clamp). `LI: [B·H, NG·R, C, C]` float32 (`NG` the grid's groups): every chunk's `L⁻¹`, written with `KEEP_LI`,
     read in place of the elimination with `READ_LI`. `UNIT_GRAD`: `X` holds `∂L/∂α̂` of the forward's rows
     `α̂ = α / max(‖α‖, EPS)` (`YA: [B, T, H, D]`, their norms `NA: [B, T, H]`), and the rows mapped are `∂L/∂α`
-    (`unit_rows_grad` on each loaded row)."""
+    (`unit_rows_grad` on each loaded row). `PRECISION`: every product's `input_precision`."""
     i_g, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     o_c = tl.arange(0, C)
@@ -120,22 +121,22 @@ def gate_apply_kernel(
             b_dot = tl.where(b_na >= EPS_, tl.sum(b_ah * b_x, axis=1), 0)
             b_x = (b_x - b_ah * b_dot[:, None]) / tl.maximum(b_na, EPS_)[:, None]
         # [C, BD] @ [BD, BD] -> [C, BD]: rows A_c u_t
-        b_z = tl.dot(b_u, b_A, input_precision="tf32x3")
+        b_z = tl.dot(b_u, b_A, input_precision=PRECISION)
         # [C, C]: L⁻¹ for L Lᵀ = I + U A_c Uᵀ (or as an earlier call formed it), then W = L⁻¹ Z
         o_li = ((i_bh.to(tl.int64) * tl.num_programs(0) + i_g) * R + j) * C * C + o_c[:, None] * C + o_c[None, :]
         if READ_LI:
             b_Li = tl.load(LI + o_li)
         else:
-            b_G = tl.dot(b_u, tl.trans(b_z), input_precision="tf32x3")
+            b_G = tl.dot(b_u, tl.trans(b_z), input_precision=PRECISION)
             b_Li = inverse_cholesky(b_G + tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0), C)
             if KEEP_LI:
                 tl.store(LI + o_li, b_Li)
-        b_w = tl.dot(b_Li, b_z, input_precision="tf32x3")
+        b_w = tl.dot(b_Li, b_z, input_precision=PRECISION)
         # [C, BD] @ [BD, C] -> [C, C], kept on s ≤ t
-        b_xw = tl.dot(b_x, tl.trans(b_w), input_precision="tf32x3")
+        b_xw = tl.dot(b_x, tl.trans(b_w), input_precision=PRECISION)
         b_xw = tl.where(o_c[:, None] >= o_c[None, :], b_xw, 0)
         # [C, BD]: rows A_t x_t = A_c x_t − Σ_{s≤t} w_s (w_sᵀ x_t)
-        b_y = tl.dot(b_x, b_A, input_precision="tf32x3") - tl.dot(b_xw, b_w, input_precision="tf32x3")
+        b_y = tl.dot(b_x, b_A, input_precision=PRECISION) - tl.dot(b_xw, b_w, input_precision=PRECISION)
         if UNIT:
             # [C] norms of the rows (padding columns are 0)
             b_n = tl.sqrt(tl.sum(b_y * b_y, axis=1))
@@ -143,7 +144,7 @@ def gate_apply_kernel(
             tl.store(N + o_tn, b_n, mask=m_t)
         tl.store(Y + o_td, b_y, mask=m_td)
         # [BD, C] @ [C, BD] -> [BD, BD]
-        b_A -= tl.dot(tl.trans(b_w), b_w, input_precision="tf32x3")
+        b_A -= tl.dot(tl.trans(b_w), b_w, input_precision=PRECISION)
 
 
 def triton_apply(
@@ -156,6 +157,7 @@ def triton_apply(
     keep: bool = False,
     factors: torch.Tensor | None = None,
     unit_grad: tuple[torch.Tensor, torch.Tensor] | None = None,
+    precision: str = "tf32x3",
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """`chunk.Apply`'s contract on the kernel: `X: [B, T, H, d]` float32 and `U: [B, T, H, d]` float32,
     bfloat16 or float16, contiguous, `A_starts: [B, H, ⌈T / L⌉, d, d]` float32 (a head's groups may lie further
@@ -163,7 +165,7 @@ def triton_apply(
     rows normalised and their norms (inside the kernel up to d = 64, by one more launch above), and with `keep`
     every chunk's `L⁻¹` (`[B·H, ⌈T / L⌉·R, C, C]` float32, 16 floats a token and head), which a call with them as
     `factors` reads in place of its 16-step elimination (the backward's call: `L⁻¹` depends on `U` and `A` only).
-    `unit_grad = (α̂, norms)`: as `chunk.Apply`, inside the kernel."""
+    `unit_grad = (α̂, norms)`: as `chunk.Apply`, inside the kernel. `precision`: the products' `input_precision`."""
     B, T, H, D = X.shape
     if X.dtype != torch.float32 or A_starts.dtype != torch.float32 or U.dtype == torch.float64:
         raise TypeError(f"vla gate kernel: float32 X and A_starts, a float32, bfloat16 or float16 U expected, got "
@@ -193,7 +195,8 @@ def triton_apply(
     gate_apply_kernel[grid](
         X, U, A_starts, Y, norms, factors if factors is not None else kept, alpha_hat, alpha_norms, T, SG,
         H=H, D=D, BD=BD, C=grouping.C, R=grouping.R, UNIT=in_kernel, EPS_=EPS,
-        KEEP_LI=kept is not None, READ_LI=factors is not None, UNIT_GRAD=unit_grad is not None, num_warps=warps,
+        KEEP_LI=kept is not None, READ_LI=factors is not None, UNIT_GRAD=unit_grad is not None, PRECISION=precision,
+        num_warps=warps,
     )  # fmt: skip
     if unit and not in_kernel:
         return *unit_rows_in_place(Y), kept
@@ -214,10 +217,14 @@ def triton_vla_gate(
     *,
     lam0: float,
     unit_keys: bool = False,
+    fast: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Same contract as `naive_vla_gate`, float32 inside; head dims over `MAX_HEAD_DIM` take the PyTorch chunk
     path. The backward's `∂L/∂u`, `∂L/∂M_0` come from `penalty_grads.py`'s kernels. `unit_keys`: `k` is already
-    `unit_rows(k)`."""
+    `unit_rows(k)`. `fast`: the gate kernel's products (forward and backward) in one tf32 pass, not three: the
+    `precision="fast"` level of bfloat16 tokens, where their error (~2⁻¹¹ a product, over at most one group's 32
+    downdates of `A`, each group restarted from its own inverse) sits under the bfloat16 rounding of `k̂` and `α̂`
+    that the level's state takes them with (`vla`)."""
     if k.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"backend 'triton': k, u must be float32, bfloat16 or float16, got {k.dtype}")
     T, d = k.shape[1], k.shape[-1]
@@ -226,5 +233,6 @@ def triton_vla_gate(
     grads = partial(triton_penalty_grads, precision=penalty_precision(u, initial_state))
     # the groups' penalties on the tensor cores for bfloat16 u only (`group_penalties.py` says why)
     sums = triton_group_penalties if u.dtype == torch.bfloat16 else group_penalties
-    kernels = GateKernels(triton_apply, grads, triton_spd_inverse, sums)
+    apply = partial(triton_apply, precision="tf32" if fast else "tf32x3")
+    kernels = GateKernels(apply, grads, triton_spd_inverse, sums)
     return gate(k if unit_keys else unit_rows(k), u, initial_state, lam0, triton_grouping(T), kernels)
