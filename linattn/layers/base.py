@@ -86,7 +86,8 @@ class Mixer(nn.Module):
         *,
         attention_mask: torch.Tensor | Unpadded | None = None,
         backend: str | None = None,
-    ) -> tuple[torch.Tensor, State]:
+        output_state: bool = True,
+    ) -> tuple[torch.Tensor, State | None]:
         """`x: [B, T, d_model]` -> `(y: [B, T, d_model], final state)`; `state` continues an earlier call.
 
         `attention_mask: [B, T]` (bool or 0/1; 1 = a real token, 0 = padding, anywhere in a row): the padded
@@ -94,6 +95,9 @@ class Mixer(nn.Module):
         token keeps its state. Not with `cu_seqlens` (a packed row has no padding). An `Unpadded` (`check_padding`'s)
         stands for a mask already checked: the LM's, checked once for all its layers.
         `backend` overrides the layer's op backend for this call (decoding uses the token-by-token one).
+        `output_state=False`: the final state is neither formed nor returned (None), as a training step that discards
+        it wants: the ops then skip it, and the Triton kernels take the products that only a returned state would
+        need in three tf32 passes in one (`linattn/ops/utils/precision.py`).
 
         Example:
             >>> layer = build_layer("gated_deltanet", 64, 4)
@@ -121,10 +125,14 @@ class Mixer(nn.Module):
         padding = check_padding(attention_mask, cu_seqlens, x.shape[0], x.shape[1])
         if state is not None:
             self.check_state(state, N)
+        if not isinstance(output_state, bool):
+            raise TypeError(f"output_state: expected a bool, got {type(output_state).__name__}")
         backend = backend or self.backend
         if padding is None:
-            return self.mix(x, state, cu_seqlens, backend)
-        return self.mix_padded(x, state, padding, backend)
+            y, new = self.mix(x, state, cu_seqlens, backend, output_state)
+        else:
+            y, new = self.mix_padded(x, state, padding, backend, output_state)
+        return y, (new if output_state else None)
 
     def check_state(self, state: State, batch_size: int) -> None:
         """`state` must be this layer's: the names `init_state` gives (those in `optional_state` may be missing),
@@ -186,16 +194,20 @@ class Mixer(nn.Module):
         return y[:, 0], state
 
     def mix(
-        self, x: torch.Tensor, state: State | None, cu_seqlens: torch.Tensor | None, backend: str
-    ) -> tuple[torch.Tensor, State]:
+        self, x: torch.Tensor, state: State | None, cu_seqlens: torch.Tensor | None, backend: str, output_state: bool
+    ) -> tuple[torch.Tensor, State | None]:
+        """The layer's computation on checked inputs: `(y, new state)`; with `output_state` False the new state may be
+        None or incomplete (`forward` drops it)."""
         raise NotImplementedError
 
     def mix_padded(
-        self, x: torch.Tensor, state: State | None, padding: Unpadded, backend: str
-    ) -> tuple[torch.Tensor, State]:
+        self, x: torch.Tensor, state: State | None, padding: Unpadded, backend: str, output_state: bool
+    ) -> tuple[torch.Tensor, State | None]:
         """`mix` on a padded batch (`padding.mask: [B, T]` bool, some False): the real tokens as one packed row with
         `cu_seqlens`, the outputs padded back. A layer whose state cannot be packed overrides it (softmax)."""
-        return run_unpadded(lambda xp, s, cu: self.mix(xp, s, cu, backend), x, state, padding, self.init_state)
+        if not output_state:
+            return run_unpadded(lambda xp, s, cu: (self.mix(xp, s, cu, backend, False)[0], None), x, state, padding)
+        return run_unpadded(lambda xp, s, cu: self.mix(xp, s, cu, backend, True), x, state, padding, self.init_state)
 
     def op_backend(self, backend: str, x: torch.Tensor, *, fused: bool) -> str:
         """The backend an op runs with: `backend` itself, except when decoding (`DECODE`), where an op with a

@@ -32,10 +32,18 @@ class CurvatureQuery(nn.Module):
         return zeros(batch_size, H, d, d), zeros(batch_size, H, d), zeros(batch_size, H)
 
     def forward(
-        self, q: torch.Tensor, k: torch.Tensor, g: torch.Tensor | None, state, cu_seqlens, backend: str, precision: str
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        g: torch.Tensor | None,
+        state,
+        cu_seqlens,
+        backend: str,
+        precision: str,
+        output_state: bool,
     ):
         """`q, k: [B, T, H, d]`, `g: [B, T, H]` or None -> `(q': [B, T, H, d], state)`; `precision`: the base
-        layer's (`ccq_query`'s)."""
+        layer's (`ccq_query`'s); `output_state` False: no state formed (None), as the layer's `forward` takes it."""
         q, k = promote(q, k)
         lam = torch.sigmoid((q * self.w_lam.to(q.dtype)).sum(-1) + self.b_lam.to(q.dtype))  # [B, T, H]
         return ccq_query(
@@ -46,7 +54,7 @@ class CurvatureQuery(nn.Module):
             centered=self.centered,
             normalize_keys=self.normalize_keys,
             initial_state=state,
-            output_final_state=True,
+            output_final_state=output_state,
             cu_seqlens=cu_seqlens,
             backend=backend,
             precision=precision,

@@ -61,7 +61,7 @@ class DeltaNet(Mixer):
             **self.qkv.init_state(batch_size, device=self.out.weight.device),
         }
 
-    def mix(self, x, state, cu_seqlens, backend):
+    def mix(self, x, state, cu_seqlens, backend, output_state):
         state = state or {}
         h, new = self.qkv(x, state, cu_seqlens)
         q, k = (F.normalize(split_heads(h[n], self.n_heads), dim=-1) for n in "qk")  # [B, T, H, K]
@@ -74,7 +74,7 @@ class DeltaNet(Mixer):
             v,
             beta=beta,
             initial_state=state.get("S"),
-            output_final_state=True,
+            output_final_state=output_state,
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
             precision=self.precision,

@@ -88,7 +88,10 @@ class FlaLayer(nn.Module):
                 and attention_mask.shape[1] > x.shape[1]
             )
             mask["attention_mask"] = attention_mask[:, -x.shape[1] :] if long else attention_mask
-        o, state = self.mixer(x, state, kwargs.get("cu_seqlens"), backend=DECODE if decode else None, **mask)
+        # no cache to write: no state formed (the training call's case)
+        keep = past_key_values is not None
+        backend = DECODE if decode else None
+        o, state = self.mixer(x, state, kwargs.get("cu_seqlens"), backend=backend, output_state=keep, **mask)
         if past_key_values is not None:
             past_key_values.set_layer_state(self.layer_idx, state)
         return o, None, past_key_values

@@ -24,7 +24,7 @@ class GatedConv(Mixer):
     def init_state(self, batch_size: int) -> State:
         return {"conv": self.conv.init_state(batch_size, device=self.out.weight.device)}
 
-    def mix(self, x, state, cu_seqlens, backend):
+    def mix(self, x, state, cu_seqlens, backend, output_state):
         a, b = self.in_proj(x).chunk(2, dim=-1)
         a, conv = self.conv(a, None if state is None else state["conv"], cu_seqlens)
         return self.out(a * b), {"conv": conv}

@@ -111,7 +111,7 @@ class GatedDeltaNet(Mixer):
             state["ccq"] = self.ccq.init_state(batch_size, device=device)
         return state
 
-    def mix(self, x, state, cu_seqlens, backend):
+    def mix(self, x, state, cu_seqlens, backend, output_state):
         state = state or {}
         h, new = self.qkv(x, state, cu_seqlens)
         q, k = (split_heads(h[n], self.n_heads) for n in "qk")  # [B, T, H, K]
@@ -124,9 +124,8 @@ class GatedDeltaNet(Mixer):
         q, k, v = promote(repeat_heads(q, groups), repeat_heads(k, groups), v)  # q, k: [B, T, HV, K]
         g = self.decay(x)  # [B, T, HV]
         if self.ccq is not None:
-            q, new["ccq"] = self.ccq(
-                q, k, g, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False), self.precision
-            )
+            ccq_backend = self.op_backend(backend, x, fused=False)
+            q, new["ccq"] = self.ccq(q, k, g, state.get("ccq"), cu_seqlens, ccq_backend, self.precision, output_state)
         o, new["S"] = delta_rule(
             q,
             k,
@@ -135,7 +134,7 @@ class GatedDeltaNet(Mixer):
             g=g,
             kaczmarz_eps=KACZMARZ_EPS if self.kaczmarz else None,
             initial_state=state.get("S"),
-            output_final_state=True,
+            output_final_state=output_state,
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
             precision=self.precision,

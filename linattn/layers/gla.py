@@ -77,7 +77,7 @@ class GatedLinearAttention(Mixer):
             state["ccq"] = self.ccq.init_state(batch_size, device=self.out.weight.device)
         return state
 
-    def mix(self, x, state, cu_seqlens, backend):
+    def mix(self, x, state, cu_seqlens, backend, output_state):
         state = state or {}
         new: State = {}
         if self.conv_qkv is None:
@@ -90,8 +90,9 @@ class GatedLinearAttention(Mixer):
         q, k, v = promote(q, k, split_heads(h["v"], HV))
         g = split_heads(F.logsigmoid(self.gk(x).float()) / self.gate_normalizer, HV)  # [B, T, HV, K]
         if self.ccq is not None:
+            ccq_backend = self.op_backend(backend, x, fused=False)
             q, new["ccq"] = self.ccq(
-                q, k, None, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False), self.precision
+                q, k, None, state.get("ccq"), cu_seqlens, ccq_backend, self.precision, output_state
             )
         o, new["S"] = gated_linear_attention(
             q,
@@ -99,7 +100,7 @@ class GatedLinearAttention(Mixer):
             v,
             g,
             initial_state=state.get("S"),
-            output_final_state=True,
+            output_final_state=output_state,
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
         )

@@ -61,7 +61,7 @@ class LinearAttention(Mixer):
             state["ccq"] = self.ccq.init_state(batch_size, device=self.out.weight.device)
         return state
 
-    def mix(self, x, state, cu_seqlens, backend):
+    def mix(self, x, state, cu_seqlens, backend, output_state):
         state = state or {}
         groups = self.num_v_heads // self.n_heads
         q = repeat_heads(elu_plus_one(split_heads(self.q_proj(x), self.n_heads)), groups)  # [B, T, HV, K]
@@ -70,30 +70,33 @@ class LinearAttention(Mixer):
         q, k, v = promote(q, k, v)
         new: State = {}
         if self.ccq is not None:
+            ccq_backend = self.op_backend(backend, x, fused=False)
             q, new["ccq"] = self.ccq(
-                q, k, None, state.get("ccq"), cu_seqlens, self.op_backend(backend, x, fused=False), self.precision
+                q, k, None, state.get("ccq"), cu_seqlens, ccq_backend, self.precision, output_state
             )
         backend = self.op_backend(backend, x, fused=True)
         if self.normalize:
             init = (state["S"], state["z"]) if "S" in state else None
-            o, (new["S"], new["z"]) = linear_attention(
+            o, S = linear_attention(
                 q,
                 k,
                 v,
                 normalize=True,
                 initial_state=init,
-                output_final_state=True,
+                output_final_state=output_state,
                 cu_seqlens=cu_seqlens,
                 backend=backend,
                 precision=self.precision,
             )
+            if output_state:
+                new["S"], new["z"] = S
         else:
             o, new["S"] = linear_attention(
                 q,
                 k,
                 v,
                 initial_state=state.get("S"),
-                output_final_state=True,
+                output_final_state=output_state,
                 cu_seqlens=cu_seqlens,
                 backend=backend,
                 precision=self.precision,

@@ -58,7 +58,7 @@ class Mamba2(Mixer):
             **self.xbc.init_state(batch_size, device=self.out.weight.device),
         }
 
-    def mix(self, x, state, cu_seqlens, backend):
+    def mix(self, x, state, cu_seqlens, backend, output_state):
         state = state or {}
         h, new = self.xbc(x, state, cu_seqlens)
         groups = self.n_heads // self.n_groups
@@ -76,7 +76,7 @@ class Mamba2(Mixer):
             g,
             scale=1.0,
             initial_state=state.get("S"),
-            output_final_state=True,
+            output_final_state=output_state,
             cu_seqlens=cu_seqlens,
             backend=self.op_backend(backend, x, fused=True),
             precision=self.precision,

@@ -79,7 +79,7 @@ class SoftmaxAttention(Mixer):
         conv = sum(t.numel() for n, t in self.init_state(1).items() if n.startswith("conv_"))
         return 2 * self.d_model * seq_len + conv
 
-    def mix(self, x, state, cu_seqlens, backend):
+    def mix(self, x, state, cu_seqlens, backend, output_state):
         convs = {}
         if self.conv_qkv is None:
             h = dict(zip("qkv", self.qkv(x).chunk(3, dim=-1)))
@@ -103,7 +103,7 @@ class SoftmaxAttention(Mixer):
             return self.out(merge_heads(o)), {"k": k, "v": v, **convs}
         return self._attend_cache(q, k, v, state, None, convs)
 
-    def mix_padded(self, x, state, padding, backend):
+    def mix_padded(self, x, state, padding, backend, output_state):
         """Padding stays in the KV cache, marked by the state's `"mask": [B, P]` (False = padding), which no real
         query reads; the short convolutions run on the real tokens alone (`run_unpadded`)."""
         mask, convs = padding.mask, {}

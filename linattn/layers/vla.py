@@ -102,7 +102,7 @@ class VariationalLinearAttention(Mixer):
             state[f"conv_{n}"] = conv.init_state(batch_size, device=self.W_u.device)
         return state
 
-    def mix(self, x, state, cu_seqlens, backend):
+    def mix(self, x, state, cu_seqlens, backend, output_state):
         state = state or {}
         new: State = {}
         H, d = self.n_heads, self.head_dim
@@ -118,7 +118,7 @@ class VariationalLinearAttention(Mixer):
         if self.ccq is not None:
             ccq_backend = self.op_backend(backend, x, fused=False)
             q, new["ccq"] = self.ccq(
-                q, F.normalize(k, dim=-1), None, state.get("ccq"), cu_seqlens, ccq_backend, self.precision
+                q, F.normalize(k, dim=-1), None, state.get("ccq"), cu_seqlens, ccq_backend, self.precision, output_state
             )
         # decoding on CUDA: the gate's and the state's step kernels (the gate's holds `A` for d ≤ 128)
         backend = self.op_backend(backend, x, fused=d <= 128)
@@ -133,7 +133,7 @@ class VariationalLinearAttention(Mixer):
                                 f"{position.dtype}: convert a state's floating entries only")  # fmt: skip
             lengths = x.shape[1] if cu_seqlens is None else cu_seqlens.diff().to(position.device)
             new["position"] = position + lengths
-        o, (new["S"], new["A"]) = vla(
+        o, SA = vla(
             q,
             k,
             v,
@@ -144,19 +144,23 @@ class VariationalLinearAttention(Mixer):
             position=position,
             scale=scale,
             initial_state=init,
-            output_final_state=True,
+            output_final_state=output_state,
             cu_seqlens=cu_seqlens,
             backend=backend,
             max_u_norm=d**-0.5,  # u's norm, so that a training call needs no look at u on the host (`vla_gate`)
             precision=self.precision,
         )
+        if output_state:
+            new["S"], new["A"] = SA
         if self.normalizer == "sum":
             # z_tᵀ q_t is linear attention with a single value column of ones
             ones = v.new_ones(*v.shape[:3], 1)
             z0 = state["z"][..., None] if "z" in state else None
             den, z = linear_attention(
-                q, k, ones, scale=1.0, initial_state=z0, output_final_state=True, cu_seqlens=cu_seqlens, backend=backend
-            )
-            new["z"] = z[..., 0]
+                q, k, ones, scale=1.0, initial_state=z0, output_final_state=output_state, cu_seqlens=cu_seqlens,
+                backend=backend,
+            )  # fmt: skip
+            if output_state:
+                new["z"] = z[..., 0]
             o = o / den.clamp_min(NORMALIZER_EPS)
         return self.out(self.norm(merge_heads(o))), new

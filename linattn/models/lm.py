@@ -48,24 +48,28 @@ class Block(nn.Module):
         cu_seqlens: torch.Tensor | None,
         backend: str | None = None,
         attention_mask: torch.Tensor | Unpadded | None = None,
-    ) -> tuple[torch.Tensor, State]:
+        output_state: bool = True,
+    ) -> tuple[torch.Tensor, State | None]:
         """`x: [B, T, d]` -> `(x: [B, T, d], state)`; `attention_mask`: the LM's padding, checked and packed once
         (`check_padding`; a `[B, T]` mask each mixer checks itself), or None: the mixers skip the padded positions
-        (per-token parts compute them, and nothing real reads them)."""
+        (per-token parts compute them, and nothing real reads them). `output_state=False`: no state (None), as
+        `Mixer.forward` takes it."""
         state = state or {}
         new = {}
         if self.conv is not None:
             h, new["conv"] = self.conv(
-                self.conv_norm(x), state.get("conv"), cu_seqlens, attention_mask=attention_mask, backend=backend
-            )
+                self.conv_norm(x), state.get("conv"), cu_seqlens, attention_mask=attention_mask, backend=backend,
+                output_state=output_state,
+            )  # fmt: skip
             x = x + self.drop(h)
         h, new["mixer"] = self.mixer(
-            self.mixer_norm(x), state.get("mixer"), cu_seqlens, attention_mask=attention_mask, backend=backend
-        )
+            self.mixer_norm(x), state.get("mixer"), cu_seqlens, attention_mask=attention_mask, backend=backend,
+            output_state=output_state,
+        )  # fmt: skip
         x = x + self.drop(h)
         if self.mlp is not None:
             x = x + self.drop(self.mlp(self.mlp_norm(x)))
-        return x, new
+        return x, (new if output_state else None)
 
 
 class DecoderLM(nn.Module):
@@ -80,7 +84,9 @@ class DecoderLM(nn.Module):
     flattened `[B·T]`) does the same at those positions without reading the mask on the host (a CUDA graph's);
     `step(token: [B], state) -> (logits: [B, vocab], state)` decodes one token with fixed-size state
     (softmax attention: a KV cache). A state is `{"pos": [B] int64, "layers": [per-block states]}`, `"pos"` the
-    next position of each sequence. `features` gives the normed hidden states instead of logits.
+    next position of each sequence. `features` gives the normed hidden states instead of logits. `output_state=False`
+    neither forms nor returns the state (None): a training step's choice, whose kernels then skip what only a
+    returned state needs (`Mixer.forward`).
     With `gradient_checkpointing = True` (HuggingFace's `gradient_checkpointing_enable()` sets it) each block
     recomputes its activations in the backward pass while training.
 
@@ -139,7 +145,8 @@ class DecoderLM(nn.Module):
         attention_mask: torch.Tensor | None = None,
         backend: str | None = None,
         logits_at: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, State]:
+        output_state: bool = True,
+    ) -> tuple[torch.Tensor, State | None]:
         as_mask = logits_at is not None and logits_at.dtype == torch.bool and logits_at.shape == input_ids.shape
         as_index = logits_at is not None and logits_at.dtype == torch.long and logits_at.dim() == 1
         if logits_at is not None and not (as_mask or as_index):
@@ -153,8 +160,9 @@ class DecoderLM(nn.Module):
             if low < 0 or high >= size:
                 raise ValueError(f"logits_at: expected positions in [0, B·T = {size}), got {low} – {high}")
         h, state, _ = self.features(
-            input_ids, state, cu_seqlens, attention_mask=attention_mask, backend=backend, all_layers=False
-        )
+            input_ids, state, cu_seqlens, attention_mask=attention_mask, backend=backend, all_layers=False,
+            output_state=output_state,
+        )  # fmt: skip
         if as_mask:
             h = h[logits_at]  # [N, d]
         elif as_index:
@@ -170,7 +178,8 @@ class DecoderLM(nn.Module):
         attention_mask: torch.Tensor | None = None,
         backend: str | None = None,
         all_layers: bool = False,
-    ) -> tuple[torch.Tensor, State, tuple[torch.Tensor, ...] | None]:
+        output_state: bool = True,
+    ) -> tuple[torch.Tensor, State | None, tuple[torch.Tensor, ...] | None]:
         """The final normed hidden states `[B, T, d]` (what the head reads), the new state and, with `all_layers`,
         HuggingFace's `hidden_states`: the embeddings, each block's output but the last, and the final normed
         states (`n_layers + 1` tensors `[B, T, d]`). Arguments as in `forward`.
@@ -190,6 +199,8 @@ class DecoderLM(nn.Module):
                 f"input_ids: expected token ids in [0, vocab_size = {V}), "
                 f"got min {input_ids.min().item()} max {input_ids.max().item()}"
             )
+        if not isinstance(output_state, bool):
+            raise TypeError(f"output_state: expected a bool, got {type(output_state).__name__}")
         padding = check_padding(attention_mask, cu_seqlens, B, T)
         mask = None if padding is None else padding.mask
         start = state["pos"] if state is not None else None
@@ -213,26 +224,31 @@ class DecoderLM(nn.Module):
         new_layers = []
         for block, s in zip(self.blocks, layer_states):
             if checkpointing:
-                x, s = self._gradient_checkpointing_func(block, x, s, cu_seqlens, backend, padding)
+                x, s = self._gradient_checkpointing_func(block, x, s, cu_seqlens, backend, padding, output_state)
             else:
-                x, s = block(x, s, cu_seqlens, backend, padding)
+                x, s = block(x, s, cu_seqlens, backend, padding, output_state)
             new_layers.append(s)
             if all_layers:
                 hidden.append(x)
         x = self.norm(x)
         if all_layers:
             hidden[-1] = x
+        hidden = None if hidden is None else tuple(hidden)
+        if not output_state:
+            return x, None, hidden
         if cu_seqlens is not None:
             pos = positions[0, cu_seqlens[1:] - 1] + 1  # [N]
         elif mask is not None:
             pos = (0 if start is None else start) + mask.sum(dim=1)
         else:
             pos = positions[:, -1] + 1
-        return x, {"pos": pos, "layers": new_layers}, None if hidden is None else tuple(hidden)
+        return x, {"pos": pos, "layers": new_layers}, hidden
 
     def step(self, token: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         """Decode one token per sequence: `token: [B]` -> `(logits: [B, vocab], state)`."""
         if token.dim() != 1:
             raise ValueError(f"token: expected shape [B], got {list(token.shape)}")
+        if state is None:
+            raise ValueError("state: expected the state to decode from (a forward's or init_state's), got None")
         logits, state = self.forward(token[:, None], state, backend=DECODE)
         return logits[:, 0], state

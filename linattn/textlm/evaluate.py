@@ -14,7 +14,8 @@ from linattn.tasks.batch import IGNORE, Batch
 
 def validation_loss(model: nn.Module, batches: Iterable[Batch]) -> dict[str, float]:
     """`{"val_loss": nats a token, "val_ppl": exp(val_loss)}`: the mean next-token cross-entropy over every
-    supervised position of `batches` (packed: `model(inputs, cu_seqlens=…)`), computed in float32 on the device of
+    supervised position of `batches` (packed: a `DecoderLM`'s `model(inputs, cu_seqlens=…, output_state=False)`),
+    computed in float32 on the device of
     `model`'s parameters. Call it under `torch.no_grad()` (the trainer's evals do).
 
     Example: `validation_loss(model, PackedText(val).eval_batches(8, 256, 65536))`.
@@ -24,7 +25,7 @@ def validation_loss(model: nn.Module, batches: Iterable[Batch]) -> dict[str, flo
     count = 0
     for batch in batches:
         batch = batch.to(device)
-        logits = model(batch.inputs, cu_seqlens=batch.cu_seqlens)[0]  # [1, N, V]
+        logits = model(batch.inputs, cu_seqlens=batch.cu_seqlens, output_state=False)[0]  # [1, N, V]
         total += F.cross_entropy(
             logits.flatten(0, 1).float(), batch.targets.flatten(), ignore_index=IGNORE, reduction="sum"
         )

@@ -6,6 +6,7 @@ from linattn.train.config import TrainConfig
 from linattn.train.schedule import warmup_cosine
 from linattn.train.trainer import (
     TrainResult,
+    lm_cross_entropy,
     supervised_cross_entropy,
     supervised_logits,
     token_cross_entropy,
@@ -15,6 +16,7 @@ from linattn.train.trainer import (
 __all__ = [
     "TrainConfig",
     "TrainResult",
+    "lm_cross_entropy",
     "supervised_cross_entropy",
     "supervised_logits",
     "token_cross_entropy",

@@ -54,7 +54,7 @@ def indexed_cross_entropy(
 ) -> torch.Tensor:
     """`supervised_cross_entropy`'s value from `supervised_positions`' `(index, targets)` of the batch `inputs`:
     the mean float32 cross-entropy of the logits at `index`, the `IGNORE` fillers left out."""
-    logits = model(inputs, logits_at=index)[0]  # [N, V]
+    logits = model(inputs, logits_at=index, output_state=False)[0]  # [N, V]
     return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE)
 
 

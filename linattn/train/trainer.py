@@ -112,13 +112,21 @@ class _Window:
         return {"loss": loss_sum / steps, "tokens_per_s": rate}
 
 
-def token_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
+def token_cross_entropy(model: nn.Module, batch: Batch, **options) -> torch.Tensor:
     """Mean cross-entropy of the logits `[B, T, V]` of `model(batch.inputs)` (or element 0 of a returned tuple)
     over the supervised positions (`batch.targets != IGNORE`); computed in float32. A packed batch (with
-    `cu_seqlens`) calls `model(batch.inputs, cu_seqlens=batch.cu_seqlens)`."""
-    out = model(batch.inputs) if batch.cu_seqlens is None else model(batch.inputs, cu_seqlens=batch.cu_seqlens)
+    `cu_seqlens`) calls `model(batch.inputs, cu_seqlens=batch.cu_seqlens)`; `options`: more keywords of the call."""
+    if batch.cu_seqlens is not None:
+        options["cu_seqlens"] = batch.cu_seqlens
+    out = model(batch.inputs, **options)
     logits = out[0] if isinstance(out, tuple) else out  # [B, T, V]
     return F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE)
+
+
+def lm_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """`token_cross_entropy` of a `DecoderLM` called with `output_state=False`: the step forms no recurrent state
+    (whose final value it would discard), and the mixers' kernels skip the work only a returned state needs."""
+    return token_cross_entropy(model, batch, output_state=False)
 
 
 def supervised_logits(model: nn.Module, batch: Batch) -> Iterator[tuple[torch.Tensor, Batch]]:
@@ -126,7 +134,7 @@ def supervised_logits(model: nn.Module, batch: Batch) -> Iterator[tuple[torch.Te
     they belong to: one call per row length without the padding (`Batch.by_length`; a causal model's outputs
     before a row's padding do not depend on it), the head only where a target is (`logits_at`)."""
     for part in batch.by_length():
-        yield model(part.inputs, cu_seqlens=part.cu_seqlens, logits_at=part.supervised)[0], part
+        yield model(part.inputs, cu_seqlens=part.cu_seqlens, logits_at=part.supervised, output_state=False)[0], part
 
 
 def supervised_cross_entropy(model: nn.Module, batch: Batch) -> torch.Tensor:

@@ -76,6 +76,35 @@ def test_prefill_then_step_equals_forward(name, options):
 
 
 @pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
+def test_without_output_state_the_outputs_are_the_same_and_no_state_is_formed(name, options):
+    """`output_state=False` (a training step's): the same `y`, plain, packed and padded, and None for the state."""
+    layer = make(name, options)
+    x = x_of(2, 21)
+    cu = torch.tensor([0, 9, 21])
+    mask = torch.ones(2, 21, dtype=torch.bool)
+    mask[0, :5] = False
+    for kwargs, x_call in (({}, x), ({"cu_seqlens": cu}, x[:1]), ({"attention_mask": mask}, x)):
+        y, state = layer(x_call, **kwargs, output_state=False)
+        assert state is None and rel_err(y, layer(x_call, **kwargs)[0]) <= TOL
+    with pytest.raises(TypeError, match="^output_state: expected a bool"):
+        layer(x, output_state=None)
+
+
+def test_without_output_state_the_ops_are_asked_for_none(monkeypatch):
+    """What the level of their kernels reads: no final state asked, so none formed (GDN with its CCQ read)."""
+    module, ccq = (importlib.import_module(f"linattn.layers.{n}") for n in ("gated_deltanet", "ccq"))
+    asked = []
+    for mod, op in ((module, "delta_rule"), (ccq, "ccq_query")):
+        original = getattr(mod, op)
+        spy = lambda *a, _op=original, **k: asked.append(k["output_final_state"]) or _op(*a, **k)
+        monkeypatch.setattr(mod, op, spy)
+    layer = make("gated_deltanet", {"ccq": True})
+    layer(x_of(1, 5), output_state=False)
+    layer(x_of(1, 5))
+    assert asked == [False, False, True, True]
+
+
+@pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
 def test_init_state_is_the_empty_state(name, options):
     layer = make(name, options)
     x = x_of(3, 20)

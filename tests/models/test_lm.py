@@ -25,6 +25,18 @@ def test_step_decoding_equals_forward(mixer, block):
     assert state["pos"].tolist() == [30, 30] == final["pos"].tolist()
 
 
+@pytest.mark.parametrize("mixer", ["softmax", "gated_deltanet"])
+def test_without_output_state_the_logits_are_the_same_and_no_state_is_formed(mixer):
+    torch.manual_seed(0)
+    model = DecoderLM(preset("debug", mixer=mixer, block="zoology")).double()
+    ids = torch.randint(0, 32, (2, 12))
+    for kwargs in ({}, {"attention_mask": torch.tensor([[0] * 3 + [1] * 9, [1] * 12])}):
+        logits, state = model(ids, output_state=False, **kwargs)
+        assert state is None and rel_err(logits, model(ids, **kwargs)[0]) < 1e-12
+    with pytest.raises(ValueError, match="^state: expected the state to decode from"):
+        model.step(ids[:, 0], None)
+
+
 def test_packed_sequences_equal_separate_runs():
     torch.manual_seed(0)
     model = DecoderLM(preset("debug", mixer="kla")).double()

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from linattn.tasks import IGNORE, Batch
-from linattn.train import TrainConfig, supervised_cross_entropy, token_cross_entropy, train
+from linattn.train import TrainConfig, lm_cross_entropy, supervised_cross_entropy, token_cross_entropy, train
 from linattn.train import distributed as train_distributed
 
 V, T, B = 16, 12, 32  # vocabulary, sequence length, batch rows
@@ -313,9 +313,9 @@ def test_debug_preset_learns_mqar(tmp_path):
 @pytest.mark.parametrize("mixture", [False, True])
 def test_the_supervised_losses_are_token_cross_entropy(mixture):
     """The loss at the supervised positions only (`logits_at`), of a mixture's rows without their padding
-    (`Batch.by_length`), and in the form a CUDA graph replays (`indexed_cross_entropy`, run eagerly here: the padded
-    rows whole, the positions as an index; a causal model's outputs before a row's padding do not depend on it) has
-    the full call's value and gradients."""
+    (`Batch.by_length`), in the form a CUDA graph replays (`indexed_cross_entropy`, run eagerly here: the padded
+    rows whole, the positions as an index; a causal model's outputs before a row's padding do not depend on it), and
+    without the model's state (`lm_cross_entropy`) has the full call's value and gradients."""
     from linattn.models import DecoderLM, preset
     from linattn.tasks import MQARMixtureConfig, ZoologyMQARConfig, generate, zoology_mix
     from linattn.train.graph import indexed_cross_entropy, supervised_positions
@@ -329,7 +329,7 @@ def test_the_supervised_losses_are_token_cross_entropy(mixture):
     index, targets = supervised_positions(batch)
     indexed = lambda m, b: indexed_cross_entropy(m, b.inputs, index, targets)
     losses, grads = [], []
-    for loss_fn in (token_cross_entropy, supervised_cross_entropy, indexed):
+    for loss_fn in (token_cross_entropy, supervised_cross_entropy, indexed, lm_cross_entropy):
         model.zero_grad()
         loss = loss_fn(model, batch)
         loss.backward()
