@@ -1,7 +1,8 @@
 """What each mixer's language model costs to train and to run: lm-compare's models (the `short` protocol's shape on
 a GPU) timed side by side against the softmax-attention model with SDPA.
 
-- Training: one AdamW step (forward, backward, update; bf16 autocast on CUDA) on `tokens_per_step` random tokens as
+- Training: one AdamW step (forward with no state formed, `output_state=False`; backward, update; bf16 autocast on
+  CUDA) on `tokens_per_step` random tokens as
   `B = tokens_per_step / T` rows of `T`, at each `T`: tokens a second (median of `bench.timing.median_ms`), peak
   memory of the step, and on CUDA the GPU's busy fraction (every kernel's self time over the wall time,
   `bench.timing.kernel_times`: below 1 the host's launches bound the step).

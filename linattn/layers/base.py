@@ -2,7 +2,8 @@
 
 A mixer maps `x: [B, T, d_model]` to `y: [B, T, d_model]` and carries a recurrent state between calls:
 
-    y, state = mixer(x, state=None, cu_seqlens=None)     # prefill / training (chunk backend)
+    y, state = mixer(x, state=None, cu_seqlens=None)     # prefill (chunk backend)
+    y, _ = mixer(x, cu_seqlens=cu, output_state=False)   # training: no final state formed
     y, state = mixer(x, state, attention_mask=mask)      # a padded batch, mask: [B, T] (1 = real token)
     y_t, state = mixer.step(x_t, state)                  # decoding one token, x_t: [B, d_model]
 
@@ -205,9 +206,8 @@ class Mixer(nn.Module):
     ) -> tuple[torch.Tensor, State | None]:
         """`mix` on a padded batch (`padding.mask: [B, T]` bool, some False): the real tokens as one packed row with
         `cu_seqlens`, the outputs padded back. A layer whose state cannot be packed overrides it (softmax)."""
-        if not output_state:
-            return run_unpadded(lambda xp, s, cu: (self.mix(xp, s, cu, backend, False)[0], None), x, state, padding)
-        return run_unpadded(lambda xp, s, cu: self.mix(xp, s, cu, backend, True), x, state, padding, self.init_state)
+        run = lambda xp, s, cu: self.mix(xp, s, cu, backend, output_state)  # noqa: E731
+        return run_unpadded(run, x, state, padding, self.init_state, output_state=output_state)
 
     def op_backend(self, backend: str, x: torch.Tensor, *, fused: bool) -> str:
         """The backend an op runs with: `backend` itself, except when decoding (`DECODE`), where an op with a
@@ -286,9 +286,15 @@ def repeat_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
 
 
 def promote(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Cast to the widest float dtype among `xs`. Under CUDA autocast norms run in float32 while matmuls give
-    bfloat16, and an op wants one dtype for q, k, v (its states and accumulation are float32 either way)."""
-    dtype = functools.reduce(torch.promote_types, (x.dtype for x in xs))
+    """Cast to one float dtype, as an op wants for q, k, v (its states and accumulation are float32 either way):
+    under autocast on their device, autocast's (the matmuls'), else the widest among `xs`. CUDA's autocast runs norms
+    (`F.normalize`) in float32 beside bfloat16 matmuls: the widest would hand the ops float32 q, k, v, whose kernels
+    then take three tf32 passes, and none of the fast level's bfloat16 products."""
+    device = xs[0].device.type
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+    else:
+        dtype = functools.reduce(torch.promote_types, (x.dtype for x in xs))
     return tuple(x.to(dtype) for x in xs)
 
 

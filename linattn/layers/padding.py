@@ -149,12 +149,14 @@ def run_unpadded(
     x: torch.Tensor,
     state: Any,
     info: Unpadded,
-    init_state: Callable[[int], Any] | None = None,
+    init_state: Callable[[int], Any],
+    *,
+    output_state: bool = True,
 ) -> tuple[Any, Any]:
     """`fn(x_packed, state_per_sequence, cu_seqlens) -> (y, state)` on the real tokens of `x: [B, T, ...]` (`info`
     says which), with `y` (a tensor `[1, n, ...]` or a dict of them) padded back to `[B, T, ...]`. The state keeps its
     batch dim `B`: a row without a real token keeps `state`'s row (`init_state(B)`'s when `state` is None).
-    `init_state` None: no state is wanted, and the second result is None whatever `fn` returns.
+    `output_state=False`: no state is wanted, and the second result is None whatever `fn` returns.
 
     Example:
         >>> conv = ShortConv(8)
@@ -165,14 +167,14 @@ def run_unpadded(
         # no real token at all: zeros of the shapes that one token's run gives, and the state unchanged
         one = torch.zeros_like(info.mask)
         one[0, 0] = True
-        y, _ = run_unpadded(fn, x, state, unpad_info(one))
-        if init_state is None:
+        y, _ = run_unpadded(fn, x, state, unpad_info(one), init_state, output_state=False)
+        if not output_state:
             return map_state(torch.zeros_like, y), None
         return map_state(torch.zeros_like, y), init_state(x.shape[0]) if state is None else state
     packed_state = state if state is None or info.all_rows else select_rows(state, info.rows)
     y, new = fn(unpad(x, info), packed_state, info.cu_seqlens)
     y = map_state(lambda t: pad(t, info), y)
-    if init_state is None:
+    if not output_state:
         return y, None
     if info.all_rows:
         return y, new

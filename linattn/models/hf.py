@@ -178,7 +178,7 @@ class LinAttnForCausalLM(PreTrainedModel, GenerationMixin):
             attention_mask=mask,
             backend=DECODE if state is not None and T == 1 else None,
             all_layers=bool(output_hidden_states),
-            output_state=use_cache or cache is not None,
+            output_state=bool(use_cache) or cache is not None,
         )
         if use_cache and cache is None:
             cache = LinAttnCache()

@@ -248,7 +248,5 @@ class DecoderLM(nn.Module):
         """Decode one token per sequence: `token: [B]` -> `(logits: [B, vocab], state)`."""
         if token.dim() != 1:
             raise ValueError(f"token: expected shape [B], got {list(token.shape)}")
-        if state is None:
-            raise ValueError("state: expected the state to decode from (a forward's or init_state's), got None")
         logits, state = self.forward(token[:, None], state, backend=DECODE)
         return logits[:, 0], state

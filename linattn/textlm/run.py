@@ -38,7 +38,7 @@ from linattn.train import distributed
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from linattn.train.config import TrainConfig
 from linattn.train.tensorboard import open_tensorboard
-from linattn.train.trainer import TrainResult, lm_cross_entropy, train
+from linattn.train.trainer import TrainResult, train
 
 RUN_NAME = "run.json"
 TOKENIZER_NAME = "tokenizer.json"
@@ -224,7 +224,7 @@ def train_text(
         return train(
             model, run.train, lambda step, generator: train_data.batch(B, T, generator),
             evaluate if len(val_data) > 1 else None, out_dir,  # a target needs two tokens
-            device=device, progress=progress, sharding=sharding, on_metrics=log, loss_fn=lm_cross_entropy,
+            device=device, progress=progress, sharding=sharding, on_metrics=log,
         )  # fmt: skip
     finally:
         if log is not None:

@@ -27,6 +27,7 @@ from torch import nn
 
 from linattn.extras import tqdm
 from linattn.io import write_atomic
+from linattn.models.lm import DecoderLM
 from linattn.tasks.batch import IGNORE, Batch
 from linattn.train import distributed
 from linattn.train.checkpoint import CHECKPOINT_NAME, check_config, load_checkpoint, save_checkpoint
@@ -195,7 +196,8 @@ def train(
     - `out_dir`: where the checkpoint and the metrics log go; None writes nothing and cannot resume.
     - `device`: moves `model` there; under torchrun on CUDA each process uses `cuda:LOCAL_RANK`.
     - `progress`: a tqdm bar (loss, lr and the last eval's `early_stop_metric`, or its first metric).
-    - `loss_fn(model, batch)`: the scalar loss; default `token_cross_entropy`.
+    - `loss_fn(model, batch)`: the scalar loss; default `lm_cross_entropy` for a `DecoderLM` (no state formed), else
+      `token_cross_entropy`.
     - `sharding`: under torchrun, `"ddp"` (a whole model a rank) or `"fsdp"` (parameters, gradients and optimizer
       state sharded over the ranks; the model stays sharded after training, so every rank calls it together;
       `linattn.train.distributed`). A checkpoint resumes under the sharding that wrote it.
@@ -259,10 +261,10 @@ def _train(
         where = f"{info.world_size} processes" if info.enabled else f"device {device}"
         raise ValueError(f"cuda_graph: needs one process on a CUDA device, got {where}")
     if cuda_graph and loss_fn is not supervised_cross_entropy:
-        name = "None (token_cross_entropy)" if loss_fn is None else getattr(loss_fn, "__name__", loss_fn)
+        name = "None (the default)" if loss_fn is None else getattr(loss_fn, "__name__", loss_fn)
         raise ValueError(f"cuda_graph: replays supervised_cross_entropy, got loss_fn={name}")
     sharding = sharding if info.enabled else "ddp"  # one process: nothing to spread, a plain checkpoint
-    loss_fn = loss_fn or token_cross_entropy
+    loss_fn = loss_fn or (lm_cross_entropy if isinstance(model, DecoderLM) else token_cross_entropy)
     model.to(device)
     data_rng = torch.Generator().manual_seed(config.seed + info.rank)
     window = _Window(torch.zeros((), device=device))

@@ -337,6 +337,24 @@ def test_trains_under_autocast_with_float32_norms(name, options, monkeypatch):
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
 
 
+@pytest.mark.parametrize(
+    ("name", "module", "op"), [("gated_deltanet", "gated_deltanet", "delta_rule"), ("vla", "vla", "vla")]
+)
+def test_under_autocast_the_ops_get_the_autocast_dtype(name, module, op, monkeypatch):
+    """CUDA's autocast gives float32 unit keys (`F.normalize`, imposed here as on the CPU it keeps bfloat16) beside
+    bfloat16 projections: the op gets them all in bfloat16, where its kernels take their bfloat16 products."""
+    module = importlib.import_module(f"linattn.layers.{module}")
+    normalize = torch.nn.functional.normalize
+    monkeypatch.setattr(torch.nn.functional, "normalize", lambda x, *a, **k: normalize(x.float(), *a, **k))
+    seen = []
+    original = getattr(module, op)
+    monkeypatch.setattr(module, op, lambda *a, **k: seen.append({x.dtype for x in a[:4]}) or original(*a, **k))
+    layer = build_layer(name, D, H)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(torch.randn(1, 9, D))
+    assert seen == [{torch.bfloat16}]
+
+
 @pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
 def test_a_bfloat16_layer_runs_in_bfloat16(name, options):
     torch.manual_seed(0)

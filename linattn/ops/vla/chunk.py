@@ -264,12 +264,14 @@ class _ChunkGate(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, d_alpha_hat, d_A_final):
-        with _no_autocast(ctx.saved_tensors[0].device):
-            return _ChunkGate._backward(ctx, d_alpha_hat, d_A_final)
+        # unpacked once: non-reentrant activation checkpointing refuses a second unpacking
+        saved = ctx.saved_tensors
+        with _no_autocast(saved[0].device):
+            return _ChunkGate._backward(ctx, saved, d_alpha_hat, d_A_final)
 
     @staticmethod
-    def _backward(ctx, d_alpha_hat, d_A_final):
-        u, A_starts, alpha_hat, norms, A_final, factors = ctx.saved_tensors
+    def _backward(ctx, saved, d_alpha_hat, d_A_final):
+        u, A_starts, alpha_hat, norms, A_final, factors = saved
         n = norms[..., None]
         # a_t = A_t g_t, `[B, T, H, d]`, with g = ∂L/∂α through the normalisation (as `unit_rows`' backward), which
         # the apply forms from ∂L/∂α̂ row by row

@@ -223,8 +223,8 @@ def triton_vla_gate(
     path. The backward's `∂L/∂u`, `∂L/∂M_0` come from `penalty_grads.py`'s kernels. `unit_keys`: `k` is already
     `unit_rows(k)`. `fast`: the gate kernel's products (forward and backward) in one tf32 pass, not three: the
     `precision="fast"` level of bfloat16 tokens, where their error (~2⁻¹¹ a product, over at most one group's 32
-    downdates of `A`, each group restarted from its own inverse) sits under the bfloat16 rounding of `k̂` and `α̂`
-    that the level's state takes them with (`vla`)."""
+    downdates of `A`, each group restarted from its own inverse) sits under the bfloat16 rounding of the tokens and
+    of `o` (`vla`'s state keeps float32 `k̂`, `α̂`)."""
     if k.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"backend 'triton': k, u must be float32, bfloat16 or float16, got {k.dtype}")
     T, d = k.shape[1], k.shape[-1]
