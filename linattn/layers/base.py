@@ -291,7 +291,7 @@ def promote(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
     (`F.normalize`) in float32 beside bfloat16 matmuls: the widest would hand the ops float32 q, k, v, whose kernels
     then take three tf32 passes, and none of the fast level's bfloat16 products."""
     device = xs[0].device.type
-    if torch.is_autocast_enabled(device):
+    if torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device):  # none on "meta"
         dtype = torch.get_autocast_dtype(device)
     else:
         dtype = functools.reduce(torch.promote_types, (x.dtype for x in xs))

@@ -355,6 +355,12 @@ def test_under_autocast_the_ops_get_the_autocast_dtype(name, module, op, monkeyp
     assert seen == [{torch.bfloat16}]
 
 
+def test_a_layer_on_the_meta_device_gives_meta_outputs():
+    """As the ops do (sizes without data: how accelerate and HuggingFace build a model before loading it)."""
+    y, _ = build_layer("gated_deltanet", D, H).to("meta")(torch.randn(1, 8, D, device="meta"))
+    assert y.is_meta and y.shape == (1, 8, D)
+
+
 @pytest.mark.parametrize(("name", "options"), VARIANTS, ids=IDS)
 def test_a_bfloat16_layer_runs_in_bfloat16(name, options):
     torch.manual_seed(0)
