@@ -15,8 +15,8 @@ from linattn.tasks.batch import IGNORE, Batch
 def validation_loss(model: nn.Module, batches: Iterable[Batch]) -> dict[str, float]:
     """`{"val_loss": nats a token, "val_ppl": exp(val_loss)}`: the mean next-token cross-entropy over every
     supervised position of `batches` (packed: a `DecoderLM`'s `model(inputs, cu_seqlens=…, output_state=False)`),
-    computed in float32 on the device of
-    `model`'s parameters. Call it under `torch.no_grad()` (the trainer's evals do).
+    computed in float32 on the device of `model`'s parameters. Call it under `torch.no_grad()` (the trainer's evals
+    do).
 
     Example: `validation_loss(model, PackedText(val).eval_batches(8, 256, 65536))`.
     """
