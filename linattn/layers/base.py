@@ -206,7 +206,7 @@ class Mixer(nn.Module):
     ) -> tuple[torch.Tensor, State | None]:
         """`mix` on a padded batch (`padding.mask: [B, T]` bool, some False): the real tokens as one packed row with
         `cu_seqlens`, the outputs padded back. A layer whose state cannot be packed overrides it (softmax)."""
-        run = lambda xp, s, cu: self.mix(xp, s, cu, backend, output_state)  # noqa: E731
+        run = functools.partial(self.mix, backend=backend, output_state=output_state)
         return run_unpadded(run, x, state, padding, self.init_state, output_state=output_state)
 
     def op_backend(self, backend: str, x: torch.Tensor, *, fused: bool) -> str:

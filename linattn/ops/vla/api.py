@@ -320,10 +320,8 @@ def _state_triton(q, k, k_hat, v, alpha_hat, scale, S0, output_final_state, cu_s
     """`vla`'s state on the Triton engine: the two-key delta rule (`w = α̂`) of all sequences, one launch per stage.
     `k̂` and `α̂` come out of the gate in float32 and enter the engine so, beside `q` and `v` in their own dtype:
     rounding them to a bfloat16 model's dtype would put that dtype's rounding into the float32 state, which the
-    reference keeps exact. So at the fast level too: rounded to bfloat16, they took `∂L/∂u` to 3.05× the naive
-    recurrence's error (bound 3×) on `verify`'s bfloat16 VLA case without states (T = 1000, K = 32, Hopper's
-    arithmetic emulated), `α̂`'s rounding 2.46× alone, `k̂`'s 1.61×; with the engine's fast-level intermediates
-    too, `o` came to 9.2× (T = 130)."""
+    reference keeps exact. So at the fast level too (`../vla/README.md`'s precision notes say what rounding them
+    cost)."""
     # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
     from linattn.ops.delta_rule.triton.function import delta_rule_triton
 
