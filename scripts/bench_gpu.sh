@@ -5,9 +5,12 @@
 # Default steps: "verify --jobs 8" "ops" "stages" "decode" "run vla-speed". A step is a `python -m linattn.bench`
 # command with its options, quoted as one argument (`--only`, whose comma list may hold spaces, last:
 # "ops --lengths 8192,65536 --only ours triton,fla GDN"), or `run NAME [options]` for a diagnostic
-# (`linattn run NAME --device cuda --force`, its results under results/NAME). Steps are dealt over the GPUs, one
-# after another on each; step i writes OUTDIR/<i>-<command>.txt (and .json for bench commands). STEP_SECONDS caps
-# each step (default 1800).
+# (`linattn run NAME --device cuda --force`, its results under results/NAME), or `resume NAME [options]` for one that
+# an earlier job cut short (the same without --force: its finished blocks, `results/NAME/default-cuda/work/`, must
+# have come with the tree). Steps are dealt over the GPUs, one after another on each; step i writes
+# OUTDIR/<i>-<command>.txt (and .json for bench commands; for a diagnostic <i>-NAME.tgz, its results folder with any
+# finished blocks of a run cut short). STEP_SECONDS caps each step (default 1800): set it below the job's own limit,
+# so that a diagnostic cut short still packs its blocks.
 set -u
 out=${1:?usage: bench_gpu.sh OUTDIR [STEP ...]}
 shift
@@ -22,10 +25,14 @@ step() {  # index, spec
   local i=$1 spec=$2 name
   read -r -a words <<< "$spec"
   name=${words[0]}
-  if [ "$name" = run ]; then
-    timeout "${STEP_SECONDS:-1800}" python3 -m linattn.cli run "${words[@]:1}" --device cuda --force \
+  if [ "$name" = run ] || [ "$name" = resume ]; then
+    local force=() status
+    [ "$name" = run ] && force=(--force)
+    timeout "${STEP_SECONDS:-1800}" python3 -m linattn.cli run "${words[@]:1}" --device cuda "${force[@]}" \
       > "$out/$i-${words[1]}.txt" 2>&1
-    return
+    status=$?
+    tar czf "$out/$i-${words[1]}.tgz" "results/${words[1]}"/default-cuda* 2> /dev/null
+    return $status
   fi
   # the spec's words are its options; "--only" takes one comma list, which may hold spaces: keep it whole
   local only=()

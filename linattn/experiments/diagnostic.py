@@ -3,7 +3,8 @@
 `linattn run NAME [--quick]` writes `results/NAME/default[-quick]/{results.json, table.md, plot.png}`, each file
 atomically (`default-cuda[-quick]` for a diagnostic whose numbers are the device's, such as timings, run on a
 GPU); an existing `results.json` is kept unless `force` (then the folder is discarded and measured again), as for
-`Experiment`.
+`Experiment`. A resumable diagnostic keeps its finished parts in the folder's `work/` until the report is written, so
+that a run killed part way (a GPU job's time limit) goes on from them when run again without `force`.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ class Diagnostic:
     table: Callable[[dict], str]  # results.json's content -> the markdown body of table.md
     plot: Callable[[dict, Path], None]  # results.json's content, the PNG path
     per_device: bool = False  # the results describe the hardware (timings): a GPU run gets its own folder
-    # it trains a model: `measure(quick, device, work=FOLDER)` checkpoints there, so that a killed run resumes;
-    # the folder is removed once the report is written
-    trains: bool = False
+    # `measure(quick, device, work=FOLDER)` keeps its finished parts there (a trained model's checkpoints, a timing
+    # run's blocks: `blocks.FinishedBlocks`), so that a killed run resumes; the folder goes once the report is written
+    resumable: bool = False
 
     def output_dir(self, root: Path, quick: bool, device: str = "cpu") -> Path:
         gpu = self.per_device and device.startswith("cuda")
@@ -49,7 +50,7 @@ class Diagnostic:
             "quick": quick,
             "command": command,
             "environment": describe(device),
-            **self.measure(quick, device, **({"work": out / "work"} if self.trains else {})),
+            **self.measure(quick, device, **({"work": out / "work"} if self.resumable else {})),
         }
         table = self.report(results)
         # results.json last: its presence marks the folder complete (a rerun keeps it)

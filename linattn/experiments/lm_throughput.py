@@ -20,6 +20,7 @@ out of memory is a row that says so.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from linattn.bench.timing import kernel_times, median_ms
+from linattn.experiments.blocks import FinishedBlocks
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.experiments.lm_compare import MIXERS_COMPARED, RECIPES, compared_model
 from linattn.extras import pyplot
@@ -141,18 +143,48 @@ def _graphed_decode(model: DecoderLM, token: torch.Tensor, state: dict, config: 
     return {"graph_tokens_per_s": token.numel() * config.decode_tokens / (time.perf_counter() - start)}
 
 
-def measure(quick: bool, device: str, config: ThroughputConfig | None = None) -> dict:
+def _model(config: ThroughputConfig, mixer: str, device: torch.device) -> DecoderLM:
+    torch.manual_seed(0)
+    return DecoderLM(compared_model(RECIPES[config.recipe], mixer)).to(device)
+
+
+def _train_block(T: int, config: ThroughputConfig, device: torch.device) -> list[dict]:
+    """Every mixer's model at one training length."""
+    rows = []
+    for mixer in config.mixers:
+        model = _model(config, mixer, device)
+        params = sum(p.numel() for p in model.parameters())
+        rows.append({"mixer": mixer, "params": params, **_train_row(model, T, config, device)})
+        print(f"# lm-throughput: {rows[-1]}", file=sys.stderr, flush=True)  # progress of a minutes-long run
+        del model
+    return rows
+
+
+def _decode_block(B: int, config: ThroughputConfig, device: torch.device) -> list[dict]:
+    """Every mixer's model decoding at one batch size."""
+    rows = []
+    for mixer in config.mixers:
+        model = _model(config, mixer, device).eval()
+        rows.append({"mixer": mixer, **_decode_row(model, B, config, device)})
+        print(f"# lm-throughput: {rows[-1]}", file=sys.stderr, flush=True)
+        del model
+    return rows
+
+
+def measure(quick: bool, device: str, config: ThroughputConfig | None = None, work: Path | None = None) -> dict:
+    """Training rows at each length, decoding rows at each batch size; the JSON body of results.json. `work`: each
+    length's and batch size's rows (every mixer's, measured together) are kept there as they end, and a run cut
+    short resumes from them."""
     config = config or CONFIGS[quick]
+    finished = FinishedBlocks(work, device, asdict(config))
     device = torch.device(device)
     train, decode = [], []
-    for mixer in config.mixers:
-        torch.manual_seed(0)
-        model = DecoderLM(compared_model(RECIPES[config.recipe], mixer)).to(device)
-        params = sum(p.numel() for p in model.parameters())
-        train += [{"mixer": mixer, "params": params, **_train_row(model, T, config, device)} for T in config.lengths]
-        model.eval()
-        decode += [{"mixer": mixer, **_decode_row(model, B, config, device)} for B in config.decode_batches]
-        del model
+    for T in config.lengths:
+        train += finished.rows(f"train T={T}", partial(_train_block, T, config, device))
+    for B in config.decode_batches:
+        decode += finished.rows(f"decode B={B}", partial(_decode_block, B, config, device))
+    for rows in (train, decode):  # a mixer's rows together, in the mixers' order
+        rows.sort(key=lambda r: config.mixers.index(r["mixer"]))
     return {"config": {**asdict(config), "dtype": "bfloat16" if device.type == "cuda" else "float32"},
             "train": train, "decode": decode}  # fmt: skip
 
@@ -234,4 +266,5 @@ DIAGNOSTIC = Diagnostic(
     table,
     plot,
     per_device=True,
+    resumable=True,
 )

@@ -425,5 +425,5 @@ DIAGNOSTIC = Diagnostic(
     measure,
     table,
     plot,
-    trains=True,
+    resumable=True,
 )

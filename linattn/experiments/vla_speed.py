@@ -84,6 +84,7 @@ from linattn.bench.contenders import (
 )
 from linattn.bench.timing import forward_backward, kernel_times, median_ms
 from linattn.experiments import paper
+from linattn.experiments.blocks import FinishedBlocks
 from linattn.experiments.diagnostic import Diagnostic
 from linattn.extras import pyplot
 from linattn.io import save_figure
@@ -179,20 +180,29 @@ def crossover_text(c: dict) -> str:
     return f"none up to T = {c['T_max']:,} (VLA / softmax {c['ratio_at_T_max']:.2g}×)"
 
 
-def measure(quick: bool, device: str, config: SpeedConfig | None = None) -> dict:
-    """Every contender at every head dim and T, then the speed-ups and crossovers; the JSON body of results.json."""
+def _block(contenders: list[Contender], K: int, T: int, config: SpeedConfig, device: str) -> list[dict]:
+    """Every contender at one head dim and T, on the same inputs."""
+    x = inputs(config, T, K, device)
+    rows = []
+    for c in contenders:
+        rows.append(time_contender(c, x, K, config, device))
+        print(f"# vla-speed: {rows[-1]}", file=sys.stderr, flush=True)  # progress of a minutes-long run
+    del x
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return rows
+
+
+def measure(quick: bool, device: str, config: SpeedConfig | None = None, work: Path | None = None) -> dict:
+    """Every contender at every head dim and T, then the speed-ups and crossovers; the JSON body of results.json.
+    `work`: each (K, T) block's rows are kept there as it ends, and a run cut short resumes from them."""
     config = config or PRESETS[device, quick]
     contenders = [c for c in CONTENDERS if device == "cuda" or not c.cuda_only]
+    finished = FinishedBlocks(work, device, {"config": asdict(config), "contenders": [c.name for c in contenders]})
     rows = []
     for K in config.head_dims:
         for T in config.Ts:
-            x = inputs(config, T, K, device)
-            for c in contenders:
-                rows.append(time_contender(c, x, K, config, device))
-                print(f"# vla-speed: {rows[-1]}", file=sys.stderr, flush=True)  # progress of a minutes-long run
-            del x
-            if device == "cuda":
-                torch.cuda.empty_cache()
+            rows += finished.rows(f"K={K} T={T}", partial(_block, contenders, K, T, config, device))
     summary = {"speedup": {}, "crossover": {}}
     for K in config.head_dims:
         for name in summary:
@@ -353,4 +363,5 @@ DIAGNOSTIC = Diagnostic(
     table,
     plot,
     per_device=True,
+    resumable=True,
 )

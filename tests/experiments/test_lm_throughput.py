@@ -45,3 +45,15 @@ def test_a_size_out_of_memory_is_a_row(monkeypatch):
     results = measure(True, "cpu", dataclasses.replace(TINY, mixers=("kla",), lengths=(16,)))
     assert results["train"][0]["error"] == "out of memory"
     assert "| kla | 0.0M | 16 | 4 | out of memory |" in table(results)
+
+
+def test_a_rerun_reads_the_finished_blocks(tmp_path, monkeypatch):
+    """Each length's and batch size's rows are kept in the work folder: measured again, nothing is timed."""
+    calls = []
+    monkeypatch.setattr(lm_throughput, "median_ms", lambda fn, device: (calls.append(1), fn(), 2.0)[2])
+    first = measure(True, "cpu", TINY, work=tmp_path)
+    assert len(calls) == len(TINY.mixers) * len(TINY.lengths)
+    assert [r["mixer"] for r in first["train"]] == ["softmax", "softmax", "kla", "kla"]  # a mixer's rows together
+    calls.clear()
+    monkeypatch.setattr(lm_throughput, "_decode_row", lambda *args: pytest.fail("decoding timed again"))
+    assert measure(True, "cpu", TINY, work=tmp_path) == first and not calls

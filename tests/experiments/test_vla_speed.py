@@ -46,6 +46,36 @@ def test_cli_writes_the_report(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
 
 
+def test_a_run_cut_short_resumes_from_its_finished_blocks(tmp_path, monkeypatch, capsys):
+    """Killed in its last (K, T) block, the run keeps the blocks before it; run again (no --force) it times only
+    the rest, and the work folder goes with the report."""
+    monkeypatch.setitem(vla_speed.PRESETS, ("cpu", True), TINY)
+    timed, time_contender = [], vla_speed.time_contender
+
+    def killed_at_64(contender, x, K, config, device):
+        if x["q"].shape[1] == 64:
+            raise KeyboardInterrupt
+        timed.append(x["q"].shape[1])
+        return time_contender(contender, x, K, config, device)
+
+    monkeypatch.setattr(vla_speed, "time_contender", killed_at_64)
+    command = ["run", "vla-speed", "--quick", "--device", "cpu", "--out", str(tmp_path)]
+    assert main(command) == 130  # interrupted
+    out = tmp_path / "vla-speed" / "default-quick"
+    assert len((out / "work" / "blocks.jsonl").read_text().splitlines()) == 2 and not (out / "results.json").exists()
+
+    def counted(contender, x, K, config, device):
+        timed.append(x["q"].shape[1])
+        return time_contender(contender, x, K, config, device)
+
+    timed.clear()
+    monkeypatch.setattr(vla_speed, "time_contender", counted)
+    assert main(command) == 0
+    assert timed == [64] * 7 and not (out / "work").exists()
+    assert len(json.loads((out / "results.json").read_text())["rows"]) == 3 * 7
+    capsys.readouterr()
+
+
 def test_crossover_of_power_laws_is_exact():
     """Linear against quadratic time: `0.01 T` and `1e-6 T²` meet at T = 10⁴, between grid points."""
     Ts = (1024, 4096, 16384, 65536)
