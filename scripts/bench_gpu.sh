@@ -8,8 +8,8 @@
 # (`linattn run NAME --device cuda --force`, its results under results/NAME), or `resume NAME [options]` for one that
 # an earlier job cut short (the same without --force: its finished blocks, `results/NAME/default-cuda/work/`, must
 # have come with the tree). Steps are dealt over the GPUs, one after another on each; step i writes
-# OUTDIR/<i>-<command>.txt (and .json for bench commands; for a diagnostic <i>-NAME.tgz, its results folder with any
-# finished blocks of a run cut short). STEP_SECONDS caps each step (default 1800): set it below the job's own limit,
+# OUTDIR/<i>-<command>.txt (and .json for bench commands; for a diagnostic <i>-NAME.tgz, its results with the
+# finished parts of a run cut short). STEP_SECONDS caps each step (default 1800): set it below the job's own limit,
 # so that a diagnostic cut short still packs its blocks.
 set -u
 out=${1:?usage: bench_gpu.sh OUTDIR [STEP ...]}
@@ -31,7 +31,7 @@ step() {  # index, spec
     timeout "${STEP_SECONDS:-1800}" python3 -m linattn.cli run "${words[@]:1}" --device cuda "${force[@]}" \
       > "$out/$i-${words[1]}.txt" 2>&1
     status=$?
-    tar czf "$out/$i-${words[1]}.tgz" "results/${words[1]}"/default-cuda* 2> /dev/null
+    tar czf "$out/$i-${words[1]}.tgz" "results/${words[1]}"
     return $status
   fi
   # the spec's words are its options; "--only" takes one comma list, which may hold spaces: keep it whole

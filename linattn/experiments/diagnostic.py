@@ -41,9 +41,13 @@ class Diagnostic:
         out = self.output_dir(root, quick, device)
         if force and out.exists():
             shutil.rmtree(out)
-        if (out / "results.json").exists():
+        # a run cut short leaves `work/` (a finished one removes it): resumed, it replaces the report it came to replace
+        unfinished = self.resumable and (out / "work").exists()
+        if (out / "results.json").exists() and not unfinished:
             print(f"{out / 'results.json'} exists: kept (use --force to run again)")
             return out
+        if unfinished:
+            print(f"{out}: resuming the run cut short (its finished parts in work/)")
         results = {
             "experiment": self.name,
             "description": self.description,

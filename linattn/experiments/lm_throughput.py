@@ -185,8 +185,9 @@ def measure(quick: bool, device: str, config: ThroughputConfig | None = None, wo
         decode += finished.rows(f"decode B={B}", partial(_decode_block, B, config, device))
     for rows in (train, decode):  # a mixer's rows together, in the mixers' order
         rows.sort(key=lambda r: config.mixers.index(r["mixer"]))
+    resumed = {"resumed": finished.resumed} if finished.resumed else {}
     return {"config": {**asdict(config), "dtype": "bfloat16" if device.type == "cuda" else "float32"},
-            "train": train, "decode": decode}  # fmt: skip
+            "train": train, "decode": decode, **resumed}  # fmt: skip
 
 
 def table(results: dict) -> str:

@@ -217,6 +217,7 @@ def measure(quick: bool, device: str, config: SpeedConfig | None = None, work: P
         "contenders": [c.name for c in contenders],
         "paper": {"speedup": paper.VLA_CHUNK_SPEEDUP, "crossover_T": paper.VLA_SOFTMAX_CROSSOVER_T},
         "rows": rows,
+        **({"resumed": finished.resumed} if finished.resumed else {}),
         **summary,
     }
 

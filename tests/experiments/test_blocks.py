@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from linattn.experiments import blocks
 from linattn.experiments.blocks import FinishedBlocks
 
 
@@ -23,7 +24,7 @@ def test_a_finished_block_is_not_measured_again(tmp_path):
     resumed = FinishedBlocks(tmp_path, "cpu", {"Ts": (1, 2)})  # tuples, as the setup is given again
     assert resumed.rows("T=1", counting(calls, 10)) == [{"value": 1}]
     assert resumed.rows("T=2", counting(calls, 2)) == [{"value": 2}]
-    assert calls == [1, 2]
+    assert calls == [1, 2] and resumed.resumed == ["T=1"]
 
 
 def test_other_setups_and_hardware_are_measured_again(tmp_path):
@@ -55,3 +56,11 @@ def test_without_a_folder_every_block_is_measured(tmp_path):
     for _ in range(2):
         FinishedBlocks(None, "cpu", {}).rows("a", counting(calls, 1))
     assert calls == [1, 1] and not list(tmp_path.iterdir())
+
+
+def test_a_change_of_code_is_measured_again(tmp_path, monkeypatch):
+    calls = []
+    FinishedBlocks(tmp_path, "cpu", {}).rows("a", counting(calls, 1))
+    monkeypatch.setattr(blocks, "code_version", lambda: "another")
+    assert FinishedBlocks(tmp_path, "cpu", {}).rows("a", counting(calls, 2)) == [{"value": 2}]
+    assert calls == [1, 2]

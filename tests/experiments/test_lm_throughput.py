@@ -56,4 +56,6 @@ def test_a_rerun_reads_the_finished_blocks(tmp_path, monkeypatch):
     assert [r["mixer"] for r in first["train"]] == ["softmax", "softmax", "kla", "kla"]  # a mixer's rows together
     calls.clear()
     monkeypatch.setattr(lm_throughput, "_decode_row", lambda *args: pytest.fail("decoding timed again"))
-    assert measure(True, "cpu", TINY, work=tmp_path) == first and not calls
+    again = measure(True, "cpu", TINY, work=tmp_path)
+    assert again.pop("resumed") == ["train T=16", "train T=32", "decode B=1", "decode B=2"]
+    assert again == first and not calls

@@ -48,7 +48,7 @@ def test_cli_writes_the_report(tmp_path, monkeypatch, capsys):
 
 def test_a_run_cut_short_resumes_from_its_finished_blocks(tmp_path, monkeypatch, capsys):
     """Killed in its last (K, T) block, the run keeps the blocks before it; run again (no --force) it times only
-    the rest, and the work folder goes with the report."""
+    the rest, in place of the report it was started to replace, and the work folder goes with the new report."""
     monkeypatch.setitem(vla_speed.PRESETS, ("cpu", True), TINY)
     timed, time_contender = [], vla_speed.time_contender
 
@@ -63,6 +63,7 @@ def test_a_run_cut_short_resumes_from_its_finished_blocks(tmp_path, monkeypatch,
     assert main(command) == 130  # interrupted
     out = tmp_path / "vla-speed" / "default-quick"
     assert len((out / "work" / "blocks.jsonl").read_text().splitlines()) == 2 and not (out / "results.json").exists()
+    (out / "results.json").write_text("{}")  # the report an earlier run left, which this one was started to replace
 
     def counted(contender, x, K, config, device):
         timed.append(x["q"].shape[1])
@@ -72,7 +73,8 @@ def test_a_run_cut_short_resumes_from_its_finished_blocks(tmp_path, monkeypatch,
     monkeypatch.setattr(vla_speed, "time_contender", counted)
     assert main(command) == 0
     assert timed == [64] * 7 and not (out / "work").exists()
-    assert len(json.loads((out / "results.json").read_text())["rows"]) == 3 * 7
+    results = json.loads((out / "results.json").read_text())
+    assert len(results["rows"]) == 3 * 7 and results["resumed"] == ["K=8 T=16", "K=8 T=32"]
     capsys.readouterr()
 
 
