@@ -61,7 +61,8 @@ def _parser() -> _Parser:
     run.add_argument(
         "--seeds",
         type=int,
-        help="train every run of the --mixers this many times (the protocol's seed, then the next ones; default 1) "
+        help="train each setting of the --mixers with this many seeds (the protocol's, then the next ones; default "
+        "1; the first sweeps the learning rates, the others train at the one it chose) "
         "and report the median; an existing result's mixers never lose seeds, and those not named keep theirs (so a "
         "cut extension resumes with the same --mixers)",
     )

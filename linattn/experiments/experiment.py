@@ -5,9 +5,10 @@
 `runs.jsonl.gz` (`archive.py`), then the summary. For each mixer and setting
 the learning rate with the best validation score is chosen (with `Experiment.lr_below`, from one more rate below
 the grid where its lowest was the best), and its test score (a held-out set) reported: the accuracy, or for
-language modelling the mean loss (`Experiment.metric`). With `--seeds N` every run is trained N times
-(`RunSpec.replicate`): the scores are the replicates' medians (what REPORT.md's rules judge), with their range in
-the table.
+language modelling the mean loss (`Experiment.metric`). With `--seeds N` each mixer and setting is trained N times
+(`RunSpec.replicate`): the first seed sweeps the learning rates and chooses one, the others train at that one alone
+(a sweep of three rates then costs `3 + N − 1` runs, not `3 N`); the scores are the seeds' medians (what REPORT.md's
+rules judge), with their range in the table.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ class Experiment:
         start_by: float | None = None,
     ) -> Path:
         """Run (or resume) every training run and write the report; returns the output folder. `seeds > 1` trains
-        each run that many times (`RunSpec.replicate`) and reports their median, with the range beside it. Past
+        each mixer and setting that many times (`RunSpec.replicate`; after the first, at the learning rate it chose:
+        `seed_runs`) and reports their median, with the range beside it. Past
         `start_by` (a `time.time()`) no run begins to train (`run_all`), and the report waits for a later call."""
         out = self.output_dir(root, protocol, quick)
         lr_below = None if quick else self.lr_below  # a quick run's grid is one lr: no edge to look below
@@ -105,7 +107,7 @@ class Experiment:
             command = f"{earlier['command']}{THEN}{command}"
         if self.prepare is not None:
             self.prepare(protocol, quick)
-        specs = [replace(s, replicate=i) for s in self.plan(protocol, quick, mixers) for i in range(counts[s.mixer])]
+        specs = self.plan(protocol, quick, mixers)  # the first seed: every learning rate
         # a quick run's state sizes are not the full one's: no reference point stands beside them
         paper = {} if quick and self.x_axis == "state_size" else self.paper
         run = partial(
@@ -122,6 +124,8 @@ class Experiment:
             if lr_below is not None:
                 edge = edge_runs(specs, records, lr_below, self.metric)
                 specs, records = specs + edge, records + run(edge)
+            more = seed_runs(specs, records, counts, self.metric)
+            specs, records = specs + more, records + run(more)
         finally:  # the runs finished so far, also when others failed or were not begun
             pack(out)
         summary = summarize(records, self.metric)
@@ -224,9 +228,22 @@ def edge_runs(specs: list[RunSpec], records: list[dict], lr: float, metric: str)
     ]
 
 
+def seed_runs(specs: list[RunSpec], records: list[dict], counts: dict[str, int], metric: str) -> list[RunSpec]:
+    """Each mixer's seeds after the first (`counts`: how many in all), for each setting at the learning rate its
+    first seed chose (`summarize`). `records`: the results of `specs`, the first seed's runs at every rate."""
+    chosen = summarize(records, metric)["lr"]
+    return [
+        replace(s, replicate=i)
+        for s in specs
+        if s.train.lr == chosen[s.mixer][str(s.x)]
+        for i in range(1, counts[s.mixer])
+    ]
+
+
 def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, dict]]:
     """Per mixer and setting: the test `metric` (and lr) of the learning rate with the best validation `metric` (the
-    highest accuracy, the lowest loss, averaged over the lr's replicates), its test `metric` the replicates' median
+    highest accuracy, the lowest loss, averaged over the replicates every rate has: the first seed, where the others
+    train at the rate it chose, `seed_runs`), its test `metric` the median of that rate's replicates
     (`RunSpec.replicate`; the statistic the claims' rules judge, so the table shows what a verdict reads). A run
     evaluated at other settings too (`test_at`, length extrapolation) fills those settings from the same runs.
     Returns `{"acc" or "loss": {mixer: {setting: median}}, "lr": …, "spread": {mixer: {setting: [min, max]}}}`, the
@@ -238,7 +255,13 @@ def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, d
     lr: dict[str, dict[str, float]] = {}
     spread: dict[str, dict[str, list[float]]] = {}
     for (mixer, x), by_lr in groups.items():
-        best_lr = max(by_lr, key=lambda rate: fmean(_val_score(r, metric) for r in by_lr[rate]))
+        shared = set.intersection(*({r.get("replicate", 0) for r in runs} for runs in by_lr.values()))
+
+        def validation(rate: float) -> float:
+            runs = [r for r in by_lr[rate] if r.get("replicate", 0) in shared] or by_lr[rate]
+            return fmean(_val_score(r, metric) for r in runs)
+
+        best_lr = max(by_lr, key=validation)
         runs = by_lr[best_lr]
         tests = [{x: r["test"], **r.get("test_at", {})} for r in runs]
         for setting in tests[0]:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from linattn.experiments.archive import RUNS_NAME, FinishedRun, finished_in
-from linattn.experiments.experiment import Experiment, seed_counts
+from linattn.experiments.experiment import Experiment, seed_counts, summarize
 from linattn.experiments.runner import RunSpec
 from linattn.train.checkpoint import CHECKPOINT_NAME
 from linattn.train.trainer import METRICS_NAME
@@ -21,9 +21,10 @@ from linattn.train.trainer import METRICS_NAME
 def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, seeds: int | None = None) -> str:
     """A markdown summary: how many of the runs finished and began, then one row per mixer, setting (and seed) and
     one column per learning rate, each cell the run's test metric, `step N` or `–` (below the grid, `lr_below`,
-    only the runs that began). The mixers are the result's where it has one (else the experiment's), and any other
-    with a finished run; `seeds` None: each mixer's seeds as its result and finished runs count them, and any
-    replicate begun beyond; else every mixer `seeds`."""
+    only the runs that began; seeds after the first at the rate the first chose, once it has every rate). The
+    mixers are the result's where it has one (else the experiment's), and any other with a finished run; `seeds`
+    None: each mixer's seeds as its result and finished runs count them, and any replicate begun beyond; else
+    every mixer `seeds`."""
     out = experiment.output_dir(root, protocol, quick)
     runs, finished_runs = out / RUNS_NAME, finished_in(out)
     result = out / "results.json"
@@ -35,11 +36,16 @@ def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, see
     def begun(spec: RunSpec) -> bool:
         return spec.id in finished_runs or (runs / spec.id).exists()
 
+    plan = experiment.plan(protocol, quick, tuple(counts))
+    chosen = _chosen(plan, finished_runs, experiment.metric)
     specs = []
-    for spec in experiment.plan(protocol, quick, tuple(counts)):
-        i, n = 0, counts[spec.mixer] if seeds is None else seeds
+    for spec in plan:
+        specs.append(spec)  # the first seed: every learning rate
+        i, n = 1, counts[spec.mixer] if seeds is None else seeds
         while i < n or (seeds is None and begun(replace(spec, replicate=i))):
-            specs.append(replace(spec, replicate=i))
+            later = replace(spec, replicate=i)
+            if spec.train.lr == chosen.get((spec.mixer, str(spec.x))) or begun(later):
+                specs.append(later)
             i += 1
     lrs = sorted({s.train.lr for s in specs})
     rows: dict[str, dict[float, str]] = {}
@@ -66,6 +72,21 @@ def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, see
     ]
     lines += [f"| {row} | " + " | ".join(cells.get(lr, "") for lr in lrs) + " |" for row, cells in rows.items()]
     return "\n".join(lines) + "\n"
+
+
+def _chosen(plan: list[RunSpec], finished: dict[str, FinishedRun], metric: str) -> dict[tuple[str, str], float]:
+    """`(mixer, setting) -> lr` where the first seed has finished at every rate of the grid: the rate the later
+    seeds train at (`experiment.seed_runs`; a rate below the grid counts once it finished)."""
+    rates: dict[tuple[str, str], list[str]] = {}
+    for spec in plan:
+        rates.setdefault((spec.mixer, str(spec.x)), []).append(spec.id)
+    done = {key for key, ids in rates.items() if all(i in finished for i in ids)}
+    records = [r.record for r in finished.values() if not r.record.get("replicate")]
+    return {
+        (mixer, x): lr
+        for mixer, by_x in summarize([r for r in records if (r["mixer"], str(r["x"])) in done], metric)["lr"].items()
+        for x, lr in by_x.items()
+    }
 
 
 def _row(spec: RunSpec) -> str:

@@ -15,7 +15,15 @@ import torch
 
 from linattn.experiments import runner
 from linattn.experiments.archive import FinishedRun
-from linattn.experiments.experiment import Experiment, edge_runs, loss_curves, plot, summarize, table_markdown
+from linattn.experiments.experiment import (
+    Experiment,
+    edge_runs,
+    loss_curves,
+    plot,
+    seed_runs,
+    summarize,
+    table_markdown,
+)
 from linattn.experiments.mixers import MIXERS, parse_mixers
 from linattn.experiments.progress import progress
 from linattn.experiments.registry import EXPERIMENTS
@@ -108,16 +116,17 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     # extending keeps the experiment's column order, whatever order the mixers were run in
     TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=False, command="x")
     assert json.loads((out / "results.json").read_text())["mixers"] == ["vla", "softmax"]
-    # more seeds extend it too, for the mixers asked for only: the first replicate's runs are read back, the second's
-    # trained; softmax keeps its one seed
+    # more seeds extend it too, for the mixers asked for only: the first replicate's runs are read back, the second
+    # trained at the lr the first chose; softmax keeps its one seed
     TINY.run("paper", quick=True, mixers=("vla",), device="cpu", jobs=1, root=tmp_path, force=False, command="s",
              seeds=2)  # fmt: skip
     seeded = json.loads((out / "results.json").read_text())
     assert seeded["seeds"] == 2 and seeded["seeds_by_mixer"] == {"vla": 2, "softmax": 1}
-    assert sorted((r["mixer"], r["replicate"]) for r in seeded["runs"]) == sorted(
-        [("vla", 0), ("vla", 0), ("vla", 1), ("vla", 1), ("softmax", 0), ("softmax", 0)]
+    chosen = seeded["chosen_lr"]["vla"]["2"]
+    assert sorted((r["mixer"], r["replicate"], r["lr"]) for r in seeded["runs"]) == sorted(
+        [("vla", 0, 1e-3), ("vla", 0, 3e-3), ("vla", 1, chosen), ("softmax", 0, 1e-3), ("softmax", 0, 3e-3)]
     )
-    assert (out / "runs" / "vla-x2-lr0.001-s1" / "result.json").exists()
+    assert (out / "runs" / f"vla-x2-lr{chosen:g}-s1" / "result.json").exists()
     assert "the median of each mixer's training seeds (vla 2, softmax 1)" in (out / "table.md").read_text()
     shown = progress(TINY, "paper", True, tmp_path)  # each mixer's seeds, as run
     assert "vla, 2, seed 1" in shown and "softmax, 2, seed 1" not in shown
@@ -127,7 +136,7 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     TINY.run("paper", quick=True, mixers=("vla", "softmax"), device="cpu", jobs=1, root=tmp_path, force=False,
              command="t", seeds=2)  # fmt: skip
     both = json.loads((out / "results.json").read_text())
-    assert both["seeds"] == 2 and "seeds_by_mixer" not in both and len(both["runs"]) == 8
+    assert both["seeds"] == 2 and "seeds_by_mixer" not in both and len(both["runs"]) == 6  # 2 lrs, then 1 seed
 
 
 def test_the_lr_grid_is_extended_below_where_its_lowest_was_best(tmp_path, capsys):
@@ -195,6 +204,24 @@ def test_replicates_give_their_median_and_range():
                "table": summary["acc"], "seeds": 3, "spread": summary["spread"], "paper": {}}  # fmt: skip
     table = table_markdown(results)
     assert "| 4 | 0.500 [0.400 – 0.900] |" in table and "the median of 3 training seeds" in table
+
+
+def test_later_seeds_train_at_the_rate_the_first_chose():
+    """The first seed sweeps the rates and chooses; the others train at its choice alone, and their scores, however
+    they fall, do not move the choice (the rate is compared on the seeds every rate has)."""
+
+    def record(lr, val, test, replicate):
+        return {"mixer": "vla", "x": 2, "lr": lr, "replicate": replicate, "best_val": {"acc": val}, "val": None,
+                "test": {"acc": test}}  # fmt: skip
+
+    specs = tiny_plan("paper", True, ("vla",))  # lr 1e-3 and 3e-3
+    first = [record(1e-3, 0.6, 0.6, 0), record(3e-3, 0.8, 0.8, 0)]
+    later = seed_runs(specs, first, {"vla": 3}, "acc")
+    assert [(s.train.lr, s.replicate) for s in later] == [(3e-3, 1), (3e-3, 2)]
+    records = [*first, record(3e-3, 0.1, 0.2, 1), record(3e-3, 0.1, 0.7, 2)]
+    summary = summarize(records)
+    assert summary["lr"] == {"vla": {"2": 3e-3}} and summary["acc"]["vla"]["2"] == 0.7
+    assert summary["spread"] == {"vla": {"2": [0.2, 0.8]}}
 
 
 def test_a_replicate_trains_from_the_next_seed_and_is_tested_on_the_same_examples(tmp_path):
