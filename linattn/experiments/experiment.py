@@ -26,7 +26,7 @@ from statistics import fmean, median
 import torch
 
 from linattn.bench.environment import describe
-from linattn.experiments.archive import ARCHIVE_NAME, FinishedRun, pack, read_archive
+from linattn.experiments.archive import ARCHIVE_NAME, FinishedRun, finished_in, pack, read_archive
 from linattn.experiments.runner import RunSpec, run_all
 from linattn.extras import pyplot
 from linattn.io import save_figure, write_atomic
@@ -124,7 +124,7 @@ class Experiment:
             if lr_below is not None:
                 edge = edge_runs(specs, records, lr_below, self.metric)
                 specs, records = specs + edge, records + run(edge)
-            more = seed_runs(specs, records, counts, self.metric)
+            more = seed_runs(specs, records, counts, self.metric, frozenset(finished_in(out)))
             specs, records = specs + more, records + run(more)
         finally:  # the runs finished so far, also when others failed or were not begun
             pack(out)
@@ -228,16 +228,16 @@ def edge_runs(specs: list[RunSpec], records: list[dict], lr: float, metric: str)
     ]
 
 
-def seed_runs(specs: list[RunSpec], records: list[dict], counts: dict[str, int], metric: str) -> list[RunSpec]:
+def seed_runs(
+    specs: list[RunSpec], records: list[dict], counts: dict[str, int], metric: str, done: frozenset[str] = frozenset()
+) -> list[RunSpec]:
     """Each mixer's seeds after the first (`counts`: how many in all), for each setting at the learning rate its
-    first seed chose (`summarize`). `records`: the results of `specs`, the first seed's runs at every rate."""
+    first seed chose (`summarize`), and at any other rate where they finished before (`done`: run ids; a result
+    whose every seed swept the rates keeps them, and its choice). `records`: the results of `specs`, the first
+    seed's runs at every rate."""
     chosen = summarize(records, metric)["lr"]
-    return [
-        replace(s, replicate=i)
-        for s in specs
-        if s.train.lr == chosen[s.mixer][str(s.x)]
-        for i in range(1, counts[s.mixer])
-    ]
+    later = [replace(s, replicate=i) for s in specs for i in range(1, counts[s.mixer])]
+    return [s for s in later if s.train.lr == chosen[s.mixer][str(s.x)] or s.id in done]
 
 
 def summarize(records: list[dict], metric: str = "acc") -> dict[str, dict[str, dict]]:

@@ -218,6 +218,9 @@ def test_later_seeds_train_at_the_rate_the_first_chose():
     first = [record(1e-3, 0.6, 0.6, 0), record(3e-3, 0.8, 0.8, 0)]
     later = seed_runs(specs, first, {"vla": 3}, "acc")
     assert [(s.train.lr, s.replicate) for s in later] == [(3e-3, 1), (3e-3, 2)]
+    # a seed that finished at another rate before (an earlier result swept every seed) is kept, not dropped
+    kept = seed_runs(specs, first, {"vla": 3}, "acc", frozenset({"vla-x2-lr0.001-s1"}))
+    assert [(s.train.lr, s.replicate) for s in kept] == [(1e-3, 1), (3e-3, 1), (3e-3, 2)]
     records = [*first, record(3e-3, 0.1, 0.2, 1), record(3e-3, 0.1, 0.7, 2)]
     summary = summarize(records)
     assert summary["lr"] == {"vla": {"2": 3e-3}} and summary["acc"]["vla"]["2"] == 0.7
