@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -143,32 +144,30 @@ def _graphed_decode(model: DecoderLM, token: torch.Tensor, state: dict, config: 
     return {"graph_tokens_per_s": token.numel() * config.decode_tokens / (time.perf_counter() - start)}
 
 
-def _model(config: ThroughputConfig, mixer: str, device: torch.device) -> DecoderLM:
-    torch.manual_seed(0)
-    return DecoderLM(compared_model(RECIPES[config.recipe], mixer)).to(device)
-
-
-def _train_block(T: int, config: ThroughputConfig, device: torch.device) -> list[dict]:
-    """Every mixer's model at one training length."""
+def _each_model(config: ThroughputConfig, device: torch.device, row: Callable[[DecoderLM], dict]) -> list[dict]:
+    """`row(model)` of every mixer's model (the same initial weights each time), as one block of rows."""
     rows = []
     for mixer in config.mixers:
-        model = _model(config, mixer, device)
-        params = sum(p.numel() for p in model.parameters())
-        rows.append({"mixer": mixer, "params": params, **_train_row(model, T, config, device)})
+        torch.manual_seed(0)
+        model = DecoderLM(compared_model(RECIPES[config.recipe], mixer)).to(device)
+        rows.append({"mixer": mixer, **row(model)})
         print(f"# lm-throughput: {rows[-1]}", file=sys.stderr, flush=True)  # progress of a minutes-long run
         del model
     return rows
 
 
+def _train_block(T: int, config: ThroughputConfig, device: torch.device) -> list[dict]:
+    """Every mixer's model at one training length."""
+
+    def row(model: DecoderLM) -> dict:
+        return {"params": sum(p.numel() for p in model.parameters()), **_train_row(model, T, config, device)}
+
+    return _each_model(config, device, row)
+
+
 def _decode_block(B: int, config: ThroughputConfig, device: torch.device) -> list[dict]:
     """Every mixer's model decoding at one batch size."""
-    rows = []
-    for mixer in config.mixers:
-        model = _model(config, mixer, device).eval()
-        rows.append({"mixer": mixer, **_decode_row(model, B, config, device)})
-        print(f"# lm-throughput: {rows[-1]}", file=sys.stderr, flush=True)
-        del model
-    return rows
+    return _each_model(config, device, lambda model: _decode_row(model.eval(), B, config, device))
 
 
 def measure(quick: bool, device: str, config: ThroughputConfig | None = None, work: Path | None = None) -> dict:

@@ -23,6 +23,7 @@ from linattn.ops.checks import (
 from linattn.ops.delta_rule.chunk import chunk_delta_rule
 from linattn.ops.delta_rule.naive import naive_delta_rule
 from linattn.ops.unit_rows import unit_rows
+from linattn.ops.utils.precision import fast_precision
 from linattn.ops.varlen import per_length, per_sequence
 from linattn.ops.vla.chunk import chunk_vla_gate
 from linattn.ops.vla.forgetting import forgetting_gate, max_chunk
@@ -116,9 +117,10 @@ def refreshed_u_norm(max_u_norm: float | None, lam0: float, rho: float, K: int, 
 
 
 def fast_gate(precision: object, *tokens: torch.Tensor) -> bool:
-    """Whether `precision` (checked) is the `"fast"` level and applies to these token inputs: all bfloat16, as the
-    delta-rule engine's level asks (`utils.precision.fast_precision`). Other dtypes compute as at `"exact"`."""
-    return check_precision(precision) and all(x.dtype == torch.bfloat16 for x in tokens)
+    """Whether `precision` (checked) is the `"fast"` level and applies to these token inputs, by the delta-rule
+    engine's rule (`utils.precision.fast_precision`: all bfloat16). Other dtypes compute as at `"exact"`."""
+    fast = check_precision(precision)
+    return fast and fast_precision(tokens[0].device, *(x.dtype for x in tokens)) is not None
 
 
 def _forgetting(name: str, lam0: float, rho: float, unit_keys: bool, fast: bool = False):
