@@ -1,6 +1,7 @@
 """Compile every Triton kernel of linattn for an NVIDIA GPU on a machine without one: registers, spills, SASS size.
 
     python scripts/compile_kernels.py [--arch 90] [--out DIR] [--only NAME] [--record-python PYTHON]
+                                      [--phase record|compile] [--launches FILE]
 
 Two phases, two processes:
 1. record: with `TRITON_INTERPRET=1`, run representative calls (forward + backward of the delta rule, KLA's
@@ -12,7 +13,8 @@ Two phases, two processes:
    compiler needs no GPU), then run the wheel's own `ptxas -v` on the PTX for registers and spill bytes, and its
    `cuobjdump -sass` on the cubin for the number of SASS instructions (a loop body's share shows as a difference
    between two builds of the same launch) and of block-wide barriers (`BAR.SYNC`: reductions and layout changes
-   across a program's warps).
+   across a program's warps). Each build's TTGIR is kept beside its PTX in `--out`: the layouts Triton chose for
+   each tensor, where a barrier count is traced back to the reductions and layout conversions behind it.
 
 Use it before spending GPU time: a kernel that does not compile, or that spills, shows here. The Triton version is
 whatever is installed in the Python you run this with (install the GPU machine's, e.g. 3.6, in a scratch venv;
@@ -245,6 +247,7 @@ def _compile(entry: dict, arch: int, out: Path) -> str:
     options = "_".join(f"{k}{v}" for k, v in sorted(entry["options"].items()))
     ptx_file = out / f"{source.hash()[:16]}_{entry['name']}_{options}.ptx"
     ptx_file.write_text(kernel.asm["ptx"])
+    ptx_file.with_suffix(".ttgir").write_text(kernel.asm["ttgir"])
     cubin_file = ptx_file.with_suffix(".cubin")
     cubin_file.write_bytes(kernel.asm["cubin"])
     tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -289,8 +292,15 @@ def main() -> int:
         default=sys.executable,
         help="Python that records the launches (its Triton's interpreter runs the calls)",
     )
-    parser.add_argument("--phase", choices=("record", "compile"), help=argparse.SUPPRESS)
-    parser.add_argument("--launches", type=Path, default=Path("/tmp/linattn_launches.json"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--phase",
+        choices=("record", "compile"),
+        help="one phase only: 'compile' rebuilds the launches an earlier run recorded (seconds, where recording "
+        "takes minutes), as long as the kernels' signatures have not changed",
+    )
+    parser.add_argument(
+        "--launches", type=Path, default=Path("/tmp/linattn_launches.json"), help="where the recorded launches lie"
+    )
     args = parser.parse_args()
     if args.phase == "record":
         record(args.launches)
