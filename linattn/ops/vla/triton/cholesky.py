@@ -1,7 +1,7 @@
 """Inverses by Cholesky in Triton: `L⁻¹` of a tile (the gate kernel's `16 × 16` step) and a batch of SPD inverses.
 
 `inverse_cholesky` forms `L⁻¹` by symmetric elimination, one unrolled loop of `C` steps, where a Cholesky then a
-substitution would take two loops of `C` steps, each with reductions across the program's warps: the gate's
+substitution would take two loops of `C` steps, each step a few reductions across the program's warps: the gate's
 call is markedly faster for it at every head dim (`python -m linattn.bench stages --op vla-gate` times the gate).
 
 `spd_inverse_kernel` is `chunk.spd_inverse` for the gate's `d × d` group starts `A_c = M_c⁻¹` (float32, the
@@ -36,31 +36,22 @@ def inverse_cholesky(b_G, C: tl.constexpr):
     """`L⁻¹` for `L Lᵀ = G`, `G: [C, C]` symmetric positive definite (its lower triangle and diagonal are what
     count), by symmetric Gaussian elimination: step `j` subtracts `m_i = G'[i, j] / G'[j, j]` times row `j` from
     each row `i > j`, of `G'` and of a copy of `I`. The copy ends as `L₁⁻¹` (`G = L₁ D L₁ᵀ`, `L₁` unit lower, `D` the
-    pivots `G'[j, j]`), and `L⁻¹ = D^{-1/2} L₁⁻¹`. One unrolled loop of `C` steps, where a Cholesky and a
-    substitution would take two.
-
-    The rows and columns still to come stay symmetric, so the update `G' -= G'[:, j] (G'[j, :] / G'[j, j])` is
-    masked by column (`> j`) and reads column `j` twice: along the rows and, as row `j`, along the columns (what it
-    leaves in the finished rows is never read). The copy is kept transposed so that its row `j` is read along the
-    same axis as `G'`'s column, and the two are summed in one reduction. In the gate kernel a `[C, C]` tile spreads
-    its columns over two warps: a step then exchanges across warps once, not three times (block-wide barriers of
-    the gate at d = 128: 64 a chunk instead of 94, `scripts/compile_kernels.py --only gate_apply_kernel`)."""
+    pivots `G'[j, j]`), and `L⁻¹ = D^{-1/2} L₁⁻¹`. Row `j` of `G'` is read as its column `j` (the rows and columns
+    still to come stay symmetric; what the other entries of row `j` put into the columns before `j` is never read).
+    One unrolled loop of `C` steps, where a Cholesky and a substitution would take two loops of `C` steps each, and
+    in the gate kernel each step is a few reductions across its warps (eight at d = 128)."""
     o_c = tl.arange(0, C)
-    b_LiT = tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)  # [C, C] the copy, transposed
+    b_Li = tl.where(o_c[:, None] == o_c[None, :], 1.0, 0.0)  # [C, C]
     b_p = tl.zeros([C], dtype=tl.float32)  # [C] the pivots
     for j in tl.static_range(C):
-        # [C, 2]: G'[:, j] and column j of the transposed copy, along the rows, in one reduction
-        b_cr = tl.sum(tl.where(o_c[None, :, None] == j, tl.join(b_G, b_LiT), 0), 1)
-        b_c1, b_r = tl.split(b_cr)
-        b_c0 = tl.sum(tl.where(o_c[:, None] == j, b_G, 0), 0)  # [C] G'[j, :], along the columns
-        # [C] the pivot, along the columns (`0 * b_G` keeps the broadcast in G's layout: without it Triton moves the
-        # tiles into one that takes three times the barriers)
-        b_pc = tl.sum(tl.where(o_c[:, None] == j, b_c1[:, None] + 0 * b_G, 0), 0)
-        b_m = tl.where(o_c > j, b_c0 / b_pc, 0)  # [C] the multipliers, along the columns
-        b_G -= b_c1[:, None] * b_m[None, :]
-        b_LiT -= b_r[:, None] * b_m[None, :]
-        b_p = tl.where(o_c == j, b_pc, b_p)
-    return tl.trans(b_LiT / tl.sqrt(b_p)[None, :])
+        b_col = tl.sum(tl.where(o_c[None, :] == j, b_G, 0), 1)  # [C] G'[:, j]
+        p = tl.sum(tl.where(o_c == j, b_col, 0))
+        b_m = tl.where(o_c > j, b_col / p, 0)  # [C] the multipliers, 0 on rows ≤ j
+        b_row = tl.sum(tl.where(o_c[:, None] == j, b_Li, 0), 0)  # [C] row j of the copy, final from here on
+        b_G -= b_m[:, None] * b_col[None, :]
+        b_Li -= b_m[:, None] * b_row[None, :]
+        b_p = tl.where(o_c == j, p, b_p)
+    return b_Li / tl.sqrt(b_p)[:, None]
 
 
 @triton.jit

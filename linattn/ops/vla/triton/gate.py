@@ -12,7 +12,7 @@ its chunks:
     A  ← A − Wᵀ W                                          the next chunk's start
 
 (the chunk path's algebra at 16 tokens a chunk). Only `L⁻¹` is sequential: 16 unrolled steps of symmetric
-elimination in exact float32 multiply-adds (`cholesky.inverse_cholesky`), each step one exchange across the
+elimination in exact float32 multiply-adds (`cholesky.inverse_cholesky`), each step a few reductions across the
 program's warps. At `d ≤ 32` a program is one warp, whose reductions need no barrier: a group's walk then runs on
 a quarter of the threads, and eight programs share an SM. The other products are `tl.dot` with `tf32x3` (three
 tf32 passes, about 22 bits; see `linattn/ops/utils/precision.py`).
