@@ -126,17 +126,25 @@ class Results:
         if not read:
             return None
         seeds = {(m, x): v for m in read for x, v in self.seeds(m).items() if x in self.read[m]}
-        fewest = min(len(v) for v in seeds.values())
-        (m, x), values = max(seeds.items(), key=lambda kv: max(kv[1]) - min(kv[1]))
-        spread = max(values) - min(values)
+        # each setting on its own: one mixer's seeds that disagree ask for more of that mixer, not of the others
+        short = {key: v for key, v in seeds.items() if len(v) < _seeds_needed(v)}
+        if not short:
+            return None
+        fewest = min(len(v) for v in short.values())
         if fewest < MIN_SEEDS:
             why, needed = ("one seed" if fewest == 1 else f"{fewest} seeds"), MIN_SEEDS
-        elif spread > SEED_SPREAD and fewest < MORE_SEEDS:
-            why = f"its {fewest} seeds disagree by {spread:.2f} ({m} at {x}), more than {SEED_SPREAD}"
-            needed = MORE_SEEDS
         else:
-            return None
-        return why, needed, tuple(m for m in read if any(len(seeds[m, x]) < needed for x in self.read[m]))
+            (m, x), values = max(short.items(), key=lambda kv: max(kv[1]) - min(kv[1]))
+            spread = max(values) - min(values)
+            why = f"its {len(values)} seeds disagree by {spread:.2f} ({m} at {x}), more than {SEED_SPREAD}"
+            needed = MORE_SEEDS
+        lacking = {m for (m, _), v in short.items() if len(v) < needed}
+        return why, needed, tuple(m for m in read if m in lacking)
+
+
+def _seeds_needed(values: list[float]) -> int:
+    """Seeds a setting's results need: `MORE_SEEDS` where they disagree by more than `SEED_SPREAD`."""
+    return MORE_SEEDS if max(values) - min(values) > SEED_SPREAD else MIN_SEEDS
 
 
 class _Row(Mapping):

@@ -459,3 +459,13 @@ def test_the_seed_rule_reads_only_the_settings_a_rule_takes(tmp_path):
     assert r.shortfall() is None  # the seeds agree at 1; the value at 2 is only shown
     assert dict(r.row("a")) == {1: 1.0, 2: 0.5}  # a copy takes every value
     assert r.shortfall() == ("its 3 seeds disagree by 1.00 (a at 2), more than 0.1", 5, ("a",))
+
+
+def test_the_seed_rule_asks_for_more_seeds_only_where_they_disagree(tmp_path):
+    agree, disagree = [0.9, 0.92, 0.95], [0.0, 0.5, 1.0]
+    r = verdicts.Results(_trained({"a": {1: disagree}, "b": {1: agree}}), tmp_path)
+    r.row("a")[1], r.row("b")[1]
+    assert r.shortfall() == ("its 3 seeds disagree by 1.00 (a at 1), more than 0.1", 5, ("a",))
+    r = verdicts.Results(_trained({"a": {1: [*disagree, 0.4, 0.6]}, "b": {1: agree}}), tmp_path)
+    r.row("a")[1], r.row("b")[1]
+    assert r.shortfall() is None  # five where they disagree, three where they agree
