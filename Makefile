@@ -20,7 +20,7 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check linattn tests
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check linattn tests

@@ -1,6 +1,6 @@
 """Shared test fixtures: uninitialised memory is poisoned with NaN so that reading it fails loudly; `one_thread` for
 tiny models. Without a GPU, Triton kernels run in Triton's interpreter (set before any kernel module is imported:
-`triton.jit` reads it when a kernel is defined)."""
+`triton.jit` reads it when a kernel is defined). Under pytest-xdist each worker keeps to its share of the cores."""
 
 from __future__ import annotations
 
@@ -11,6 +11,11 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# under pytest-xdist (`make test`: one worker a core) each worker takes its share of the cores, not all of them
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _workers > 1:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // _workers))
 
 
 @pytest.fixture(autouse=True)
