@@ -126,25 +126,20 @@ class Results:
         if not read:
             return None
         seeds = {(m, x): v for m in read for x, v in self.seeds(m).items() if x in self.read[m]}
+        spread = {key: max(v) - min(v) for key, v in seeds.items()}
         # each setting on its own: one mixer's seeds that disagree ask for more of that mixer, not of the others
-        short = {key: v for key, v in seeds.items() if len(v) < _seeds_needed(v)}
+        short = [key for key, v in seeds.items() if len(v) < (MORE_SEEDS if spread[key] > SEED_SPREAD else MIN_SEEDS)]
         if not short:
             return None
-        fewest = min(len(v) for v in short.values())
+        fewest = min(len(seeds[key]) for key in short)
         if fewest < MIN_SEEDS:
             why, needed = ("one seed" if fewest == 1 else f"{fewest} seeds"), MIN_SEEDS
         else:
-            (m, x), values = max(short.items(), key=lambda kv: max(kv[1]) - min(kv[1]))
-            spread = max(values) - min(values)
-            why = f"its {len(values)} seeds disagree by {spread:.2f} ({m} at {x}), more than {SEED_SPREAD}"
+            m, x = max(short, key=spread.get)
+            why = f"its {len(seeds[m, x])} seeds disagree by {spread[m, x]:.2f} ({m} at {x}), more than {SEED_SPREAD}"
             needed = MORE_SEEDS
-        lacking = {m for (m, _), v in short.items() if len(v) < needed}
+        lacking = {m for m, x in short if len(seeds[m, x]) < needed}
         return why, needed, tuple(m for m in read if m in lacking)
-
-
-def _seeds_needed(values: list[float]) -> int:
-    """Seeds a setting's results need: `MORE_SEEDS` where they disagree by more than `SEED_SPREAD`."""
-    return MORE_SEEDS if max(values) - min(values) > SEED_SPREAD else MIN_SEEDS
 
 
 class _Row(Mapping):
