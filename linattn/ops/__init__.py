@@ -1,6 +1,6 @@
 """Functional ops, `[B, T, H, K]` layout, `(o, final_state)` returns, `backend="auto" | "naive" | "chunk"`
 (and `"triton"` for `delta_rule`, `linear_attention`, `gated_linear_attention`, `ccq_query`, `vla` and `vla_gate`;
-`"fused_recurrent"`, one launch for a few tokens on a carried state, for the first three).
+`"fused_recurrent"`, one launch for a few tokens on a carried state, for all of these but `ccq_query`).
 
 See each op folder's README.md for its math.
 """
