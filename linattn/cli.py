@@ -137,7 +137,7 @@ def _text_parsers(sub) -> None:
         action="append",
         default=[],
         metavar="DIST",
-        help="an installed Python distribution (repeatable; '*': all)",
+        help="an installed Python distribution, DIST==VERSION to refuse other versions (repeatable; '*': all)",
     )
     cb.add_argument(
         "--downloads", metavar="DIR", help="where .deb files are kept and reused (default OUT/../.downloads)"

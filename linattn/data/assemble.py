@@ -6,7 +6,8 @@ Sources, each pinned by what it records:
   in turn. Recorded: the version, the `.deb`'s SHA-256, and the licences its `copyright` file names.
 - `--installed DIST`: the files of an installed Python distribution (`importlib.metadata`: what `pip` recorded),
   which works offline, on a machine without a registry too (`*`: every installed one). Recorded: the version and
-  its declared licence.
+  its declared licence. `DIST==VERSION` refuses any other installed version: another version is another corpus,
+  another tokenizer, and runs that cannot be compared with (or resumed beside) those trained on the pinned one.
 
 The text files of every source (`DataConfig.extensions`) are copied to `OUT/<source>/<path>` in path order, each
 content once: a file whose bytes an earlier one had is left out and counted (vendored copies, generated headers).
@@ -81,7 +82,7 @@ def build(
     """
     out = Path(out)
     # each source once (a name given twice would be its own duplicate)
-    debian, installed = list(dict.fromkeys(debian)), list(dict.fromkeys(n.lower() for n in installed))
+    debian, installed = list(dict.fromkeys(debian)), list(dict.fromkeys(n.lower().replace(" ", "") for n in installed))
     if not debian and not installed:
         raise ValueError("corpus build: expected at least one --debian PKG or --installed DIST")
     _check_out(out, force)
@@ -213,12 +214,16 @@ def _dep5_licences(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _installed(name: str) -> _Files:
-    """The files `pip` recorded for the installed distribution `name`."""
+def _installed(spec: str) -> _Files:
+    """The files `pip` recorded for the installed distribution `spec` (`NAME` or `NAME==VERSION`)."""
+    name, _, pinned = spec.partition("==")
     try:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
         raise ValueError(f"--installed: no installed Python distribution named {name!r}") from None
+    if pinned and dist.version != pinned:
+        raise ValueError(f"--installed: {spec} expected, {name} {dist.version} is installed (install {spec}, or copy "
+                         "a corpus or tokenised cache prepared with it)")  # fmt: skip
     meta = dist.metadata
     declared = meta.get("License-Expression") or meta.get("License") or ""
     licences = [declared.splitlines()[0].strip()] if declared.strip() else []

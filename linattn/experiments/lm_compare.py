@@ -17,11 +17,14 @@ Protocols (`--protocol`; `--quick` is one recipe for both):
 - `fair`: Debian's `linux-source-6.1` and every installed Python package (≥ 1 GB), a BPE of 32,768 ids; 12 layers
   of d 768, 12 heads, MLP 3072 (118M parameters); 2K windows × 32, 15,000 steps (~1B tokens), lr 6e-4; tested at
   2K – 32K.
-- `short`: the Python packages `transformers`, `sympy`, `numpy` (~90 MB), a BPE of 16,384 ids; 8 layers of d 512,
-  8 heads, MLP 2048 (36M); 2K windows × 8, 600 steps (~10M tokens), lr 1e-3; tested at 2K – 16K.
+- `short`: the Python packages `transformers` 5.25.0, `sympy` 1.14.0, `numpy` 2.4.6 (~90 MB; pinned: another
+  version is another corpus), a BPE of 16,384 ids; 8 layers of d 512, 8 heads, MLP 2048 (36M); 2K windows × 8,
+  600 steps (~10M tokens), lr 1e-3; tested at 2K – 16K.
 - `--quick`: pip's own sources (~5 MB: every virtual environment has them), a BPE of 4,096 ids; 2 layers of d 64,
   2 heads, MLP 256; 128 × 8, 300 steps, lr 3e-3; tested at 128 – 1024.
 
+A machine without the pinned versions (a GPU machine without a registry) runs on a copy of the tokenised cache
+and tokenizer (`LINATTN_DATA/lm-compare-short/{cache,tokenizer.json}`, 49 MB), which `prepare` uses as it is.
 `fair` is the scale the comparison asks for; `short` is sized for one GPU's few minutes, the nine models side by
 side (`--jobs 9`); `linattn run lm-throughput --device cuda` measures what each model's step costs.
 
@@ -88,7 +91,7 @@ RECIPES = {
         _train(15_000, 32, 6e-4, 500), (2048, 4096, 8192, 16384, 32768), 20, 8,
     ),
     "short": Recipe(
-        "lm-compare-short", (), ("transformers", "sympy", "numpy"), 16384,
+        "lm-compare-short", (), ("transformers==5.25.0", "sympy==1.14.0", "numpy==2.4.6"), 16384,
         DataConfig(val_fraction=0.02, test_fraction=0.02, max_doc_bytes=1 << 18),
         {"d_model": 512, "n_layers": 8, "n_heads": 8, "mlp_hidden": 2048},
         _train(600, 8, 1e-3, 200), (2048, 4096, 8192, 16384), 10, 4,

@@ -144,6 +144,13 @@ def _read_back(record: dict, spec: RunSpec, where: Path) -> dict:
     key = training_key(spec)
     # a record from before runs had keys has none, and is read back as it is
     if record.get("key", key) != key:
+        trained_on, here = record.get("task", {}).get("fingerprint"), getattr(spec.task, "fingerprint", None)
+        if trained_on != here:
+            raise ValueError(
+                f"{where}: its result was trained on another tokenised corpus (fingerprint {trained_on}, this "
+                f"machine's {here}: other sources, versions or tokenizer); copy the corpus it trained on to the data "
+                "root (LINATTN_DATA), or remove the result to train the run again on this one"
+            )
         raise ValueError(
             f"{where}: its result is of another training (key {record['key']}, this run's {key}: the task, model or "
             "training config changed); remove it to train the run again"

@@ -6,6 +6,7 @@ downloaded; it is skipped where `dpkg-deb` is missing.
 
 import io
 import json
+import re
 import shutil
 import subprocess
 import tarfile
@@ -83,6 +84,16 @@ def test_an_installed_distribution_gives_its_files_version_and_licence(tmp_path)
         "LICENCE.licence"
     ]
     assert oct((tmp_path / "corpus").stat().st_mode & 0o777) == "0o755"
+
+
+def test_a_pinned_version_is_checked_before_anything_is_copied(tmp_path):
+    from importlib import metadata
+
+    version = metadata.version("tqdm")
+    assert build(tmp_path / "corpus", installed=[f"tqdm=={version}"])["sources"][0]["version"] == version
+    with pytest.raises(ValueError, match=rf"tqdm==0\.0\.1 expected, tqdm {re.escape(version)} is installed"):
+        build(tmp_path / "other", installed=["tqdm==0.0.1"])
+    assert not (tmp_path / "other").exists()
 
 
 def test_star_takes_every_installed_distribution_once(tmp_path):

@@ -178,6 +178,17 @@ def test_finished_runs_are_read_back_and_interrupted_runs_resume(tmp_path):
         run_one(spec, tmp_path / spec.id, progress=False)
 
 
+def test_a_result_trained_on_another_corpus_says_so():
+    from linattn.tasks.corpus import CorpusConfig
+
+    spec = tiny_plan("paper", True, ("gated_deltanet",))[0]
+    spec = replace(spec, task=CorpusConfig("short/cache", "aaaa000011112222", 64))
+    record = {"key": "0123456789abcdef", "task": {"fingerprint": "bbbb000011112222"}}
+    with pytest.raises(ValueError, match="trained on another tokenised corpus .fingerprint bbbb000011112222, this "
+                       "machine's aaaa000011112222"):  # fmt: skip
+        runner._read_back(record, spec, Path("runs.jsonl.gz"))
+
+
 def test_summarize_takes_the_lr_with_the_best_validation():
     def record(lr, val, test):
         return {"mixer": "vla", "x": 4, "lr": lr, "best_val": {"acc": val}, "val": None, "test": {"acc": test}}
