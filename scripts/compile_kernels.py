@@ -68,6 +68,10 @@ def _calls() -> None:
         (o.float().sum() + s.sum()).backward()
         o, s = linear_attention(q, k, v, initial_state=h0, output_final_state=True, backend="triton")
         (o.float().sum() + s.sum()).backward()
+        z0 = torch.rand(1, 2, K, requires_grad=True)
+        o, (s, z) = linear_attention(q.abs(), k.abs(), v, normalize=True, initial_state=(h0, z0),
+                                     output_final_state=True, backend="triton")  # fmt: skip
+        (o.float().sum() + s.sum() + z.sum()).backward()
         o, _ = gated_linear_attention(q, k, v, g, backend="triton")
         o.float().sum().backward()
         gk = (-torch.rand(*shape, K) / 8).requires_grad_()  # GLA's per-channel decay: its own kernels

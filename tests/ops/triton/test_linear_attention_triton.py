@@ -208,12 +208,25 @@ def test_extreme_channel_decay():
     assert (grads["g"].double() - want_grads["g"]).norm() / scale < 1e-5
 
 
+@pytest.mark.parametrize("normalize", [False, True], ids=["plain", "normalized"])
 @pytest.mark.parametrize("only", ["o", "final state"])
-def test_one_output_unused(only):
-    """An unused output's gradient arrives as None: the backward runs on `do` alone, or on `dht` alone."""
-    x = make_inputs(Config(T=100))
+def test_one_output_unused(only, normalize):
+    """An unused output's gradient arrives as None: the backward runs on `do` alone, or on `dht` alone (with the
+    normaliser, on `(dS, dz)`)."""
+    x = make_inputs(Config(T=100, gate=None, normalize=True) if normalize else Config(T=100))
     do, dS = draw_cotangents(x, torch.float32)
     check_all(x, do if only == "o" else None, dS if only == "final state" else None, F32_TOL, f"only {only}")
+
+
+def test_normalized_backward_cut_in_two(monkeypatch):
+    """A long single sequence's backward runs in two spans (`SPLIT_BYTES` lowered): the normaliser's share of `dq,
+    dk` is added to both spans' float32 gradients."""
+    from linattn.ops.delta_rule.triton import backward
+
+    monkeypatch.setattr(backward, "SPLIT_BYTES", 1)
+    x = make_inputs(Config(T=200, gate=None, normalize=True))
+    do, dS = draw_cotangents(x, torch.float32)
+    check_all(x, do, dS, F32_TOL, "normalized, cut")
 
 
 LOW_PRECISION = {
