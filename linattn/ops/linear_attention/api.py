@@ -27,7 +27,7 @@ BACKENDS = (*PYTORCH, "triton", "fused_recurrent")
 
 # Lower clamp of the normaliser `z_tᵀ q_t` (the VLA paper's value).
 NORMALIZER_EPS = 1e-4
-# K and V of the triton backend
+# K and V of the triton backend (normalize=True adds a value column: the kernels take V + 1 = 257)
 MAX_TRITON_HEAD_DIM = 256
 
 
@@ -112,22 +112,12 @@ def linear_attention(
     fast = check_precision(precision)
     if not normalize:
         return _run(q, k, v, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims, fast=fast)
-    S0 = z0 = None
     if initial_state is not None:
         if not isinstance(initial_state, tuple) or len(initial_state) != 2:
             raise TypeError("initial_state: with normalize=True expected a pair (S [N, H, K, V], z [N, H, K])")
         S0, z0 = initial_state
         check_shape("initial_state[0]", S0, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]", dims.device)
         check_shape("initial_state[1]", z0, (dims.N, dims.H, dims.K), "[N, H, K]", dims.device)
-    if check_backend(backend, q.device, BACKENDS, q.dtype) == "triton":
-        # the normaliser's running key sum on its own scan kernels: a value column more would cost the chunked
-        # kernels a whole value block (`triton/normaliser.py`)
-        from linattn.ops.linear_attention.triton.normaliser import normalized_linear_attention_triton
-
-        _check_triton_dims(dims)
-        scale = check_scale(scale, dims.K)
-        return normalized_linear_attention_triton(q, k, v, S0, z0, scale, output_final_state, cu_seqlens, fast)
-    if initial_state is not None:
         initial_state = torch.cat([S0, z0[..., None].to(S0.dtype)], dim=-1)
     # The normaliser is one more value column of ones: z_t is the state's last column.
     v_aug = torch.cat([v, v.new_ones(*v.shape[:3], 1)], dim=-1)
@@ -147,7 +137,11 @@ def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backe
     check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, V), "[N, H, K, V]", dims.device)
     scale = check_scale(scale, dims.K)
     if name == "triton":
-        _check_triton_dims(dims)
+        if dims.K > MAX_TRITON_HEAD_DIM or dims.V > MAX_TRITON_HEAD_DIM:
+            raise ValueError(
+                f"q, k, v: backend='triton' supports head dims up to {MAX_TRITON_HEAD_DIM}, got K={dims.K}, "
+                f"V={dims.V} (use backend='chunk')"
+            )
         # imported here: triton is an optional dependency, and `triton.jit` reads TRITON_INTERPRET at import
         if g is not None and g.dim() == 4:
             from linattn.ops.linear_attention.triton import gla_triton
@@ -168,11 +162,3 @@ def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backe
         split = per_sequence if name == "naive" else per_length
         o, S = split(lambda q, k, v, g, s: fn(q, k, v, g, s, scale=scale), cu_seqlens, (q, k, v, g), initial_state)
     return (o.to(v.dtype) if cast else o), (S if output_final_state else None)
-
-
-def _check_triton_dims(dims) -> None:
-    if dims.K > MAX_TRITON_HEAD_DIM or dims.V > MAX_TRITON_HEAD_DIM:
-        raise ValueError(
-            f"q, k, v: backend='triton' supports head dims up to {MAX_TRITON_HEAD_DIM}, got K={dims.K}, V={dims.V} "
-            "(use backend='chunk')"
-        )

@@ -219,8 +219,8 @@ def test_one_output_unused(only, normalize):
 
 
 def test_normalized_backward_cut_in_two(monkeypatch):
-    """A long single sequence's backward runs in two spans (`SPLIT_BYTES` lowered): the normaliser's share of `dq,
-    dk` is added to both spans' float32 gradients."""
+    """A long single sequence's backward runs in two spans (`SPLIT_BYTES` lowered); the normalised op's outputs and
+    gradients stay those of the float64 recurrence."""
     from linattn.ops.delta_rule.triton import backward
 
     monkeypatch.setattr(backward, "SPLIT_BYTES", 1)

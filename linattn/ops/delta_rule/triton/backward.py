@@ -130,12 +130,9 @@ def _span_walk(x: _Span, dht, want_dh0: bool, scale: float, h0=None, kept=None):
     return (h, U, dh, dv_tilde), dh0
 
 
-def _span_local(x: _Span, walked, scale: float, out=None, qk_dtype=None) -> tuple[torch.Tensor | None, ...]:
-    """B3 on one span from `_span_walk`'s buffers: `(dq, dk, dv, dw, dβ, dG)`, into `out` if given (else new ones,
-    `dq, dk` in `qk_dtype` if given)."""
+def _span_local(x: _Span, walked, scale: float, out=None) -> tuple[torch.Tensor | None, ...]:
+    """B3 on one span from `_span_walk`'s buffers: `(dq, dk, dv, dw, dβ, dG)`, into `out` if given."""
     h, U, dh, dv_tilde = walked
-    if out is None and qk_dtype is not None:
-        out = local_bwd_outputs(x.q, x.k, x.v, x.w, x.beta, x.G, qk_dtype)
     return local_bwd(
         x.q, x.k, x.v, x.w, x.beta, x.G, h, dh, U, dv_tilde, x.do, scale, x.layout, x.erase, x.inv_sq_norm,
         x.precision.local, out,
@@ -171,7 +168,6 @@ def delta_rule_bwd(
     dht: torch.Tensor | None,
     derived_keys: bool = False,
     fast: bool = False,
-    qk_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor | None, ...]:
     """Gradients of the chunked forward `delta_rule_fwd` for the same inputs.
 
@@ -183,8 +179,6 @@ def delta_rule_bwd(
         derived_keys: `k`, `w` are float32 keys the caller derived from bfloat16 tokens, whose gradients it rounds
             to bfloat16 (VLA's `k̂`, `α̂`): the backward's precision follows `q`, `v`, `dO` (`backward_precision`).
         fast: the `precision="fast"` level, as the forward ran (`backward_precision`).
-        qk_dtype: the dtype of `dq, dk` where not their inputs' (a caller adding its own share before rounding:
-            normalised linear attention, whose two shares cancel).
     Returns:
         `(dq, dk, dv, dw, dβ, dg, dh_0)`, each in its input's dtype, None where that input is None; with `w` None
         the gradient of the shared key is all in `dk`. For KLA (`saved.inv_sq_norm`) `dβ` is the gradient of the
@@ -201,7 +195,7 @@ def delta_rule_bwd(
     cut = _cut(layout, 2 * precision.store.itemsize * q.shape[2] * q.shape[3] * v.shape[3])
     if cut is None:
         walked, dh0 = _span_walk(x, dht, initial_state is not None, scale, h0=initial_state)
-        grads = _span_local(x, walked, scale, qk_dtype=qk_dtype)
+        grads = _span_local(x, walked, scale)
         del walked
     else:
         first, second = x.cut(0, cut), x.cut(cut, layout.T)
@@ -209,12 +203,12 @@ def delta_rule_bwd(
         h, U, h_cut = first.states(u_tilde, k_tilde, initial_state, True)
         del u_tilde, k_tilde
         walked, dh_cut = _span_walk(second, dht, True, scale, h0=h_cut)
-        grads_second = _span_local(second, walked, scale, qk_dtype=qk_dtype)
+        grads_second = _span_local(second, walked, scale)
         del walked
         walked, dh0 = _span_walk(first, dh_cut, initial_state is not None, scale, kept=(h, U))
         del h, U
         # allocated after the first part's walk, so that they are not alive through it (module docstring)
-        grads = local_bwd_outputs(q, k, v, w, beta, saved.G, qk_dtype)
+        grads = local_bwd_outputs(q, k, v, w, beta, saved.G)
         _span_local(first, walked, scale, out=_tokens(grads, 0, cut))
         del walked
         for a, b in zip(_tokens(grads, cut, layout.T), grads_second):

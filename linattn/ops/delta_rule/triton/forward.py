@@ -32,6 +32,9 @@ from linattn.ops.utils.inputs import INPUT_DTYPES
 from linattn.ops.utils.layout import ChunkLayout, chunk_layout
 
 MAX_HEAD_DIM = 256
+# The value dim is only ever split into blocks, so its bound is not structural: one more than the head dim lets
+# normalised linear attention (one more value column of ones) run at V = 256.
+MAX_VALUE_DIM = MAX_HEAD_DIM + 1
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,10 @@ def _check(
         if x is not None and x.dtype not in INPUT_DTYPES:
             raise _fail(f"{name} must be float32, bfloat16 or float16, got {x.dtype}")
     K, V = k.shape[-1], v.shape[-1]
-    if K > MAX_HEAD_DIM or V > MAX_HEAD_DIM:
-        raise _fail(f"head dims up to {MAX_HEAD_DIM} only, got K={K}, V={V}")
+    if K > MAX_HEAD_DIM:
+        raise _fail(f"head dims up to {MAX_HEAD_DIM} only, got K={K}")
+    if V > MAX_VALUE_DIM:
+        raise _fail(f"value dim up to {MAX_VALUE_DIM} only (256 + a normaliser column), got V={V}")
     if cu_seqlens is not None and cu_seqlens.is_floating_point():
         raise _fail(f"cu_seqlens must be an integer tensor, got {cu_seqlens.dtype}")
 

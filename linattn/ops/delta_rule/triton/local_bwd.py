@@ -352,17 +352,14 @@ def local_bwd_outputs(
     w: torch.Tensor | None,
     beta: torch.Tensor | None,
     G: torch.Tensor | None,
-    qk_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor | None, ...]:
-    """Uninitialised `(dq, dk, dv, dw, dβ, dG)` for `local_bwd`'s inputs, shaped and typed as it returns them
-    (`dq, dk` in `qk_dtype` if given: a caller that adds to them before rounding)."""
+    """Uninitialised `(dq, dk, dv, dw, dβ, dG)` for `local_bwd`'s inputs, shaped and typed as it returns them."""
     B, T, H = q.shape[:3]
     f32 = {"dtype": torch.float32, "device": q.device}
     dw = None if w is None else torch.empty_like(w)
     dbeta = None if beta is None else torch.empty(B, T, H, **f32)
     dG = None if G is None else torch.empty(B, T, H, **f32)
-    dq, dk = torch.empty_like(q, dtype=qk_dtype), torch.empty_like(k, dtype=qk_dtype)
-    return dq, dk, torch.empty_like(v), dw, dbeta, dG
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), dw, dbeta, dG
 
 
 def local_bwd(
