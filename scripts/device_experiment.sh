@@ -5,8 +5,9 @@
 #   bash scripts/device_experiment.sh SECONDS JOBS "NAME [options]" ["NAME [options]" ...]
 # JOBS: training runs at a time per experiment (dealt over the GPUs); 0 for diagnostics, which take no --jobs.
 # The package runs from the source tree (PYTHONPATH); its dependencies must be installed on the machine.
-# lm-compare's corpus is made from installed packages the recipe pins; where the machine has other versions, copy
-# the tokenised cache made elsewhere (`lm_compare.prepare`) and point LINATTN_DATA at it.
+# lm-compare's corpus is made from installed packages the recipe pins; where the machine has other versions, carry
+# the tokenised cache and tokenizer made elsewhere as ROOT/lm-compare-short/{cache,tokenizer.json} (no corpus/ beside
+# them) and set LINATTN_DATA=ROOT.
 # Finished runs already under results/ (their result.json) are kept, and a run another experiment finished is copied,
 # not trained again (`runner.find_same_run`): hence one experiment after another, and because on one GPU nine runs at
 # once each go at well under half of three's speed, so that with three experiments at once none may finish in a call

@@ -82,14 +82,19 @@ def build(
     """
     out = Path(out)
     # each source once (a name given twice would be its own duplicate)
-    debian, installed = list(dict.fromkeys(debian)), list(dict.fromkeys(n.lower().replace(" ", "") for n in installed))
-    if not debian and not installed:
+    debian, pins = list(dict.fromkeys(debian)), installed_pins(installed)
+    if not debian and not pins:
         raise ValueError("corpus build: expected at least one --debian PKG or --installed DIST")
     _check_out(out, force)
     downloads = Path(downloads) if downloads else out.parent / ".downloads"
     endings = tuple(e.lower() for e in extensions)
-    if "*" in installed:  # every installed distribution, each once
-        installed = sorted({d.metadata["Name"].lower() for d in metadata.distributions() if d.metadata["Name"]})
+    if "*" in pins:  # every installed distribution, each once, the pinned ones keeping their pins
+        del pins["*"]
+        names = {d.metadata["Name"].lower() for d in metadata.distributions() if d.metadata["Name"]}
+        pins = {name: pins.get(name) for name in sorted(names | set(pins))}
+    for name, pinned in pins.items():  # before anything is downloaded or copied
+        _check_pin(name, pinned)
+    installed = list(pins)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # beside out: renamed into place
     staging.chmod(0o755)  # a corpus others may read, not mkdtemp's private folder
@@ -214,16 +219,50 @@ def _dep5_licences(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _installed(spec: str) -> _Files:
-    """The files `pip` recorded for the installed distribution `spec` (`NAME` or `NAME==VERSION`)."""
-    name, _, pinned = spec.partition("==")
+_SPEC = re.compile(r"^\s*([A-Za-z0-9._-]+|\*)\s*(?:==\s*([A-Za-z0-9.+!_-]+))?\s*$")
+
+
+def installed_pins(specs: Iterable[str]) -> dict[str, str | None]:
+    """`--installed` specs (`DIST`, `DIST==VERSION`, `*`) -> `{name (lower case): pinned version or None}`, each name
+    once; a malformed spec, or two pins of one name, is an error."""
+    pins: dict[str, str | None] = {}
+    for spec in specs:
+        match = _SPEC.match(spec)
+        if match is None or (match[1] == "*" and match[2]):
+            raise ValueError(f"--installed: expected DIST or DIST==VERSION ('*': every installed one), got {spec!r}")
+        name, pinned = match[1].lower(), match[2]
+        if pins.get(name) and pinned and pins[name] != pinned:
+            raise ValueError(f"--installed: {name} pinned twice, to {pins[name]} and {pinned}")
+        pins[name] = pins.get(name) or pinned
+    return pins
+
+
+def _check_pin(name: str, pinned: str | None) -> None:
+    """The installed distribution `name` exists, in the `pinned` version if one is given."""
+    try:
+        version = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        raise ValueError(f"--installed: no installed Python distribution named {name!r}") from None
+    if pinned and version.lower() != pinned.lower():
+        raise ValueError(f"--installed: {name}=={pinned} expected, {name} {version} is installed (install "
+                         f"{name}=={pinned}, or copy a corpus or tokenised cache prepared with it)")  # fmt: skip
+
+
+def check_manifest_pins(manifest: dict, specs: Iterable[str], where: Path) -> None:
+    """The corpus whose manifest is `manifest` (in `where`) was assembled from the versions `specs` pin."""
+    versions = {s["name"].lower(): s["version"] for s in manifest["sources"] if s["kind"] == "installed"}
+    for name, pinned in installed_pins(specs).items():
+        if pinned and versions.get(name, "").lower() != pinned.lower():
+            raise ValueError(f"corpus: {where} was assembled from {name} {versions.get(name, '(absent)')}, the recipe "
+                             f"pins {pinned}; remove it to assemble it again")  # fmt: skip
+
+
+def _installed(name: str) -> _Files:
+    """The files `pip` recorded for the installed distribution `name`."""
     try:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
         raise ValueError(f"--installed: no installed Python distribution named {name!r}") from None
-    if pinned and dist.version != pinned:
-        raise ValueError(f"--installed: {spec} expected, {name} {dist.version} is installed (install {spec}, or copy "
-                         "a corpus or tokenised cache prepared with it)")  # fmt: skip
     meta = dist.metadata
     declared = meta.get("License-Expression") or meta.get("License") or ""
     licences = [declared.splitlines()[0].strip()] if declared.strip() else []

@@ -24,7 +24,8 @@ Protocols (`--protocol`; `--quick` is one recipe for both):
   2 heads, MLP 256; 128 × 8, 300 steps, lr 3e-3; tested at 128 – 1024.
 
 A machine without the pinned versions (a GPU machine without a registry) runs on a copy of the tokenised cache
-and tokenizer (`LINATTN_DATA/lm-compare-short/{cache,tokenizer.json}`, 49 MB), which `prepare` uses as it is.
+and tokenizer (`LINATTN_DATA/lm-compare-short/{cache,tokenizer.json}`, 51 MB), which `prepare` uses as it is where
+no `corpus/` lies beside them.
 `fair` is the scale the comparison asks for; `short` is sized for one GPU's few minutes, the nine models side by
 side (`--jobs 9`); `linattn run lm-throughput --device cuda` measures what each model's step costs.
 
@@ -40,7 +41,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from linattn.data.assemble import MANIFEST, build
+from linattn.data.assemble import MANIFEST, build, check_manifest_pins
 from linattn.data.config import DataConfig
 from linattn.data.corpus import read_corpus
 from linattn.data.tokenizer import FileTokenizer, train_tokenizer
@@ -118,6 +119,8 @@ def prepare(recipe: Recipe, progress: bool = True) -> Path:
     if not (corpus / MANIFEST).exists():
         print(f"lm-compare: assembling the corpus in {corpus}", flush=True)
         build(corpus, recipe.debian, recipe.installed, force=corpus.exists(), progress=progress)
+    else:  # one assembled before the recipe pinned its versions, or from other ones, is not the recipe's
+        check_manifest_pins(json.loads((corpus / MANIFEST).read_text()), recipe.installed, corpus)
     if not tokenizer.exists():
         print(f"lm-compare: training a BPE of {recipe.vocab_size:,} ids on its train split", flush=True)
         train_tokenizer(corpus, tokenizer, recipe.vocab_size, recipe.data, progress=progress)

@@ -43,6 +43,7 @@ from linattn.extras import tqdm
 from linattn.io import write_atomic
 from linattn.models import DecoderLM, ModelConfig
 from linattn.tasks import AccuracyMeter, Batch, generate, seq_len_of
+from linattn.tasks.corpus import data_root
 from linattn.train import TrainConfig, supervised_cross_entropy, supervised_logits, train
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from linattn.train.trainer import METRICS_NAME
@@ -146,10 +147,12 @@ def _read_back(record: dict, spec: RunSpec, where: Path) -> dict:
     if record.get("key", key) != key:
         trained_on, here = record.get("task", {}).get("fingerprint"), getattr(spec.task, "fingerprint", None)
         if trained_on != here:
+            cache = data_root() / record["task"].get("corpus", "")
             raise ValueError(
                 f"{where}: its result was trained on another tokenised corpus (fingerprint {trained_on}, this "
-                f"machine's {here}: other sources, versions or tokenizer); copy the corpus it trained on to the data "
-                "root (LINATTN_DATA), or remove the result to train the run again on this one"
+                f"machine's {here}: other sources, versions or tokenizer); copy the cache it trained on (with its "
+                f"tokenizer.json beside it) to {cache} (LINATTN_DATA sets the root), or remove the result to train "
+                "the run again on this one"
             )
         raise ValueError(
             f"{where}: its result is of another training (key {record['key']}, this run's {key}: the task, model or "

@@ -14,7 +14,7 @@ import tarfile
 import pytest
 
 from linattn.cli import main
-from linattn.data.assemble import LICENCES, MANIFEST, build
+from linattn.data.assemble import LICENCES, MANIFEST, build, check_manifest_pins, installed_pins
 from linattn.data.config import DataConfig
 from linattn.data.corpus import read_corpus
 
@@ -86,14 +86,36 @@ def test_an_installed_distribution_gives_its_files_version_and_licence(tmp_path)
     assert oct((tmp_path / "corpus").stat().st_mode & 0o777) == "0o755"
 
 
-def test_a_pinned_version_is_checked_before_anything_is_copied(tmp_path):
+def test_another_installed_version_is_refused_and_leaves_nothing(tmp_path):
     from importlib import metadata
 
     version = metadata.version("tqdm")
-    assert build(tmp_path / "corpus", installed=[f"tqdm=={version}"])["sources"][0]["version"] == version
+    pinned = build(tmp_path / "corpus", installed=[f"TQDM == {version.upper()}"])  # names and versions: any case
+    assert [(s["name"].lower(), s["version"]) for s in pinned["sources"]] == [("tqdm", version)]
     with pytest.raises(ValueError, match=rf"tqdm==0\.0\.1 expected, tqdm {re.escape(version)} is installed"):
         build(tmp_path / "other", installed=["tqdm==0.0.1"])
-    assert not (tmp_path / "other").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]  # no corpus, no staging folder
+
+
+@pytest.mark.parametrize("specs", [["tqdm===1"], ["tqdm=="], ["tqdm>=4"], ["*==1"], ["tqdm==1", "TQDM==2"]])
+def test_a_malformed_or_contradictory_pin_is_refused(tmp_path, specs):
+    with pytest.raises(ValueError, match="^--installed: (expected DIST or DIST==VERSION|tqdm pinned twice)"):
+        build(tmp_path / "corpus", installed=specs)
+
+
+def test_every_installed_distribution_keeps_the_pins_given_beside_it():
+    assert installed_pins(["*", "TQDM==1.0", "tqdm"]) == {"*": None, "tqdm": "1.0"}
+    with pytest.raises(ValueError, match="tqdm==0.0.1 expected"):
+        build("/nonexistent/corpus", installed=["*", "tqdm==0.0.1"])
+
+
+def test_an_assembled_corpus_is_checked_against_the_pins(tmp_path):
+    manifest = {"sources": [{"kind": "installed", "name": "TQDM", "version": "4.1"}]}
+    check_manifest_pins(manifest, ["tqdm==4.1", "sympy"], tmp_path)
+    with pytest.raises(ValueError, match=r"assembled from tqdm 4\.1, the recipe pins 4\.2; remove it"):
+        check_manifest_pins(manifest, ["tqdm==4.2"], tmp_path)
+    with pytest.raises(ValueError, match=r"assembled from numpy \(absent\), the recipe pins 2"):
+        check_manifest_pins(manifest, ["numpy==2"], tmp_path)
 
 
 def test_star_takes_every_installed_distribution_once(tmp_path):
