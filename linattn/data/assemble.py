@@ -237,13 +237,18 @@ def installed_pins(specs: Iterable[str]) -> dict[str, str | None]:
     return pins
 
 
+def _matches(version: str | None, pinned: str | None) -> bool:
+    """Whether `version` (None: absent) is the `pinned` one (None: any), in any case."""
+    return pinned is None or (version or "").lower() == pinned.lower()
+
+
 def _check_pin(name: str, pinned: str | None) -> None:
     """The installed distribution `name` exists, in the `pinned` version if one is given."""
     try:
         version = metadata.version(name)
     except metadata.PackageNotFoundError:
         raise ValueError(f"--installed: no installed Python distribution named {name!r}") from None
-    if pinned and version.lower() != pinned.lower():
+    if not _matches(version, pinned):
         raise ValueError(f"--installed: {name}=={pinned} expected, {name} {version} is installed (install "
                          f"{name}=={pinned}, or copy a corpus or tokenised cache prepared with it)")  # fmt: skip
 
@@ -252,7 +257,7 @@ def check_manifest_pins(manifest: dict, specs: Iterable[str], where: Path) -> No
     """The corpus whose manifest is `manifest` (in `where`) was assembled from the versions `specs` pin."""
     versions = {s["name"].lower(): s["version"] for s in manifest["sources"] if s["kind"] == "installed"}
     for name, pinned in installed_pins(specs).items():
-        if pinned and versions.get(name, "").lower() != pinned.lower():
+        if not _matches(versions.get(name), pinned):
             raise ValueError(f"corpus: {where} was assembled from {name} {versions.get(name, '(absent)')}, the recipe "
                              f"pins {pinned}; remove it to assemble it again")  # fmt: skip
 

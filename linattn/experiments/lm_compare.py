@@ -24,8 +24,8 @@ Protocols (`--protocol`; `--quick` is one recipe for both):
   2 heads, MLP 256; 128 × 8, 300 steps, lr 3e-3; tested at 128 – 1024.
 
 A machine without the pinned versions (a GPU machine without a registry) runs on a copy of the tokenised cache
-and tokenizer (`LINATTN_DATA/lm-compare-short/{cache,tokenizer.json}`, 51 MB), which `prepare` uses as it is where
-no `corpus/` lies beside them.
+and tokenizer (`LINATTN_DATA/lm-compare-short/{cache,tokenizer.json}`), which `prepare` uses as it is where no `corpus/`
+lies beside them.
 `fair` is the scale the comparison asks for; `short` is sized for one GPU's few minutes, the nine models side by
 side (`--jobs 9`); `linattn run lm-throughput --device cuda` measures what each model's step costs.
 

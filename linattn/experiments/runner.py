@@ -145,9 +145,10 @@ def _read_back(record: dict, spec: RunSpec, where: Path) -> dict:
     key = training_key(spec)
     # a record from before runs had keys has none, and is read back as it is
     if record.get("key", key) != key:
-        trained_on, here = record.get("task", {}).get("fingerprint"), getattr(spec.task, "fingerprint", None)
+        task = record.get("task", {})
+        trained_on, here = task.get("fingerprint"), getattr(spec.task, "fingerprint", None)
         if trained_on != here:
-            cache = data_root() / record["task"].get("corpus", "")
+            cache = data_root() / task.get("corpus", "")
             raise ValueError(
                 f"{where}: its result was trained on another tokenised corpus (fingerprint {trained_on}, this "
                 f"machine's {here}: other sources, versions or tokenizer); copy the cache it trained on (with its "
