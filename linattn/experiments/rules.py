@@ -689,7 +689,7 @@ def ccq_lowers_loss(r: Results) -> Verdict:
     Ts = sorted(loss["gla"])[1:]
     lower = sum(loss[ccq][T] <= loss[base][T] - LOSS_MARGIN for base, ccq in pairs for T in Ts)
     last = Ts[-1]
-    each = "; ".join(f"{c} {loss[c][last]:.3f} vs {b} {loss[b][last]:.3f}" for b, c in pairs)
+    each = "; ".join(f"{c} {r.cell(c, last)} vs {b} {r.cell(b, last)}" for b, c in pairs)
     ours = f"{each} {_unit(r)} at T = {last:,} ({lower} of {2 * len(Ts)} lower by ≥ {LOSS_MARGIN})"
     v = Verdict(ours, HOLDS if lower == 2 * len(Ts) else PARTLY if lower else FAILS)
     return checked(v, *_not_overfit(r, tuple(loss)))
