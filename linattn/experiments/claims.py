@@ -180,6 +180,7 @@ KLA_CLAIMS = (
     Claim("KLA", "KLA's perplexity beats DeltaNet's, GLA's, Longhorn's and Mamba-2's", "language modelling",
           "KLA 8.09; DeltaNet 8.26, GLA 8.42, Longhorn 8.79, Mamba-2 9.41", (
         _r("0.4B parameters, 1B SlimPajama tokens", None, reason=SCALE),
+        _r(SHORT_KLA, "lm-compare/short", rules.kla_lowest_loss, decides=False),
     )),
     Claim("KLA", "KLA keeps the lowest perplexity from 1K to 65K context, 3.7 – 4.1 below GDN", "length extrapolation",
           "3.7 – 4.1 PPL below GDN", (

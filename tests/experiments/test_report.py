@@ -300,6 +300,24 @@ def test_lm_compare_decides_the_language_model_rows_it_measures(tmp_path):
     assert v.verdict == verdicts.INCONCLUSIVE and "no model learnt the task" in v.why
 
 
+def test_kla_against_the_papers_baselines_reads_those_trained(tmp_path):
+    """KLA's perplexity against DeltaNet's, GLA's and Mamba-2's at our scale: a row beside the out-of-scale verdict,
+    judged against the baselines the run trained and naming the others."""
+    claim = _claim("KLA's perplexity beats DeltaNet's, GLA's, Longhorn's and Mamba-2's")
+    for mamba2, expected in ((3.1, verdicts.HOLDS), (2.9, verdicts.PARTLY)):
+        losses = {"kla": 3.0, "gla": 3.2, "mamba2": mamba2}
+        seeds = {m: {2048: [loss - 0.01, loss, loss + 0.02], 4096: [loss + 0.1] * 3} for m, loss in losses.items()}
+        results = _trained(seeds, "loss")
+        _write(tmp_path, "lm-compare/short", {**results, "experiment": "lm-compare"})
+        _archive(tmp_path, "lm-compare/short", dict.fromkeys(losses, 0.0))
+        (_, paper_scale), (_, ours) = claim.rows(tmp_path)
+        assert paper_scale.verdict == verdicts.NOT_AT_SCALE and claim.decide(tmp_path)[1] == paper_scale
+        assert ours.verdict == expected and ours.ours == (
+            f"KLA 3.000 [2.990 – 3.020]; GLA 3.200 [3.190 – 3.220], Mamba-2 {mamba2:.3f} [{mamba2 - 0.01:.3f} – "
+            f"{mamba2 + 0.02:.3f}] nats a token at T = 2,048 (the training length); DeltaNet not trained"
+        )
+
+
 def test_lm_throughput_reads_the_models_decoding_beside_one_layers(tmp_path):
     """KLA's decode claims read lm-throughput's whole models beside kla-speed's single layer: the ratio of tokens a
     second at batch 1, and KLA's and GDN's training throughput as the positive control."""
