@@ -50,6 +50,10 @@ VLA_CLAIMS = (
           rules.mqar_row("softmax"), (
         _r(PAPER_VLA, CAPACITY, rules.baseline_matches("softmax")),
     )),
+    Claim("VLA", "softmax recalls 0.26 of the pairs at n = 24 (the paper's text)", "MQAR capacity, its text",
+          f"{paper.VLA_MQAR_TEXT['softmax'][24]:.2f} at n = 24", (
+        _r(PAPER_VLA, CAPACITY, rules.text_figure("softmax")),
+    )),
     Claim("VLA", "softmax fails because attention cannot do it in this model", "Table (MQAR capacity), its reading",
           "0.074 at n = 24", (
         _r("long: up to 20,000 steps of 64, constant lr 3e-4 / 1e-3, stop at 0.995 (steps to solve)",

@@ -10,6 +10,9 @@ VLA_MQAR_CAPACITY = {
     "vla": {4: 1.000, 8: 1.000, 12: 1.000, 16: 1.000, 24: 1.000},
 }
 
+# VLA paper, MQAR capacity in its text where the text differs from its table: softmax at n = 24
+VLA_MQAR_TEXT = {"softmax": {24: 0.26}}
+
 # VLA paper, MQAR long context (n = 8, 2000 steps): only the end points and levels are given
 # ("VLA 1.000 … 0.982 at 512; softmax/linear ≈ 0.15; DeltaNet ≈ 0.01")
 VLA_MQAR_LENGTH = {

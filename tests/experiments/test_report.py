@@ -67,6 +67,16 @@ def test_the_median_over_seeds_decides(tmp_path):
     assert _claim("softmax attention fails MQAR (the paper's budget)").evaluate(tmp_path / "five").verdict == "holds"
 
 
+def test_the_papers_text_figure_is_read_beside_its_table(tmp_path):
+    # the paper's table has softmax at 0.074 at n = 24, its text 0.26: a run that reproduces the table refutes the text
+    _write(tmp_path, "vla-mqar-capacity/paper", _capacity(vla=[1.0] * 3, deltanet=[1.0] * 3))
+    v = _claim("softmax recalls 0.26 of the pairs at n = 24 (the paper's text)").evaluate(tmp_path)
+    assert v == verdicts.Verdict("0.074 [0.074 – 0.074] at n = 24 (the paper's table: 0.074)", verdicts.FAILS)
+    _write(tmp_path, "vla-mqar-capacity/paper", _capacity(vla=[1.0, 0.5, 0.5], deltanet=[1.0] * 3))
+    v = _claim("softmax recalls 0.26 of the pairs at n = 24 (the paper's text)").evaluate(tmp_path)
+    assert v.verdict == verdicts.INCONCLUSIVE and "VLA's lowest is 0.500" in v.why
+
+
 def test_a_judge_given_one_seed_returns_inconclusive(tmp_path):
     _write(tmp_path, "vla-mqar-capacity/paper", _capacity(vla=[1.0], deltanet=[0.997], seeds=1))
     v = _claim("DeltaNet collapses as n grows").evaluate(tmp_path)
