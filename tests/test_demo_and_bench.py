@@ -218,7 +218,8 @@ def test_verify_checks_a_backend_against_float64():
         # rounds unlike the GPU's
         errors = [v for n, v in row.items() if n not in ("case", "ok") and not n.endswith("_naive")]
         assert grads <= set(row) and max(errors) < 3e-6, row
-    assert {c.op for c in verify.matrix()} == set(verify.OPS) == {"delta_rule", "vla", "ccq", "kla", "gla"}
+    ops = {"delta_rule", "vla", "ccq", "kla", "gla", "normalized"}
+    assert {c.op for c in verify.matrix()} == set(verify.OPS) == ops
     assert len(verify.matrix()) > 200
     quick = verify.quick_matrix()
     assert 30 < len(quick) < len(verify.matrix()) / 3 and {c.dtype for c in quick} == {torch.float32, torch.bfloat16}

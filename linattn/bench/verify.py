@@ -21,7 +21,8 @@ rule, with both states, and in bfloat16 at T = 1000 without them, where its `o` 
 products), `ccq_query` (centred, decayed, with its state, and in bfloat16 at T = 1000 with no state, its training
 call: one tf32 pass forward and backward) and KLA (the Kaczmarz step on raw keys, `delta_rule(..., beta=η,
 kaczmarz_eps=1e-6)`: formed inside each backend, so the Triton kernels' own step and its gradients in `η` and `k`
-are what is checked).
+are what is checked), and normalised linear attention (`linear_attention(..., normalize=True)`, on values that share
+a mean of four standard deviations, with its states and in bfloat16 without them).
 
 `--backend fla` holds flash-linear-attention 0.6 to the same rule, on the matrix's GDN cases (`w = k`, with β):
 `chunk_gated_delta_rule` on the gated ones, forward only (`o` and the final state; its gated backward refuses to run
@@ -57,7 +58,8 @@ class Case:
     varlen: tuple[int, ...] | None = None  # sequence lengths packed in one row
     H: int = 2
     erase: bool = True  # False: the same kernels without the erase term (linear attention, or GLA when gated)
-    op: str = "delta_rule"  # or "vla", "ccq", "kla", "gla" (a per-channel decay: GLA's own kernels)
+    # or "vla", "ccq", "kla", "gla" (a per-channel decay: GLA's own kernels), "normalized" (normalised linear attention)
+    op: str = "delta_rule"
     final_state: bool = True  # False: o is the only output (its products may then run in one tf32 pass)
     cut: bool = False  # the backward cuts the sequence in two (as it does from SPLIT_BYTES on), here from 65 tokens
 
@@ -121,6 +123,14 @@ def matrix() -> list[Case]:
     for op in ("vla", "ccq", "gla"):
         cases.append(Case(0, 64, 64, torch.bfloat16, varlen=(1, 63, 64, 65, 300), op=op))
     cases.append(Case(1000, 128, 128, torch.bfloat16, op="gla", H=1, initial_state=False, final_state=False))
+    # normalised linear attention on values that share a mean (where dq's two shares cancel: linear_attention's
+    # README), with its states and in bfloat16 without them, its training call
+    for dtype, T in itertools.product((torch.float32, torch.bfloat16), (65, 1000)):
+        cases.append(Case(T, 128, 128, dtype, op="normalized", H=1 if T >= 1000 else 2))
+    for K in (32, 128):
+        cases.append(Case(1000, K, K, torch.bfloat16, op="normalized", H=1, initial_state=False, final_state=False))
+    cases.append(Case(0, 64, 64, torch.bfloat16, varlen=(1, 63, 64, 65, 300), op="normalized", initial_state=False,
+                      final_state=False))  # fmt: skip
     return cases
 
 
@@ -178,6 +188,11 @@ def _op_inputs(case: Case, shape: tuple[int, ...], N: int, r, gen, device) -> di
             "q": r(*shape, K), "k": r(*shape, K), "lam": uniform(*shape), "g": -0.1 * uniform(*shape),
             "state_C": X @ X.mT, "state_m": r(N, H, K), "state_Z": 3 * uniform(N, H) + 1,
         }  # fmt: skip
+    if case.op == "normalized":  # positive features; values with a mean of 4 standard deviations
+        return {
+            "q": F.elu(r(*shape, K)) + 1, "k": F.elu(r(*shape, K)) + 1, "v": r(*shape, case.V) + 4,
+            "state_S": r(N, H, K, case.V), "state_z": F.elu(r(N, H, K)) + 1,
+        }  # fmt: skip
     if case.op == "gla":
         return {
             "q": r(*shape, K), "k": r(*shape, K), "v": r(*shape, case.V), "g": -0.1 * uniform(*shape, K),
@@ -190,7 +205,8 @@ def _op_inputs(case: Case, shape: tuple[int, ...], N: int, r, gen, device) -> di
 
 
 def _call_op(op: str, a: dict, common: dict) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """`(output, final state parts)` of `vla`, `ccq_query`, GLA or KLA on prepared leaves `a`."""
+    """`(output, final state parts)` of `vla`, `ccq_query`, GLA, normalised linear attention or KLA on prepared
+    leaves `a`."""
     state = tuple(a[n] for n in a if n.startswith("state_")) or None
     if op == "vla":
         o, S = vla(a["q"], a["k"], a["v"], a["u"], initial_state=state, **common)
@@ -199,6 +215,8 @@ def _call_op(op: str, a: dict, common: dict) -> tuple[torch.Tensor, tuple[torch.
     elif op == "gla":
         S0 = None if state is None else state[0]
         o, S = gated_linear_attention(a["q"], a["k"], a["v"], a["g"], initial_state=S0, **common)
+    elif op == "normalized":
+        o, S = linear_attention(a["q"], a["k"], a["v"], normalize=True, initial_state=state, **common)
     else:
         S0 = None if state is None else state[0]
         kla = {"beta": a["eta"], "g": a["g"], "kaczmarz_eps": 1e-6, "initial_state": S0}
@@ -352,7 +370,7 @@ def quick_matrix() -> list[Case]:
     ]
 
 
-OPS = ("delta_rule", "vla", "ccq", "kla", "gla")
+OPS = ("delta_rule", "vla", "ccq", "kla", "gla", "normalized")
 FAST_OPS = ("delta_rule", "kla", "ccq", "vla")  # the ops whose bfloat16 cases the fast level changes
 
 

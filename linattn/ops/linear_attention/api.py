@@ -98,7 +98,8 @@ def linear_attention(
     With `normalize=True` the output is divided by the normaliser of the same query,
     `o_t = S_tᵀ q_t / max(z_tᵀ q_t, 1e-4)` with `z_t = Σ_{s≤t} k_s` (q scaled by `scale` in both, so the scale
     cancels except inside the clamp). The state is then the pair `(S: [N, H, K, V], z: [N, H, K])`, both for
-    `initial_state` and the returned final state.
+    `initial_state` and the returned final state, and `precision="fast"` runs the exact level (the op's README says
+    why).
 
     Args and returns as `gated_linear_attention`, without `g`.
 
@@ -119,19 +120,30 @@ def linear_attention(
         check_shape("initial_state[0]", S0, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]", dims.device)
         check_shape("initial_state[1]", z0, (dims.N, dims.H, dims.K), "[N, H, K]", dims.device)
         initial_state = torch.cat([S0, z0[..., None].to(S0.dtype)], dim=-1)
-    # The normaliser is one more value column of ones: z_t is the state's last column.
+    # The normaliser is one more value column of ones: z_t is the state's last column. Without a gradient to come the
+    # kernels' o is only the division's operand, so their products take the precision of v's dtype, not o's
+    # (`derived_output`: one tf32 pass in bfloat16 without a final state, as unnormalised). With one, o and the
+    # backward keep three passes and the fast level is the exact one: `dq_t = Σ_s k_s (v_s − o_t)ᵀdo_t / z_t` comes
+    # out as two shares, `S do / z` and `z oᵀdo / z` (with o from the forward), that cancel where the values share a
+    # mean, past what one pass, or the fast level's bfloat16 states, keep within either level's rule.
+    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, initial_state))
     v_aug = torch.cat([v, v.new_ones(*v.shape[:3], 1)], dim=-1)
     o_aug, S_aug = _run(
-        q, k, v_aug, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims, cast=False, fast=fast
-    )
+        q, k, v_aug, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims, cast=False,
+        derived_output=not grad,
+    )  # fmt: skip
     o = o_aug[..., : dims.V] / o_aug[..., dims.V :].clamp_min(NORMALIZER_EPS)
     state = None if S_aug is None else (S_aug[..., : dims.V], S_aug[..., dims.V])
     return o.to(v.dtype), state
 
 
-def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims, *, cast=True, fast=False):
+def _run(
+    q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims, *, cast=True, fast=False,
+    derived_output=False,
+):  # fmt: skip
     """The op on validated inputs; with `cast=False`, `o` stays in the compute dtype (float32, or float64); `fast`:
-    the triton backend's fast level where the engine runs it (no decay or a scalar one)."""
+    the triton backend's fast level where the engine runs it (no decay or a scalar one); `derived_output`: `o` is
+    an intermediate of an output rounded to v's dtype (`linear_attention_triton`)."""
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     V = v.shape[-1]
     check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, V), "[N, H, K, V]", dims.device)
@@ -151,8 +163,9 @@ def _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backe
 
         out_dtype = None if cast else torch.float32
         return linear_attention_triton(
-            q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, out_dtype=out_dtype, fast=fast
-        )
+            q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, out_dtype=out_dtype, fast=fast,
+            derived_output=derived_output,
+        )  # fmt: skip
     if name == "fused_recurrent":
         from linattn.ops.linear_attention.triton import fused_recurrent_linear_attention
 

@@ -97,9 +97,10 @@ def draw_cotangents(x: dict, dtype: torch.dtype, seed: int = 1) -> tuple[torch.T
     return do, tuple(dS)
 
 
-def call(x: dict, leaves: dict, backend: str, want_final: bool):
+def call(x: dict, leaves: dict, backend: str, want_final: bool, precision: str = "exact"):
     """The public op on `leaves` (the differentiable inputs) and `x`'s options: `(o, final_state)`."""
     opts = {"output_final_state": want_final, "cu_seqlens": x["cu_seqlens"], "backend": backend}
+    opts |= {"precision": precision} if precision != "exact" else {}
     if x["normalize"]:
         init = (leaves["S0"], leaves["z0"]) if "S0" in leaves else None
         return linear_attention(leaves["q"], leaves["k"], leaves["v"], normalize=True, initial_state=init, **opts)
@@ -110,15 +111,18 @@ def call(x: dict, leaves: dict, backend: str, want_final: bool):
     return linear_attention(leaves["q"], leaves["k"], leaves["v"], initial_state=leaves.get("S0"), **opts)
 
 
-def run_grads(x: dict, backend: str, do, dS, dtype: torch.dtype | None = None) -> tuple[dict, dict]:
+def run_grads(
+    x: dict, backend: str, do, dS, dtype: torch.dtype | None = None, precision: str = "exact"
+) -> tuple[dict, dict]:
     """`({output name: tensor}, {input name: gradient})` of `⟨o, do⟩ + ⟨final state, dS⟩` (`do` or `dS` None: that
-    term is left out, and without `dS` no final state is asked for), the inputs cast to `dtype` if given."""
+    term is left out, and without `dS` no final state is asked for), the inputs cast to `dtype` if given; the op at
+    `precision`."""
     leaves = {
         n: (x[n] if dtype is None else x[n].to(dtype)).detach().clone().requires_grad_()
         for n in GRADS
         if x[n] is not None
     }
-    o, S = call(x, leaves, backend, dS is not None)
+    o, S = call(x, leaves, backend, dS is not None, precision)
     S = () if S is None else (S if isinstance(S, tuple) else (S,))
     loss = 0.0 if do is None else (o.double() * do.double()).sum()
     for s, ds in zip(S, dS or ()):
@@ -227,6 +231,108 @@ def test_normalized_backward_cut_in_two(monkeypatch):
     x = make_inputs(Config(T=200, gate=None, normalize=True))
     do, dS = draw_cotangents(x, torch.float32)
     check_all(x, do, dS, F32_TOL, "normalized, cut")
+
+
+def _normalized_inputs(name: str) -> tuple[dict, torch.Tensor, bool]:
+    """bfloat16 inputs of normalised linear attention whose values share a mean (in standard deviations), `do`, and
+    whether they carry an initial state."""
+    lengths = (1, 70, 5, 124) if name == "varlen" else None
+    h0 = name == "h0"
+    x = make_inputs(Config(T=200, gate=None, normalize=True, h0=h0, lengths=lengths), torch.bfloat16)
+    T = x["v"].shape[1]
+    mean = {
+        "varlen": torch.tensor([4.0] * 71 + [-4.0] * 5 + [30.0] * 124)[:, None, None],  # a mean per sequence
+        "drift": torch.linspace(0, 8, T)[:, None, None],
+    }.get(name, torch.tensor(float(name.removeprefix("offset ")) if name.startswith("offset") else 4.0))
+    x["v"] = (x["v"].double() + mean.double()).to(torch.bfloat16)
+    return x, draw_cotangents(x, torch.bfloat16)[0], h0
+
+
+def _errors(x: dict, do, **opts) -> tuple[dict, dict]:
+    """`(ours, naive's)`: the relative errors of the triton backend (Hopper's arithmetic emulated) and of the naive
+    recurrence in bfloat16 against float64, by output and gradient name, with no final state."""
+    from tests.ops.triton.hopper_arithmetic import hopper_arithmetic
+
+    with hopper_arithmetic():
+        got = run_grads(x, "triton", do, None, **opts)
+    want, naive = run_grads(x, "naive", do, None, torch.float64), run_grads(x, "naive", do, None)
+    names = [(part, n) for part in (0, 1) for n in got[part]]
+    label = {(part, n): n if part == 0 else f"d{n}" for part, n in names}
+    ours = {label[p, n]: rel_err(got[p][n], want[p][n]) for p, n in names}
+    return ours, {label[p, n]: rel_err(naive[p][n], want[p][n]) for p, n in names}
+
+
+def _spy_precisions(monkeypatch) -> list:
+    """The precision choices of the engine's forward and backward calls, in order, as they are made."""
+    from linattn.ops.delta_rule.triton import backward, forward
+    from linattn.ops.utils import precision
+
+    taken = []
+    for module, chooser in ((forward, "forward_precision"), (backward, "backward_precision")):
+        chosen = getattr(module, chooser)
+        monkeypatch.setattr(module, chooser, lambda *a, _f=chosen, **kw: taken.append(_f(*a, **kw)) or taken[-1])
+    monkeypatch.setattr(precision, "ONE_PASS_TOKENS", 1)  # these calls are shorter than the one-pass threshold
+    return taken
+
+
+NORMALIZED_VALUES = ["offset 0", "offset 4", "offset 30", "h0", "varlen", "drift"]
+
+
+@pytest.mark.parametrize("level", ["exact", "fast"])
+@pytest.mark.parametrize("name", NORMALIZED_VALUES)
+def test_normalized_bfloat16_training_within_twice_naive(name, level, monkeypatch):
+    """A bfloat16 training call (no final state), Hopper's arithmetic emulated: three passes forward and backward at
+    either level (the fast one runs the exact one), within 2× the naive recurrence's error whatever mean the values
+    share, per sequence or drifting along one."""
+    taken = _spy_precisions(monkeypatch)
+    x, do, _ = _normalized_inputs(name)
+    ours, naive = _errors(x, do, precision=level)
+    assert [(p.state, p.store) for p in taken] == [("tf32x3", torch.float32)] * 2, taken
+    for what, err in ours.items():
+        assert err <= max(2 * naive[what], FLOOR), f"{name} {level} {what}: {err:.2e} against naive's {naive[what]:.2e}"
+
+
+@pytest.mark.parametrize("name", NORMALIZED_VALUES)
+def test_normalized_bfloat16_inference_in_one_pass(name, monkeypatch):
+    """Where no gradient will be taken the kernels' float32 `o` is only the division's operand: one tf32 pass, as the
+    unnormalised op, and the output within 2× the naive recurrence's error (Hopper's arithmetic emulated)."""
+    from tests.ops.triton.hopper_arithmetic import hopper_arithmetic
+
+    taken = _spy_precisions(monkeypatch)
+    x, _, h0 = _normalized_inputs(name)
+    state = (x["S0"], x["z0"]) if h0 else None
+    with torch.no_grad(), hopper_arithmetic():
+        o, _ = linear_attention(
+            x["q"], x["k"], x["v"], normalize=True, initial_state=state, cu_seqlens=x["cu_seqlens"], backend="triton"
+        )
+    assert [p.state for p in taken] == ["tf32"], taken
+    opts = {"normalize": True, "cu_seqlens": x["cu_seqlens"], "backend": "naive"}
+    want = linear_attention(*(x[n].double() for n in "qkv"), initial_state=state and tuple(t.double() for t in state),
+                            **opts)[0]  # fmt: skip
+    naive = linear_attention(x["q"], x["k"], x["v"], initial_state=state, **opts)[0]
+    assert rel_err(o, want) <= 2 * rel_err(naive, want), (rel_err(o, want), rel_err(naive, want))
+
+
+@pytest.mark.parametrize("variant", ["one pass", "fast states"])
+def test_normalized_training_needs_three_passes(variant, monkeypatch):
+    """Why a training call keeps three passes and the exact level: with values that share a mean of four standard
+    deviations `dq`'s two shares (`S do / z`, `z oᵀdo / z`) cancel, and one tf32 pass (forward and backward), or the
+    fast level's bfloat16 chunk states, err over 5× the naive recurrence (Hopper's arithmetic emulated)."""
+    from linattn.ops.delta_rule.triton import backward, forward
+    from linattn.ops.delta_rule.triton.precision import BackwardPrecision, ForwardPrecision
+    from linattn.ops.linear_attention import api
+    from linattn.ops.utils import precision
+
+    monkeypatch.setattr(precision, "ONE_PASS_TOKENS", 1)
+    if variant == "one pass":
+        monkeypatch.setattr(forward, "forward_precision", lambda *a, **kw: ForwardPrecision(*["tf32"] * 3))
+        monkeypatch.setattr(backward, "backward_precision", lambda *a, **kw: BackwardPrecision(*["tf32"] * 4))
+    else:
+        run = api._run
+        monkeypatch.setattr(api, "_run", lambda *a, **kw: run(*a, **{**kw, "fast": True}))
+    x, do, _ = _normalized_inputs("offset 4")
+    ours, naive = _errors(x, do)
+    assert ours["dq"] > 5 * naive["dq"], (ours["dq"], naive["dq"])
 
 
 LOW_PRECISION = {

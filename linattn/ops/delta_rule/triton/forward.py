@@ -112,6 +112,7 @@ def delta_rule_fwd(
     out_dtype: torch.dtype | None = None,
     kaczmarz_eps: float | None = None,
     fast: bool = False,
+    derived_output: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None, ForwardSaved]:
     """The chunked forward: `(o, final_state, saved)`.
 
@@ -130,6 +131,8 @@ def delta_rule_fwd(
         kaczmarz_eps: a number `ε`: KLA's step `β = beta / (‖k‖² + ε)` (`beta` None meaning 1), of the erase key `k`.
         fast: the `precision="fast"` level: for bfloat16 tokens, intermediates (`T`, `Ũ`, `K̃`, `h`, `U`) stored in
             bfloat16 and multiplied on its tensor cores (`utils.precision.fast_precision`); other dtypes as exact.
+        derived_output: `o` (in a wider `out_dtype`) is only an intermediate of an output the caller rounds to v's
+            dtype (normalised linear attention's division): the precision follows v's dtype, not `out_dtype`.
     Returns:
         `o: [B, T, H, V]` in `out_dtype`; the final state `[N, H, K, V]` float32 (None unless requested); and
         `ForwardSaved` for the backward. States and accumulation are float32 (the stored intermediates bfloat16 at
@@ -141,7 +144,7 @@ def delta_rule_fwd(
     layout = chunk_layout(B, T, cu_seqlens, q.device)
     G = None if g is None else chunk_cumsum(g, layout)
     out_dtype = out_dtype or v.dtype
-    p = forward_precision(q, k, v, w, out_dtype, output_final_state, fast)
+    p = forward_precision(q, k, v, w, v.dtype if derived_output else out_dtype, output_final_state, fast)
     if erase:
         T_inv, u_tilde, k_tilde, inv_sq_norm = wy_fwd(k, v, w, beta, G, layout, kaczmarz_eps, p.rows, p.store)
     else:

@@ -29,6 +29,7 @@ class Options:
     kaczmarz_eps: float | None = None  # a number: KLA's step β = beta / (‖k‖² + ε) (beta is η)
     derived_keys: bool = False  # k, w: float32 keys derived from bfloat16 tokens (backward.delta_rule_bwd)
     fast: bool = False  # the precision="fast" level: 16-bit intermediates and tensor-core products
+    derived_output: bool = False  # o in out_dtype only for the caller's division: forward precision as for v's dtype
 
 
 class DeltaRuleTriton(torch.autograd.Function):
@@ -40,6 +41,7 @@ class DeltaRuleTriton(torch.autograd.Function):
         o, final_state, saved = delta_rule_fwd(
             q, k, v, w, beta, g, options.scale, initial_state, options.output_final_state, options.cu_seqlens,
             erase=options.erase, out_dtype=options.out_dtype, kaczmarz_eps=options.kaczmarz_eps, fast=options.fast,
+            derived_output=options.derived_output,
         )  # fmt: skip
         ctx.save_for_backward(q, k, v, w, beta, g, initial_state, saved.G, saved.T_inv, saved.inv_sq_norm)
         ctx.layout, ctx.scale, ctx.options = saved.layout, options.scale, options
