@@ -210,7 +210,8 @@ def test_verify_checks_a_backend_against_float64():
     with mock.patch.object(backward, "_cut", recording_cut):
         row = verify.check(verify.Case(200, 16, 16, torch.float32, H=1, cut=True), "triton", device="cpu")
     assert row["ok"] and cuts == [128], (row, cuts)  # the backward ran in two spans, [0, 128) and [128, 200)
-    ops = (("vla", {"du", "dstate_A", "dstate_S"}), ("ccq", {"dlam", "dstate_Z"}), ("kla", {"deta"}), ("gla", {"dg"}))
+    ops = (("vla", {"du", "dstate_A", "dstate_S"}), ("ccq", {"dlam", "dstate_Z"}), ("kla", {"deta"}), ("gla", {"dg"}),
+           ("normalized", {"dstate_S", "dstate_z"}))  # fmt: skip
     for op, grads in ops:
         row = verify.check(verify.Case(70, 16, 16, torch.float32, op=op, H=1), "triton", device="cpu")
         # float32 accuracy; the 2× rule itself is not asserted here: VLA's state gradient sits at the 1e-6 floor

@@ -25,6 +25,7 @@ class LinearAttention(Mixer):
     φ(k) before the read), `ccq_options` (kwargs of `CurvatureQuery`), `norm_eps` (the LayerNorm's, 1e-5); head sizes
     `head_dim`, `expand_v`, `num_v_heads` as in `GatedDeltaNet`.
     State: `{"S": [B, HV, K, V], "z": [B, HV, K]` (with `normalize`)`, "ccq": (C, m, Z)` (with `ccq`)`}`.
+    With `normalize`, `precision="fast"` runs the exact level (`linear_attention`'s README says why).
     """
 
     def __init__(

@@ -120,12 +120,12 @@ def linear_attention(
         check_shape("initial_state[0]", S0, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]", dims.device)
         check_shape("initial_state[1]", z0, (dims.N, dims.H, dims.K), "[N, H, K]", dims.device)
         initial_state = torch.cat([S0, z0[..., None].to(S0.dtype)], dim=-1)
-    # The normaliser is one more value column of ones: z_t is the state's last column. Without a gradient to come the
-    # kernels' o is only the division's operand, so their products take the precision of v's dtype, not o's
-    # (`derived_output`: one tf32 pass in bfloat16 without a final state, as unnormalised). With one, o and the
-    # backward keep three passes and the fast level is the exact one: `dq_t = Σ_s k_s (v_s − o_t)ᵀdo_t / z_t` comes
-    # out as two shares, `S do / z` and `z oᵀdo / z` (with o from the forward), that cancel where the values share a
-    # mean, past what one pass, or the fast level's bfloat16 states, keep within either level's rule.
+    # The normaliser is one more value column of ones: z_t is the state's last column. Where no gradient can be taken
+    # the kernels' o is only the division's operand, so their products take the precision of v's dtype, not o's
+    # (`derived_output`: one tf32 pass in bfloat16 without a final state, as unnormalised). Otherwise o keeps three
+    # passes and the fast level is the exact one: `dq_t = Σ_s k_s (v_s − o_t)ᵀdo_t / z_t` comes out as two shares,
+    # `S do / z` and `z oᵀdo / z` with the forward's o, that cancel where the values share a mean, past what a
+    # one-pass o, or the fast level's bfloat16 states, keep within either level's rule (the op's README).
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, initial_state))
     v_aug = torch.cat([v, v.new_ones(*v.shape[:3], 1)], dim=-1)
     o_aug, S_aug = _run(

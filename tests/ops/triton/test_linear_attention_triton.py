@@ -313,25 +313,22 @@ def test_normalized_bfloat16_inference_in_one_pass(name, monkeypatch):
     assert rel_err(o, want) <= 2 * rel_err(naive, want), (rel_err(o, want), rel_err(naive, want))
 
 
-@pytest.mark.parametrize("variant", ["one pass", "fast states"])
+@pytest.mark.parametrize("variant", ["one-pass forward", "fast states"])
 def test_normalized_training_needs_three_passes(variant, monkeypatch):
-    """Why a training call keeps three passes and the exact level: with values that share a mean of four standard
-    deviations `dq`'s two shares (`S do / z`, `z oᵀdo / z`) cancel, and one tf32 pass (forward and backward), or the
-    fast level's bfloat16 chunk states, err over 5× the naive recurrence (Hopper's arithmetic emulated)."""
-    from linattn.ops.delta_rule.triton import backward, forward
-    from linattn.ops.delta_rule.triton.precision import BackwardPrecision, ForwardPrecision
+    """Why a training call keeps three passes in its forward and the exact level: on values that share a mean `dq`'s
+    two shares (`S do / z`, `z oᵀdo / z`, with the forward's `o`) cancel, and a one-pass forward (a mean of 30
+    standard deviations: 12×) or the fast level's bfloat16 chunk states (4: 11×) err over 5× the naive recurrence
+    (Hopper's arithmetic emulated). The backward's products keep three passes anyway (its `do / z` is float32)."""
     from linattn.ops.linear_attention import api
-    from linattn.ops.utils import precision
 
-    monkeypatch.setattr(precision, "ONE_PASS_TOKENS", 1)
-    if variant == "one pass":
-        monkeypatch.setattr(forward, "forward_precision", lambda *a, **kw: ForwardPrecision(*["tf32"] * 3))
-        monkeypatch.setattr(backward, "backward_precision", lambda *a, **kw: BackwardPrecision(*["tf32"] * 4))
+    taken = _spy_precisions(monkeypatch)
+    if variant == "one-pass forward":
+        monkeypatch.setattr(api, "_run", lambda *a, _run=api._run, **kw: _run(*a, **{**kw, "derived_output": True}))
     else:
-        run = api._run
-        monkeypatch.setattr(api, "_run", lambda *a, **kw: run(*a, **{**kw, "fast": True}))
-    x, do, _ = _normalized_inputs("offset 4")
+        monkeypatch.setattr(api, "_run", lambda *a, _run=api._run, **kw: _run(*a, **{**kw, "fast": True}))
+    x, do, _ = _normalized_inputs("offset 30" if variant == "one-pass forward" else "offset 4")
     ours, naive = _errors(x, do)
+    assert taken[1].state == "tf32x3" and taken[0].state == "tf32", taken
     assert ours["dq"] > 5 * naive["dq"], (ours["dq"], naive["dq"])
 
 
