@@ -219,6 +219,10 @@ def test_verify_checks_a_backend_against_float64():
         # rounds unlike the GPU's
         errors = [v for n, v in row.items() if n not in ("case", "ok") and not n.endswith("_naive")]
         assert grads <= set(row) and max(errors) < 3e-6, row
+    # an inference call: outputs alone (normalised linear attention's forward then takes its one-pass path on a GPU)
+    case = verify.Case(70, 16, 16, torch.float32, op="normalized", H=1, final_state=False, forward_only=True)
+    row = verify.check(case, "triton", device="cpu")
+    assert row["ok"] and set(row) == {"case", "ok", "o", "o_naive"} and case.label.endswith("fwd"), row
     ops = {"delta_rule", "vla", "ccq", "kla", "gla", "normalized"}
     assert {c.op for c in verify.matrix()} == set(verify.OPS) == ops
     assert len(verify.matrix()) > 200

@@ -22,7 +22,7 @@ products), `ccq_query` (centred, decayed, with its state, and in bfloat16 at T =
 call: one tf32 pass forward and backward) and KLA (the Kaczmarz step on raw keys, `delta_rule(..., beta=η,
 kaczmarz_eps=1e-6)`: formed inside each backend, so the Triton kernels' own step and its gradients in `η` and `k`
 are what is checked), and normalised linear attention (`linear_attention(..., normalize=True)`, on values that share
-a mean of four standard deviations, with its states and in bfloat16 without them).
+a mean of four standard deviations, with its states and in bfloat16 without them, also as an inference call).
 
 `--backend fla` holds flash-linear-attention 0.6 to the same rule, on the matrix's GDN cases (`w = k`, with β):
 `chunk_gated_delta_rule` on the gated ones, forward only (`o` and the final state; its gated backward refuses to run
@@ -62,13 +62,14 @@ class Case:
     op: str = "delta_rule"
     final_state: bool = True  # False: o is the only output (its products may then run in one tf32 pass)
     cut: bool = False  # the backward cuts the sequence in two (as it does from SPLIT_BYTES on), here from 65 tokens
+    forward_only: bool = False  # no input requires a gradient: the forward an op runs for inference
 
     @property
     def label(self) -> str:
         op = self.op if self.op != "delta_rule" else None if self.erase else "gla" if self.gated else "linear"
         parts = [str(self.dtype).removeprefix("torch."), f"T={self.T}", f"K={self.K}", f"V={self.V}"] + [op] * bool(op)
         parts += ["w≠k"] * self.two_key + ["no-g"] * (not self.gated) + ["no-h0"] * (not self.initial_state)
-        parts += ["no-ht"] * (not self.final_state) + ["cut"] * self.cut
+        parts += ["no-ht"] * (not self.final_state) + ["cut"] * self.cut + ["fwd"] * self.forward_only
         if self.varlen:
             parts.append("varlen" + "/".join(map(str, self.varlen)))
         return " ".join(parts)
@@ -131,6 +132,10 @@ def matrix() -> list[Case]:
         cases.append(Case(1000, K, K, torch.bfloat16, op="normalized", H=1, initial_state=False, final_state=False))
     cases.append(Case(0, 64, 64, torch.bfloat16, varlen=(1, 63, 64, 65, 300), op="normalized", initial_state=False,
                       final_state=False))  # fmt: skip
+    # ... and its inference call, whose bfloat16 products take one pass
+    for K, h0 in ((32, False), (128, False), (128, True)):
+        cases.append(Case(1000, K, K, torch.bfloat16, op="normalized", H=1, initial_state=h0, final_state=False,
+                          forward_only=True))  # fmt: skip
     return cases
 
 
@@ -261,8 +266,11 @@ def _run(
     """Forward + backward with token inputs cast to `dtype`: the delta rule, without `erase` linear attention (GLA
     when `x` has a decay `g`), or `case.op`. `cotangents` None: drawn here (from `seed`), for the outputs' shapes.
     Backend `fla`: fla's kernels (`_fla`), a gated case forward only. `precision`: the ops' keyword (`"fast"`: the
-    ops of `FAST_OPS` and erase-off cases only). Returns `(outputs and gradients by name, the cotangents used)`."""
-    leaves = {n: (t.to(dtype) if n in TOKENS else t).detach().requires_grad_() for n, t in x.items()}
+    ops of `FAST_OPS` and erase-off cases only). Returns `(outputs and gradients by name, the cotangents used)`;
+    `case.forward_only`: the outputs alone, of inputs that require no gradient."""
+    leaves = {
+        n: (t.to(dtype) if n in TOKENS else t).detach().requires_grad_(not case.forward_only) for n, t in x.items()
+    }
     common = {"output_final_state": case.final_state, "cu_seqlens": cu, "backend": backend}
     if precision != "exact":
         common["precision"] = precision
@@ -291,6 +299,8 @@ def _run(
             o, S = linear_attention(q, k, v, **args, **common)
         states = (S,) if case.final_state else ()
     outs = {"o": o, **{f"S{i}" if len(states) > 1 else "S": s for i, s in enumerate(states)}}
+    if case.forward_only:
+        return outs, cotangents
     if cotangents is None:
         gen = torch.Generator(device=o.device).manual_seed(seed)
         cotangents = [torch.randn(t.shape, generator=gen, device=o.device) for t in outs.values()]  # float32
