@@ -565,12 +565,13 @@ def kla_lowest_loss(r: Results) -> Verdict:
     (1% of perplexity) and all three were trained; does not hold when lower than none by that much and higher than
     one by that much; partly otherwise. Positive control: no model compared overfit its corpus (each run's last
     validation loss within 0.05 nats of its best)."""
-    T = min(r.row("kla"))
+    kla = r.row("kla")
+    T = min(kla)
     names = {"deltanet": "DeltaNet", "gla": "GLA", "mamba2": "Mamba-2"}
     trained = [m for m in names if m in r["table"]]
     if not trained:
         raise KeyError("gla")  # not yet measured: the reading names the run that trains the baselines
-    gaps = {m: r.row("kla")[T] - r.row(m)[T] for m in trained}
+    gaps = {m: kla[T] - r.row(m)[T] for m in trained}
     ours = f"KLA {r.cell('kla', T)}; " + ", ".join(f"{names[m]} {r.cell(m, T)}" for m in trained)
     ours += f" {_unit(r)} at T = {T:,} (the training length)"
     if missing := [m for m in names if m not in trained]:

@@ -233,18 +233,25 @@ def test_normalized_backward_cut_in_two(monkeypatch):
     check_all(x, do, dS, F32_TOL, "normalized, cut")
 
 
+# the mean the values share (in standard deviations), by case: one for all tokens, per packed sequence, or drifting
+NORMALIZED_MEANS = {
+    "offset 0": 0.0,
+    "offset 4": 4.0,
+    "offset 30": 30.0,
+    "h0": 4.0,  # with an initial state
+    "varlen": torch.tensor([4.0] * 71 + [-4.0] * 5 + [30.0] * 124)[:, None, None],
+    "drift": torch.linspace(0, 8, 200)[:, None, None],
+}
+NORMALIZED_VALUES = list(NORMALIZED_MEANS)
+
+
 def _normalized_inputs(name: str) -> tuple[dict, torch.Tensor, bool]:
-    """bfloat16 inputs of normalised linear attention whose values share a mean (in standard deviations), `do`, and
-    whether they carry an initial state."""
+    """bfloat16 inputs of normalised linear attention whose values share `NORMALIZED_MEANS[name]`, `do`, and whether
+    they carry an initial state."""
     lengths = (1, 70, 5, 124) if name == "varlen" else None
     h0 = name == "h0"
     x = make_inputs(Config(T=200, gate=None, normalize=True, h0=h0, lengths=lengths), torch.bfloat16)
-    T = x["v"].shape[1]
-    mean = {
-        "varlen": torch.tensor([4.0] * 71 + [-4.0] * 5 + [30.0] * 124)[:, None, None],  # a mean per sequence
-        "drift": torch.linspace(0, 8, T)[:, None, None],
-    }.get(name, torch.tensor(float(name.removeprefix("offset ")) if name.startswith("offset") else 4.0))
-    x["v"] = (x["v"].double() + mean.double()).to(torch.bfloat16)
+    x["v"] = (x["v"].double() + torch.as_tensor(NORMALIZED_MEANS[name], dtype=torch.float64)).to(torch.bfloat16)
     return x, draw_cotangents(x, torch.bfloat16)[0], h0
 
 
@@ -273,9 +280,6 @@ def _spy_precisions(monkeypatch) -> list:
         monkeypatch.setattr(module, chooser, lambda *a, _f=chosen, **kw: taken.append(_f(*a, **kw)) or taken[-1])
     monkeypatch.setattr(precision, "ONE_PASS_TOKENS", 1)  # these calls are shorter than the one-pass threshold
     return taken
-
-
-NORMALIZED_VALUES = ["offset 0", "offset 4", "offset 30", "h0", "varlen", "drift"]
 
 
 @pytest.mark.parametrize("level", ["exact", "fast"])
