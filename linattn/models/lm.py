@@ -203,6 +203,8 @@ class DecoderLM(nn.Module):
             raise TypeError(f"output_state: expected a bool, got {type(output_state).__name__}")
         padding = check_padding(attention_mask, cu_seqlens, B, T)
         mask = None if padding is None else padding.mask
+        if state is not None:
+            self._check_state(state, B if cu_seqlens is None else cu_seqlens.numel() - 1)
         start = state["pos"] if state is not None else None
         positions = token_positions(B, T, start, cu_seqlens, mask, input_ids.device)  # [B, T]
         x = self.embed(input_ids)
@@ -243,6 +245,18 @@ class DecoderLM(nn.Module):
         else:
             pos = positions[:, -1] + 1
         return x, {"pos": pos, "layers": new_layers}, hidden
+
+    def _check_state(self, state: State, rows: int) -> None:
+        """A state from `forward` or `init_state` for `rows` sequences (the batch's rows, or its packed sequences)."""
+        if not isinstance(state, dict) or set(state) != {"pos", "layers"}:
+            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise TypeError(f"state: expected a dict with 'pos' and 'layers' (from forward or init_state), got {got}")
+        pos = state["pos"]
+        if not torch.is_tensor(pos) or pos.shape != (rows,):
+            got = list(pos.shape) if torch.is_tensor(pos) else type(pos).__name__
+            raise ValueError(f"state['pos']: expected shape [{rows}] (one position a sequence of the batch), got {got}")
+        if len(state["layers"]) != len(self.blocks):
+            raise ValueError(f"state['layers']: expected {len(self.blocks)} layers' states, got {len(state['layers'])}")
 
     def step(self, token: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         """Decode one token per sequence: `token: [B]` -> `(logits: [B, vocab], state)`."""

@@ -218,6 +218,13 @@ def check_backend(
 PRECISIONS = ("exact", "fast")
 
 
+def check_flag(name: str, x: object) -> bool:
+    """An on / off option, a bool: a string such as `"no"` would otherwise read as on."""
+    if not isinstance(x, bool):
+        raise TypeError(f"{name}: expected a bool, got {type(x).__name__} {x!r}")
+    return x
+
+
 def check_precision(precision: object) -> bool:
     """`precision` of an op with a Triton path: `"exact"` (docs/design.md §4, the default) or `"fast"` (bfloat16
     intermediates and tensor-core products, §4's second level); returns whether it is `"fast"`."""

@@ -232,12 +232,9 @@ def train_text(
 
 
 def _prepare(run: TextRun, out_dir: Path, cache_dir: Path, *, progress: bool, write_run: bool) -> None:
-    """Process 0's part: the run's files, and the train and val splits tokenised into the cache."""
+    """Process 0's part: the train and val splits tokenised into the cache, then the run's files. Written last, so
+    that a corpus that cannot train leaves no run behind that the next command would refuse to start over."""
     tok = run_tokenizer(run, out_dir)
-    if write_run:
-        write_atomic(out_dir / RUN_NAME, run.to_json())
-        if isinstance(tok, FileTokenizer) and tok.path != out_dir / TOKENIZER_NAME:
-            write_atomic(out_dir / TOKENIZER_NAME, tok.path.read_bytes())
     corpus = read_corpus(run.data, run.data_config, progress=progress)
     documents = corpus.split(run.data_config)
     for split in TRAINED_SPLITS:
@@ -247,6 +244,10 @@ def _prepare(run: TextRun, out_dir: Path, cache_dir: Path, *, progress: bool, wr
                 f"seq_len: the train split of {run.data} has {len(tokens)} tokens, too few for one window of "
                 f"seq_len + 1 = {run.data_config.seq_len + 1}; give more text or --set seq_len=…"
             )
+    if write_run:
+        write_atomic(out_dir / RUN_NAME, run.to_json())
+        if isinstance(tok, FileTokenizer) and tok.path != out_dir / TOKENIZER_NAME:
+            write_atomic(out_dir / TOKENIZER_NAME, tok.path.read_bytes())
 
 
 def load_run(run_dir: str | os.PathLike) -> tuple[TextRun, DecoderLM, Tokenizer]:

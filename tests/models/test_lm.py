@@ -139,6 +139,10 @@ def test_config_and_input_errors():
         model.step(torch.zeros(1, dtype=torch.long), state)
     with pytest.raises(ValueError, match="^input_ids: expected an int64"):
         model(torch.zeros(1, 4))
+    with pytest.raises(ValueError, match=r"^state\['pos'\]: expected shape \[3\] .*, got \[1\]"):  # another batch's
+        model.step(torch.zeros(3, dtype=torch.long), model.init_state(1))
+    with pytest.raises(TypeError, match="^state: expected a dict with 'pos' and 'layers'"):
+        model(torch.zeros(1, 4, dtype=torch.long), state={"layers": []})
     for bad in (model.config.vocab_size, -1):  # out of the vocabulary: not the embedding's IndexError
         with pytest.raises(ValueError, match=r"^input_ids: expected token ids in \[0, vocab_size = \d+\), got min"):
             model(torch.tensor([[1, bad, 2]]))

@@ -202,6 +202,22 @@ def test_scale():
     assert torch.isfinite(o).all()
 
 
+def test_output_final_state_is_a_bool():
+    q, k, v = qkv()
+    u, lam, g = torch.randn(B, T, H, K), torch.rand(B, T, H), -torch.rand(B, T, H)
+    ops = (
+        lambda **kw: delta_rule(q, k, v, **kw),
+        lambda **kw: linear_attention(q.abs(), k.abs(), v, normalize=True, **kw),
+        lambda **kw: gated_linear_attention(q, k, v, g, **kw),
+        lambda **kw: ccq_query(q, k, lam, **kw),
+        lambda **kw: vla(q, k, v, u, **kw),
+        lambda **kw: vla_gate(k, u, **kw),
+    )
+    for op in ops:
+        with raises(TypeError, "output_final_state: expected a bool, got str 'no'"):  # a str would read as on
+            op(output_final_state="no")
+
+
 @pytest.mark.parametrize("backend", ["fast", "Triton", None])
 def test_unknown_backend(backend):
     q, k, v = qkv()

@@ -145,3 +145,13 @@ def test_prepare_only_tokenises_and_trains_nothing(corpus, tmp_path, capsys):
     assert sorted(p.name for p in cache.iterdir()) == ["train.bin", "train.json", "val.bin", "val.json"]
     assert not (run_dir / "run.json").exists() and not (run_dir / "checkpoint.pt").exists()
     assert main(command) == 0  # the launch that follows finds the cache current and trains
+
+
+def test_a_corpus_that_cannot_train_leaves_no_run_behind(corpus, tmp_path, capsys):
+    run_dir, empty = str(tmp_path / "run"), tmp_path / "empty"
+    empty.mkdir()
+    for data in (tmp_path / "none", empty):
+        assert main(["train", "--data", str(data), *SMALL, "--steps", "1", "--out", run_dir]) == 2
+        assert "data: " in capsys.readouterr().err
+        assert not (tmp_path / "run" / "run.json").exists()
+    assert main(["train", "--data", str(corpus), *SMALL, "--steps", "1", "--out", run_dir]) == 0

@@ -10,6 +10,7 @@ from linattn.ops.checks import (
     Dims,
     check_backend,
     check_cu_seqlens,
+    check_flag,
     check_gate,
     check_head_first,
     check_nonnegative,
@@ -85,6 +86,7 @@ def ccq_query(
         check_nonnegative("initial_state[2]", initial_state[2], "the mass Z", "0: no key seen yet")
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     fast = check_precision(precision)
+    check_flag("output_final_state", output_final_state)
     if normalize_keys:  # back in k's dtype: the quotient is float32 for half-precision keys
         k = unit_rows(k).to(k.dtype)
     if name == "triton":

@@ -6,6 +6,7 @@ import torch
 
 from linattn.ops.checks import (
     check_backend,
+    check_flag,
     check_gate,
     check_head_first,
     check_precision,
@@ -96,6 +97,7 @@ def delta_rule(
     check_state("initial_state", initial_state, (dims.N, dims.H, dims.K, dims.V), "[N, H, K, V]", dims.device)
     name = check_backend(backend, q.device, BACKENDS, q.dtype)
     fast = check_precision(precision)
+    check_flag("output_final_state", output_final_state)
     scale = check_scale(scale, dims.K)
     if name == "fused_recurrent":
         from linattn.ops.delta_rule.triton.fused_recurrent import fused_recurrent

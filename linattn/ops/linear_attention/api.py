@@ -6,6 +6,7 @@ import torch
 
 from linattn.ops.checks import (
     check_backend,
+    check_flag,
     check_head_first,
     check_log_decay,
     check_precision,
@@ -77,6 +78,7 @@ def gated_linear_attention(
         check_shape("g", g, (dims.B, dims.T, dims.H, dims.K), "[B, T, H] or [B, T, H, K]", dims.device)
     check_log_decay("g", g)
     fast = check_precision(precision)
+    check_flag("output_final_state", output_final_state)
     return _run(q, k, v, g, scale, initial_state, output_final_state, cu_seqlens, backend, dims, fast=fast)
 
 
@@ -111,6 +113,7 @@ def linear_attention(
     dims = check_qkv(q, k, v, cu_seqlens)
     check_head_first(dims, ("initial_state", initial_state, "NHKV"))
     fast = check_precision(precision)
+    check_flag("output_final_state", output_final_state)
     if not normalize:
         return _run(q, k, v, None, scale, initial_state, output_final_state, cu_seqlens, backend, dims, fast=fast)
     if initial_state is not None:

@@ -11,6 +11,7 @@ from linattn.ops.checks import (
     Dims,
     check_backend,
     check_cu_seqlens,
+    check_flag,
     check_head_first,
     check_precision,
     check_qk,
@@ -161,7 +162,8 @@ def vla_gate(
         lam0: ridge `λ0 > 0`, used when `initial_state` is None (`A_0 = I / λ0`).
         rho: forgetting factor `0 < ρ ≤ 1` (1: none, the paper's gate).
         refresh: with `ρ < 1`, re-inject the prior one coordinate a token, `M_t = ρ M_{t-1} + c e_j e_jᵀ + u_t u_tᵀ`
-            (`j = n_t mod K`, `refresh.py`): `A` stays bounded whatever directions `u` visits (no wind-up).
+            (`j = n_t mod K`, `refresh.py`): `A` stays bounded whatever directions `u` visits (no wind-up). With
+            `ρ = 1` it changes nothing (`c = 0`: nothing is forgotten, so nothing winds up).
         position: the position `n` of each sequence's first token, the refresh's phase: an int, or an integer
             tensor `[N]` (a decoder's tokens seen so far; continuing from an `initial_state`, the tokens before it,
             as the layer passes them). Read only with `refresh` and `ρ < 1`.
@@ -195,6 +197,7 @@ def vla_gate(
     name = check_backend(backend, k.device, BACKENDS, k.dtype)
     fast = fast_gate(precision, k, u)
     refresh, position = check_refresh(refresh, position, N, k.device)
+    check_flag("output_final_state", output_final_state)
     max_u_norm = refreshed_u_norm(check_max_u_norm(max_u_norm), lam0, rho, K, refresh)
 
     def gate(k, u, rho, cu):
@@ -276,6 +279,7 @@ def vla(
     fast = fast_gate(precision, q, k, v, u)
     scale = check_scale(scale, dims.K)
     refresh, position = check_refresh(refresh, position, dims.N, q.device)
+    check_flag("output_final_state", output_final_state)
     max_u_norm = refreshed_u_norm(check_max_u_norm(max_u_norm), lam0, rho, dims.K, refresh)
     S0, A0 = (None, None) if initial_state is None else initial_state
     gating = dict(lam0=lam0, rho=rho, refresh=refresh, position=position, cu_seqlens=cu_seqlens)
