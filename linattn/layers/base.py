@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from linattn.layers.padding import Unpadded, check_padding, run_unpadded
-from linattn.ops.checks import BACKENDS, check_cu_seqlens, check_precision
+from linattn.ops.checks import BACKENDS, check_cu_seqlens, check_flag, check_precision
 
 State = dict[str, Any]
 
@@ -126,8 +126,7 @@ class Mixer(nn.Module):
         padding = check_padding(attention_mask, cu_seqlens, x.shape[0], x.shape[1])
         if state is not None:
             self.check_state(state, N)
-        if not isinstance(output_state, bool):
-            raise TypeError(f"output_state: expected a bool, got {type(output_state).__name__}")
+        check_flag("output_state", output_state)
         backend = backend or self.backend
         if padding is None:
             y, new = self.mix(x, state, cu_seqlens, backend, output_state)

@@ -17,6 +17,7 @@ from linattn.layers.base import (
 from linattn.layers.ccq import CurvatureQuery
 from linattn.layers.short_conv import ShortConv
 from linattn.ops import linear_attention, vla
+from linattn.ops.checks import check_flag
 from linattn.ops.linear_attention.api import NORMALIZER_EPS
 from linattn.ops.vla.api import check_lam0, check_rho
 
@@ -68,8 +69,7 @@ class VariationalLinearAttention(Mixer):
         super().__init__(d_model, n_heads, head_dim=head_dim, backend=backend, precision=precision)
         if normalizer not in ("sum", "none"):
             raise ValueError(f"normalizer: expected 'sum' or 'none', got {normalizer!r}")
-        if not isinstance(refresh, bool):
-            raise TypeError(f"refresh: expected a bool, got {type(refresh).__name__}")
+        check_flag("refresh", refresh)
         self.lam0, self.rho, self.normalizer = check_lam0(lam0), check_rho(rho), normalizer
         self.refresh = refresh and self.rho < 1
         H, d, HV, V = self.head_sizes(num_v_heads, expand_v)

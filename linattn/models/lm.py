@@ -14,6 +14,7 @@ from linattn.layers.gated_conv import GatedConv
 from linattn.layers.padding import Unpadded, check_padding
 from linattn.layers.positions import token_positions
 from linattn.models.config import ModelConfig
+from linattn.ops.checks import check_flag
 
 
 class Block(nn.Module):
@@ -199,8 +200,7 @@ class DecoderLM(nn.Module):
                 f"input_ids: expected token ids in [0, vocab_size = {V}), "
                 f"got min {input_ids.min().item()} max {input_ids.max().item()}"
             )
-        if not isinstance(output_state, bool):
-            raise TypeError(f"output_state: expected a bool, got {type(output_state).__name__}")
+        check_flag("output_state", output_state)
         padding = check_padding(attention_mask, cu_seqlens, B, T)
         mask = None if padding is None else padding.mask
         if state is not None:

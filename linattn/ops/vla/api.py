@@ -105,9 +105,7 @@ def check_max_u_norm(max_u_norm: object) -> float | None:
 
 def check_refresh(refresh: object, position: object, N: int, device: torch.device) -> tuple[bool, torch.Tensor | int]:
     """`refresh` a bool, `position` as `refresh.check_position` takes it (checked also where no refresh reads it)."""
-    if not isinstance(refresh, bool):
-        raise TypeError(f"refresh: expected a bool, got {type(refresh).__name__}")
-    return refresh, check_position(position, N, device)
+    return check_flag("refresh", refresh), check_position(position, N, device)
 
 
 def refreshed_u_norm(max_u_norm: float | None, lam0: float, rho: float, K: int, refresh: bool) -> float | None:

@@ -242,7 +242,6 @@ NORMALIZED_MEANS = {
     "varlen": torch.tensor([4.0] * 71 + [-4.0] * 5 + [30.0] * 124)[:, None, None],
     "drift": torch.linspace(0, 8, 200)[:, None, None],
 }
-NORMALIZED_VALUES = list(NORMALIZED_MEANS)
 
 
 def _normalized_inputs(name: str) -> tuple[dict, torch.Tensor, bool]:
@@ -283,7 +282,7 @@ def _spy_precisions(monkeypatch) -> list:
 
 
 @pytest.mark.parametrize("level", ["exact", "fast"])
-@pytest.mark.parametrize("name", NORMALIZED_VALUES)
+@pytest.mark.parametrize("name", list(NORMALIZED_MEANS))
 def test_normalized_bfloat16_training_within_twice_naive(name, level, monkeypatch):
     """A bfloat16 training call (no final state), Hopper's arithmetic emulated: three passes forward and backward at
     either level (the fast one runs the exact one), within 2× the naive recurrence's error whatever mean the values
@@ -296,7 +295,7 @@ def test_normalized_bfloat16_training_within_twice_naive(name, level, monkeypatc
         assert err <= max(2 * naive[what], FLOOR), f"{name} {level} {what}: {err:.2e} against naive's {naive[what]:.2e}"
 
 
-@pytest.mark.parametrize("name", NORMALIZED_VALUES)
+@pytest.mark.parametrize("name", list(NORMALIZED_MEANS))
 def test_normalized_bfloat16_inference_in_one_pass(name, monkeypatch):
     """Where no gradient will be taken the kernels' float32 `o` is only the division's operand: one tf32 pass, as the
     unnormalised op, and the output within 2× the naive recurrence's error (Hopper's arithmetic emulated)."""
