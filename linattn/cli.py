@@ -50,7 +50,9 @@ def _parser() -> _Parser:
         help="one of the experiment's protocols, as `linattn list` names them (e.g. 'paper': exactly the paper's "
         "recipe, the default where an experiment has it; 'fair')",
     )
-    run.add_argument("--quick", action="store_true", help="a smaller version that runs on a 2-core CPU in minutes")
+    run.add_argument(
+        "--quick", action="store_true", help="a smaller version for a CPU (on 2 cores, minutes to tens of minutes)"
+    )
     run.add_argument("--device", default="auto", help="'cpu', 'cuda' or 'auto' (cuda when available)")
     run.add_argument("--mixers", help="comma-separated mixers, the experiment's or others (default: the experiment's)")
     run.add_argument(
@@ -81,6 +83,7 @@ def _parser() -> _Parser:
     prog.add_argument(
         "--seeds", type=int, help="every mixer this many (default: each mixer as many as its result and runs show)"
     )
+    prog.add_argument("--mixers", help="as `run --mixers` named them (default: the result's, else the experiment's)")
     prog.add_argument("--results", default="results", help="results root (default results/)")
     rep = sub.add_parser("report", help="the claims report (REPORT.md), from results/")
     rep.add_argument("--results", default="results", help="results root (default results/)")
@@ -204,18 +207,20 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "progress":
         from linattn.experiments.progress import progress
 
+        if args.name in DIAGNOSTICS:
+            return _fail(f"{args.name!r} is a diagnostic: it trains no runs to follow (`linattn run {args.name}`)")
         experiment = EXPERIMENTS.get(args.name)
         if experiment is None:
-            return _fail(f"unknown experiment {args.name!r} (diagnostics train no runs); expected one of "
-                         f"{sorted(EXPERIMENTS)}")  # fmt: skip
+            return _fail(f"unknown experiment {args.name!r}; expected one of {sorted(EXPERIMENTS)}")
         protocol = _protocol(args.protocol, experiment)
         if protocol is None:
             return _fail(f"--protocol: expected one of {list(experiment.protocols)}, got {args.protocol!r}")
         if args.seeds is not None and args.seeds < 1:
             return _fail(f"--seeds: expected >= 1, got {args.seeds}")
         try:
-            print(progress(experiment, protocol, args.quick, Path(args.results), args.seeds), end="")
-        except ValueError as e:  # an experiment whose plan reads prepared data (lm-compare's corpus)
+            mixers = None if args.mixers is None else parse_mixers(args.mixers, experiment.mixers)
+            print(progress(experiment, protocol, args.quick, Path(args.results), args.seeds, mixers), end="")
+        except ValueError as e:  # bad --mixers, or an experiment whose plan reads prepared data (lm-compare's corpus)
             return _fail(str(e))
         return 0
     if args.command == "report":
@@ -237,6 +242,7 @@ def _main(argv: list[str] | None) -> int:
         try:
             if args.write:
                 write_page(Path(args.write), Path(args.results))
+                print(f"wrote {args.write}")
             else:
                 print(capacity_tables(Path(args.results)) + "\n" + zoology_tables(Path(args.results)), end="")
         except FileNotFoundError as e:

@@ -59,13 +59,15 @@ def model_with(mixer: str, preset_name: str, min_seq_len: int = 0) -> ModelConfi
 
 
 def parse_mixers(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    """`"vla,deltanet"` -> `("vla", "deltanet")`, checked against `MIXERS`."""
-    if not text:
+    """`"vla,deltanet"` -> `("vla", "deltanet")`, checked against `MIXERS`; None (the option not given): `default`."""
+    if text is None:
         return default
     names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise ValueError(f"--mixers: expected comma-separated names from {sorted(MIXERS)}, got {text!r}")
     unknown = [n for n in names if n not in MIXERS]
-    if unknown or not names:
-        raise ValueError(f"--mixers: unknown mixer(s) {unknown or [text]}; expected names from {sorted(MIXERS)}")
+    if unknown:
+        raise ValueError(f"--mixers: unknown mixer(s) {unknown}; expected names from {sorted(MIXERS)}")
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"--mixers: expected each mixer once, got {repeated} more than once")

@@ -1,8 +1,8 @@
 """How far an experiment's training runs have got, read from its archive and run folders alone: `linattn progress NAME`.
 
 An experiment writes its table only when every run is in; one that takes several jobs of limited time (Zoology's
-108 runs) shows its state here meanwhile: each run's test metric once it finished, the last logged step while it
-trains (or waits to be resumed), a dash before it began.
+108 runs) shows its state here meanwhile: each run's test metric once it finished, the step of its checkpoint (where
+it resumes) once it began, a dash before.
 """
 
 from __future__ import annotations
@@ -14,17 +14,25 @@ from pathlib import Path
 from linattn.experiments.archive import RUNS_NAME, FinishedRun, finished_in
 from linattn.experiments.experiment import Experiment, seed_counts, summarize
 from linattn.experiments.runner import RunSpec
-from linattn.train.checkpoint import CHECKPOINT_NAME
+from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from linattn.train.trainer import METRICS_NAME
 
 
-def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, seeds: int | None = None) -> str:
+def progress(
+    experiment: Experiment,
+    protocol: str,
+    quick: bool,
+    root: Path,
+    seeds: int | None = None,
+    mixers: tuple[str, ...] | None = None,
+) -> str:
     """A markdown summary: how many of the runs finished and began, then one row per mixer, setting (and seed) and
-    one column per learning rate, each cell the run's test metric, `step N` or `–` (below the grid, `lr_below`,
-    only the runs that began; seeds after the first at the rate the first chose, once it has every rate). The
-    mixers are the result's where it has one (else the experiment's), and any other with a finished run; `seeds`
-    None: each mixer's seeds as its result and finished runs count them, and any replicate begun beyond; else
-    every mixer `seeds`."""
+    one column per learning rate, each cell the run's test metric, `step N` (its checkpoint's, where it resumes;
+    `step N (log M)` where the log is ahead: a run training now, or one stopped since its checkpoint) or `–` (below
+    the grid, `lr_below`, only the runs that began; seeds after the first at the rate the first chose, once it has
+    every rate). `mixers` None: the result's where it has one (else the experiment's), and any other with a
+    finished run; else those (as `linattn run --mixers` named them). `seeds` None: each mixer's seeds as its result
+    and finished runs count them, and any replicate begun beyond; else every mixer `seeds`."""
     out = experiment.output_dir(root, protocol, quick)
     runs, finished_runs = out / RUNS_NAME, finished_in(out)
     result = out / "results.json"
@@ -32,6 +40,8 @@ def progress(experiment: Experiment, protocol: str, quick: bool, root: Path, see
     for run in finished_runs.values():
         mixer = run.record["mixer"]
         counts[mixer] = max(counts.get(mixer, 1), 1 + run.record.get("replicate", 0))
+    if mixers is not None:
+        counts = {mixer: counts.get(mixer, 1) for mixer in mixers}
 
     def begun(spec: RunSpec) -> bool:
         return spec.id in finished_runs or (runs / spec.id).exists()
@@ -99,8 +109,13 @@ def _cell(run_dir: Path, finished: dict[str, FinishedRun], metric: str) -> tuple
     if run_dir.name in finished:
         value = finished[run_dir.name].record["test"].get(metric)
         return ("n/a" if value is None else f"{value:.3f}"), "finished"
-    log = run_dir / METRICS_NAME
+    log, checkpoint = run_dir / METRICS_NAME, run_dir / CHECKPOINT_NAME
     steps = [json.loads(line).get("step", 0) for line in log.read_text().splitlines()] if log.exists() else []
-    if steps or (run_dir / CHECKPOINT_NAME).exists():
-        return f"step {max(steps, default=0)}", "begun"
-    return "–", "not begun"
+    if not steps and not checkpoint.exists():
+        return "–", "not begun"
+    logged = max(steps, default=0)
+    try:
+        saved = load_checkpoint(checkpoint, mmap=True)["run"]["step"] if checkpoint.exists() else 0
+    except ValueError:  # one damaged file must not hide the others' progress; resuming it names the file
+        return f"step ? (log {logged}; unreadable checkpoint)", "begun"
+    return f"step {saved}" + (f" (log {logged})" if logged > saved else ""), "begun"

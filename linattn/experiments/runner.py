@@ -50,6 +50,9 @@ from linattn.train.trainer import METRICS_NAME
 
 VAL_SEED_OFFSET, TEST_SEED_OFFSET = 1_000, 2_000  # eval sets are drawn from their own seeds
 BEST_NAME = "best.pt"  # a run's weights at its best validation (`RunSpec.select_on`)
+# a checkpoint at least this often (besides the recipe's steps, which in a quick run may fall at its end only), so
+# that Ctrl-C or a job's time limit costs at most a minute of a run; these models save in well under a second
+CHECKPOINT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -286,6 +289,7 @@ def run_one(
         device=device,
         progress=progress,
         loss_fn=supervised_cross_entropy,
+        checkpoint_seconds=CHECKPOINT_SECONDS,
         cuda_graph=device.type == "cuda",  # these models' eager steps are the host's launches
     )
     selected = None if best is None else best.restore(model)
@@ -401,7 +405,8 @@ def run_all(
             say(f"run {spec.id} failed: {failures[spec.id]}")
 
     if jobs <= 1:
-        for s in specs:
+        for i, s in enumerate(specs, 1):
+            print(f"run {i} of {len(specs)}: {s.id}")  # each run's bar shows its own steps only
             collect(s, partial(run_one, s, runs_dir / s.id, device, True, reuse_root, start_by), print)
     else:
         if device.startswith("cuda") and len(set(_devices(device, jobs))) < jobs and not mps_running():

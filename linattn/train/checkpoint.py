@@ -37,11 +37,12 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: dict) -> Path:
     return write_atomic(path, buffer.getvalue())
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict:
+def load_checkpoint(path: str | os.PathLike, *, mmap: bool = False) -> dict:
     """Read a checkpoint onto the CPU (tensors only, no arbitrary pickles); `load_state_dict` moves what it needs.
+    `mmap`: map the tensors' storage instead of reading it (to look at `run` alone, a 46 MB file costs a few pages).
     A damaged file is a `ValueError` that names it."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as e:
         raise ValueError(
             f"{path}: not a readable checkpoint ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "

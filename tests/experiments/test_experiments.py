@@ -75,7 +75,9 @@ def test_experiment_writes_report_and_keeps_it(tmp_path, capsys):
     assert set(results["table"]) == {"vla", "softmax"} and set(results["table"]["vla"]) == {"2"}
     assert len(results["runs"]) == 4 and results["environment"]["date"]
     table = (out / "table.md").read_text()
-    assert "| n_pairs | vla | softmax |" in table and "(1.000)" in table and "linattn run tiny" in table
+    assert "| n_pairs | vla | softmax |" in table and "linattn run tiny" in table
+    assert results["paper"] == {} and "parentheses" not in table  # the paper's numbers stand beside full runs only
+    assert "(1.000)" in table_markdown({**results, "quick": False, "paper": {"vla": {"2": 1.0}}})
     assert (out / "plot.png").stat().st_size > 5_000
     # a second invocation keeps the result; --force runs again
     stamp = (out / "results.json").stat().st_mtime_ns
@@ -508,6 +510,8 @@ def test_parse_mixers():
     assert parse_mixers("softmax, vla", ("vla",)) == ("softmax", "vla")
     with pytest.raises(ValueError, match="^--mixers: unknown mixer"):
         parse_mixers("vla,transformer", ())
+    with pytest.raises(ValueError, match="^--mixers: expected comma-separated names"):
+        parse_mixers("", ("vla",))  # an empty list is a mistake, not "the default"
 
 
 def test_overload_plans_split_the_model_into_heads_of_d_h():
@@ -593,9 +597,11 @@ def test_the_longest_runs_start_first():
 
 
 def test_progress_reads_the_run_folders(tmp_path):
-    """Finished runs show their test metric, a run with a log its last step, the others a dash."""
+    """Finished runs show their test metric, a begun one its checkpoint's step (and the log's where it is ahead),
+    the others a dash; `mixers` picks the rows as `run --mixers` did."""
     from linattn.experiments.progress import progress
     from linattn.experiments.runner import run_all
+    from linattn.train.checkpoint import save_checkpoint
 
     specs = tiny_plan("paper", True, TINY.mixers)
     runs = TINY.output_dir(tmp_path, "paper", True) / "runs"
@@ -607,9 +613,18 @@ def test_progress_reads_the_run_folders(tmp_path):
     assert lines[2:] == [
         "| mixer, n_pairs | lr 0.001 | lr 0.003 |",
         "|---|---:|---:|",
-        f"| vla, 2 | {record['test']['acc']:.3f} | step 4 |",
+        f"| vla, 2 | {record['test']['acc']:.3f} | step 0 (log 4) |",
         "| softmax, 2 | – | – |",
     ]
+    save_checkpoint(runs / specs[1].id / "checkpoint.pt", {"run": {"step": 2}})
+    (runs / specs[2].id).mkdir()
+    (runs / specs[2].id / "checkpoint.pt").write_bytes(b"cut off")
+    lines = progress(TINY, "paper", True, tmp_path, mixers=("vla",)).splitlines()
+    assert lines[0].startswith("tiny — protocol `paper` (quick): 1 of 2 runs finished, 1 begun")
+    assert lines[4:] == [f"| vla, 2 | {record['test']['acc']:.3f} | step 2 (log 4) |"]
+    assert progress(TINY, "paper", True, tmp_path).splitlines()[5] == (
+        "| softmax, 2 | step ? (log 0; unreadable checkpoint) | – |"
+    )
     # below the grid's edge (`lr_below`): the runs that began, none for the others
     below = replace(TINY, lr_below=3e-4)
     edge = below.output_dir(tmp_path, "paper", False) / "runs" / "vla-x2-lr0.0003"
@@ -618,7 +633,7 @@ def test_progress_reads_the_run_folders(tmp_path):
     assert progress(below, "paper", False, tmp_path).splitlines()[2:] == [
         "| mixer, n_pairs | lr 0.0003 | lr 0.001 | lr 0.003 |",
         "|---|---:|---:|---:|",
-        "| vla, 2 | step 2 | – | – |",
+        "| vla, 2 | step 0 (log 2) | – | – |",
         "| softmax, 2 |  | – | – |",
     ]
 
@@ -693,7 +708,7 @@ def test_accuracy_against_state_size_end_to_end(tmp_path):
     assert set(results["table"]["deltanet"]) == {"32", "64"}
     table = (out / "table.md").read_text()
     assert "State size (floats" in table and (out / "plot.png").exists()
-    assert results["paper"] == {} and "Reference points" not in table  # a quick run's sizes are not the full one's
+    assert results["paper"] == {} and "Reference points" not in table  # a quick run is not the paper's run
     full = {**results, "quick": False, "paper": {"deltanet": {"9000": 0.79}}}
     assert "Reference points (accuracy at a state size): deltanet 0.79 at 9,000 floats." in table_markdown(full)
     # the README's block: the chosen lr's accuracy with the state size, then every run's accuracy by lr
