@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -182,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("linattn: interrupted; the same command resumes from the last checkpoint", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `linattn list | head`: the reader left; no traceback, and none again at exit's flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _main(argv: list[str] | None) -> int:

@@ -80,6 +80,13 @@ def test_an_interrupt_is_one_line(capsys, monkeypatch):
     assert err.startswith("linattn: interrupted; the same command resumes") and err.count("\n") == 1
 
 
+def test_python_dash_m_and_a_closed_pipe():
+    """`python -m linattn` is the command; a reader that leaves early (`| head -1`) gets no traceback."""
+    command = f"{sys.executable} -m linattn list | head -1"
+    done = subprocess.run(command, shell=True, capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("vla-mqar-capacity") and done.stderr == ""
+
+
 def test_report_of_a_missing_results_folder_warns(tmp_path, capsys):
     assert main(["report", "--results", str(tmp_path / "typo"), "--out", str(tmp_path / "REPORT.md")]) == 0
     assert "warning: --results: no folder" in capsys.readouterr().err
