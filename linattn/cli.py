@@ -178,18 +178,32 @@ def _device(asked: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return _main(argv)
     except KeyboardInterrupt:
-        print("linattn: interrupted; the same command resumes from the last checkpoint", file=sys.stderr)
+        print(f"linattn: interrupted{_how_to_go_on(argv)}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `linattn list | head`: the reader left; no traceback, and none again at exit's flush
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 
-def _main(argv: list[str] | None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _how_to_go_on(argv: list[str]) -> str:
+    """After Ctrl-C: how the interrupted command goes on, for the commands that keep their work."""
+    if argv[:1] == ["run"]:
+        return "; the same command resumes (finished runs are kept, the one in progress from its last checkpoint)"
+    if argv[:1] == ["train"]:
+        from linattn.textlm.run import RUN_NAME
+
+        args, _ = _parser().parse_known_args(argv)
+        if args.resume or (Path(args.out) / RUN_NAME).exists():
+            return "; the same command with --resume continues the run from its last checkpoint"
+        return "; before the run began (its corpus was being read): the same command starts it again"
+    return ""
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["bench"]:
         from linattn.bench.__main__ import main as bench_main
 
@@ -202,6 +216,10 @@ def _main(argv: list[str] | None) -> int:
             return _text_command(args)
         except (ValueError, RunFolderLocked) as e:
             return _fail(str(e))
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # a path the system refuses (a read-only or missing folder): the user's input
+            return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
     if args.command == "list":
         for e in EXPERIMENTS.values():
             print(f"{e.name:<20} {e.description}  [protocols: {', '.join(e.protocols)}]")

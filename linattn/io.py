@@ -46,11 +46,23 @@ def atomic_writer(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
         raise
 
 
+def give_default_modes(folder: str | os.PathLike) -> None:
+    """Give `folder` (made private by `tempfile.mkdtemp`) and what is in it the modes a plain `mkdir` and `open`
+    would (`0755` / `0644` under the usual umask): a library writing into it may make its files `0600` too."""
+    umask = _umask()
+    for path in [Path(folder), *Path(folder).rglob("*")]:
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
+
+
 def _new_file_mode() -> int:
     """`0o666` less the process's umask, the mode `open(path, "w")` gives a new file."""
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
     umask = os.umask(0o022)  # reading the umask means setting it: set it back at once
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
 
 
 def save_figure(fig, path: str | os.PathLike, *, dpi: int = 120) -> Path:

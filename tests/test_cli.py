@@ -70,14 +70,22 @@ def test_bench_passes_through(capsys):
     assert e.value.code == 0 and "cpu" in capsys.readouterr().out
 
 
-def test_an_interrupt_is_one_line(capsys, monkeypatch):
+def test_an_interrupt_is_one_line_that_says_how_to_go_on(capsys, monkeypatch, tmp_path):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("linattn.experiments.experiment.Experiment.run", interrupted)
-    assert main(["run", "vla-copy", "--quick", "--out", "/tmp"]) == 130
+    assert main(["run", "vla-copy", "--quick", "--out", str(tmp_path)]) == 130
     err = capsys.readouterr().err
     assert err.startswith("linattn: interrupted; the same command resumes") and err.count("\n") == 1
+    monkeypatch.setattr("linattn.textlm.run.resolve_run", interrupted)  # while the corpus is read
+    train = ["train", "--data", str(tmp_path), "--out", str(tmp_path / "run")]
+    assert main(train) == 130
+    assert "the same command starts it again" in capsys.readouterr().err  # no run.json: nothing to resume
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("{}")
+    assert main(train) == 130
+    assert "the same command with --resume continues" in capsys.readouterr().err
 
 
 def test_python_dash_m_and_a_closed_pipe():

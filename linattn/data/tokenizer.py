@@ -9,6 +9,7 @@ so any file is valid; a JSON tokenizer reads UTF-8 (undecodable bytes become U+F
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -155,8 +156,11 @@ def train_tokenizer(
     Example: `train_tokenizer("notes/", "tokenizer.json", 4096).encode("hello")`.
     """
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise ValueError(f"out: {out} exists; pass overwrite (--force) to replace it")
+    if out.exists():
+        if not _is_tokenizer_file(out):
+            raise ValueError(f"out: {out} exists and is not a tokenizers JSON file: not replaced")
+        if not overwrite:
+            raise ValueError(f"out: {out} exists (overwrite=True, --force on the command line, replaces it)")
     _check_vocab_size(vocab_size)  # before the corpus is read
     config = config or DataConfig()
     documents = read_corpus(source, config, progress=progress).split(config)["train"]
@@ -176,3 +180,11 @@ def bytes_to_unicode() -> dict[int, str]:
             mapping[b] = chr(256 + extra)
             extra += 1
     return dict(sorted(mapping.items()))
+
+
+def _is_tokenizer_file(path: Path) -> bool:
+    """Whether `path` holds a `tokenizers` JSON (its `model` with a vocabulary): what `--force` may replace."""
+    try:
+        return "vocab" in json.loads(path.read_text())["model"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False

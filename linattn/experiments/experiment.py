@@ -408,7 +408,7 @@ def probes_markdown(results: dict) -> list[str]:
     """The probes' table (`summarize_probes`): one row a probe, one column a mixer, `exact / acc` in each cell: for
     a passkey, the fraction of trials whose every key token was the model's top choice, and of key tokens."""
     mixers, probes = results["mixers"], results["probes"]
-    names = list(dict.fromkeys(n for m in mixers for n in probes.get(m, {})))
+    names = sorted({n for m in mixers for n in probes.get(m, {})}, key=_by_length)  # "passkey 128" before "… 1024"
     over_seeds = ", medians over seeds" if results.get("seeds", 1) > 1 else ""
     lines = [
         "Probes of the tested weights (a passkey: RULER's, on the test split's text; `exact / tokens`: the fraction of "
@@ -424,6 +424,11 @@ def probes_markdown(results: dict) -> list[str]:
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _by_length(probe: str) -> tuple[str, int]:
+    kind, _, length = probe.rpartition(" ")
+    return (kind, int(length)) if length.isdigit() else (probe, 0)
 
 
 def plot(results: dict, path: Path) -> None:

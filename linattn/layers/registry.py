@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from linattn.layers.base import Mixer
 from linattn.layers.deltanet import DeltaNet
 from linattn.layers.gated_deltanet import GatedDeltaNet
@@ -36,7 +38,27 @@ def build_layer(name: str, d_model: int, n_heads: int, **options) -> Mixer:
     """
     if name not in LAYERS:
         raise ValueError(f"name: unknown mixer {name!r}; expected one of {sorted(LAYERS)}")
-    if options.get("ccq") and name not in CCQ_LAYERS:
-        raise ValueError(f"ccq: not available for {name!r}; available for {list(CCQ_LAYERS)}")
+    check_options(name, options)
     cls, fixed = LAYERS[name]
     return cls(d_model, n_heads, **fixed, **options)
+
+
+def check_options(name: str, options: dict) -> None:
+    """`ValueError` unless every key of `options` is a keyword option of mixer `name` and every on / off option is a
+    bool (a `"false"` read from a config file would otherwise switch it on)."""
+    cls, fixed = LAYERS[name]
+    params = {
+        p.name: p.default
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in fixed
+    }
+    if options.get("ccq") and name not in CCQ_LAYERS:
+        raise ValueError(f"ccq: not available for {name!r}; available for {list(CCQ_LAYERS)}")
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        raise ValueError(f"mixer_options: {unknown} not options of {name!r}; expected some of {sorted(params)}")
+    for key, value in options.items():
+        if isinstance(params[key], bool) and not isinstance(value, bool):
+            raise ValueError(
+                f"mixer_options: {key!r} of {name!r} expected a bool, got {type(value).__name__} {value!r}"
+            )

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from linattn.layers import LAYERS
+from linattn.layers.registry import check_options
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,8 @@ class ModelConfig:
         if self.block not in ("transformer", "zoology"):
             raise ValueError(f"block: expected 'transformer' or 'zoology', got {self.block!r}")
         if self.positions not in ("learned", "none"):
-            raise ValueError(f"positions: expected 'learned' or 'none', got {self.positions!r}")
+            rope = " (RoPE is softmax's mixer option: mixer_options={'rope': True})" if self.positions == "rope" else ""
+            raise ValueError(f"positions: expected 'learned' or 'none', got {self.positions!r}{rope}")
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len", "mlp_hidden"):
             value, least = getattr(self, name), 0 if name == "mlp_hidden" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -37,6 +39,7 @@ class ModelConfig:
                 raise ValueError(f"{name}: expected {expected}, got {value!r}")
         if not isinstance(self.mixer_options, dict):
             raise ValueError(f"mixer_options: expected a dict of the mixer's options, got {self.mixer_options!r}")
+        check_options(self.mixer, self.mixer_options)  # here, not at the model's build: before a run's data is read
         if not isinstance(self.tie_embeddings, bool):
             raise ValueError(f"tie_embeddings: expected a bool, got {self.tie_embeddings!r}")
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:

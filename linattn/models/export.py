@@ -4,6 +4,7 @@ imported (it registers the `linattn` model type)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -11,14 +12,17 @@ from pathlib import Path
 
 from linattn.data.tokenizer import Tokenizer
 from linattn.extras import require
+from linattn.io import give_default_modes
 from linattn.models.lm import DecoderLM
 
 
 def export_hf(model: DecoderLM, tokenizer: Tokenizer, out: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write `model` as a `LinAttnForCausalLM` (config and safetensors weights) and `tokenizer` as a
-    `PreTrainedTokenizerFast` (`tokenizer.json`; its end-of-document token as `eos_token`, also the config's
-    `eos_token_id`) into the folder `out`, all at once: a folder beside it, renamed when complete. An existing
-    non-empty `out` is an error unless `overwrite`.
+    `PreTrainedTokenizerFast` (`tokenizer.json`; its end-of-document token as `eos_token` and, padding on the left,
+    `pad_token`, also the config's `eos_token_id` and `pad_token_id`) into the folder `out`, all at once: a folder
+    beside it, renamed when complete. An existing non-empty `out` is an error unless `overwrite`, and even then
+    unless it is such an export (its `config.json` of model type `linattn`): a folder of anything else is never
+    replaced.
 
     Example:
         >>> run, model, tokenizer = linattn.textlm.load_run("runs/notes")
@@ -30,24 +34,31 @@ def export_hf(model: DecoderLM, tokenizer: Tokenizer, out: str | os.PathLike, *,
     PreTrainedTokenizerFast = require("transformers", "hf", "export_hf").PreTrainedTokenizerFast
 
     out = Path(out)
-    if out.exists() and not (out.is_dir() and not any(out.iterdir())) and not overwrite:
-        raise ValueError(f"out: {out} exists and is not an empty folder; pass overwrite (--force) to replace it")
+    _check_out(out, overwrite)
     if model.config.vocab_size < tokenizer.vocab_size:
         raise ValueError(
             f"tokenizer: {tokenizer.vocab_size} ids, more than the model's vocab_size = {model.config.vocab_size}"
         )
     config = LinAttnConfig.from_model_config(model.config)
     if tokenizer.eod_id is not None:
-        config.eos_token_id = tokenizer.eod_id
+        config.eos_token_id = config.pad_token_id = tokenizer.eod_id
     hf_model = LinAttnForCausalLM(config)
     hf_model.lm.load_state_dict(model.state_dict())
-    hf_tokenizer = PreTrainedTokenizerFast(tokenizer_object=tokenizer.hf_tokenizer(), eos_token=tokenizer.eod_token)
+    # padding with the end-of-document token, on the left: a batch of prompts of several lengths generates as each
+    # alone would (the attention mask keeps the pads out of the state)
+    hf_tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer.hf_tokenizer(),
+        eos_token=tokenizer.eod_token,
+        pad_token=tokenizer.eod_token,
+        padding_side="left",
+    )
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
         hf_model.save_pretrained(staging)
         hf_tokenizer.save_pretrained(staging)
+        give_default_modes(staging)
         if out.exists():
             old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
             os.replace(out, old / out.name)
@@ -58,3 +69,21 @@ def export_hf(model: DecoderLM, tokenizer: Tokenizer, out: str | os.PathLike, *,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """`out` may be written: new or an empty folder, or (with `overwrite`) an export, never the folder we stand in."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    try:
+        is_export = json.loads((out / "config.json").read_text()).get("model_type") == "linattn"
+    except (OSError, ValueError, AttributeError):
+        is_export = False
+    if not is_export:
+        raise ValueError(
+            f"out: {out} exists and is not an export of a linattn model (no such config.json): not replaced"
+        )
+    if not overwrite:
+        raise ValueError(f"out: {out} holds an export already (--force replaces it)")
+    if out.resolve() in (Path.cwd(), *Path.cwd().parents):
+        raise ValueError(f"out: {out} holds the current folder: not replaced")

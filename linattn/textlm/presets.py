@@ -28,13 +28,17 @@ class TextPreset:
     data: DataConfig
 
 
+def warmup_steps(steps: int) -> int:
+    """Every preset's warmup: 5% of the steps (at least one), so that a run of any length also decays."""
+    return max(1, steps // 20)
+
+
 def _preset(d: int, layers: int, heads: int, seq_len: int, batch: int, steps: int, lr: float, **train) -> TextPreset:
     model = ModelConfig(
         d_model=d, n_layers=layers, n_heads=heads, mlp_hidden=4 * d, positions="none", max_seq_len=seq_len
     )
-    warmup = max(1, steps // 20)
     train = TrainConfig(
-        steps=steps, batch_size=batch, lr=lr, warmup_steps=warmup, min_lr_ratio=0.1, weight_decay=0.1,
+        steps=steps, batch_size=batch, lr=lr, warmup_steps=warmup_steps(steps), min_lr_ratio=0.1, weight_decay=0.1,
         betas=(0.9, 0.95), **train,
     )  # fmt: skip
     return TextPreset(model, train, DataConfig(seq_len=seq_len, eval_tokens=max(8192, 16 * seq_len * batch)))

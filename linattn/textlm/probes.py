@@ -66,8 +66,9 @@ def loss_at_lengths(model: nn.Module, split: TokenSplit, lengths: list[int], win
     docs = [int(d) for d in np.flatnonzero(sizes > max(lengths))[:windows]]
     if not docs:
         raise ValueError(
-            f"lengths: no document of the {split.name} split has {max(lengths) + 1} tokens (the longest has "
-            f"{int(sizes.max(initial=0))}): probe shorter lengths (documents are cut at the run's max_doc_bytes)"
+            f"lengths: no document of the {split.name} split is longer than {max(lengths)} tokens (a loss at length L "
+            f"reads L + 1; the longest has {int(sizes.max(initial=0))}): probe shorter lengths (documents are cut at "
+            "the run's max_doc_bytes)"
         )
     out = {}
     for L in lengths:

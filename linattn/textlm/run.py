@@ -2,7 +2,8 @@
 trained `DecoderLM` (`linattn train`).
 
 Files in a run folder:
-- `run.json`: the run's settings (`TextRun`): corpus, tokenizer, preset, and its model, training and data configs;
+- `run.json`: the run's settings (`TextRun`): corpus (and its documents' fingerprint), tokenizer, preset, and its
+  model, training and data configs;
 - `tokenizer.json`: a copy of the tokenizer file (none for `bytes`), so that the folder is self-contained;
 - `cache/`: the tokenised train and val splits (`linattn.data.cache`), unless the cache is put elsewhere;
 - `checkpoint.pt`, `metrics.jsonl`: the trainer's (`linattn.train.trainer`; evals log `val_loss`, `val_ppl`);
@@ -16,6 +17,7 @@ the others wait, then each opens the cache and draws its own windows (the traine
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ from linattn.io import write_atomic
 from linattn.models.config import ModelConfig
 from linattn.models.lm import DecoderLM
 from linattn.textlm.evaluate import validation_loss
-from linattn.textlm.presets import text_preset
+from linattn.textlm.presets import text_preset, warmup_steps
 from linattn.textlm.settings import apply_settings
 from linattn.train import distributed
 from linattn.train.checkpoint import CHECKPOINT_NAME, load_checkpoint
@@ -57,6 +59,9 @@ class TextRun:
     model: ModelConfig
     train: TrainConfig
     data_config: DataConfig
+    # SHA-256 of the train and val documents (names, sizes, hashes) when the run first read them: a resumed run
+    # refuses a corpus changed since, which would train it on other text than it began on
+    corpus_fingerprint: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
@@ -77,7 +82,7 @@ def plan_run(
     steps: int | None = None,
 ) -> TextRun:
     """The settings of a new run: the preset, its vocabulary the tokenizer's, then `mixer` (default `"kla"`),
-    `steps` (shortening a longer warmup to it), and last the `--set` `settings`.
+    `steps` (with the presets' 5% warmup), and last the `--set` `settings`.
 
     Example: `plan_run("notes/", "bytes", "tiny", "kla", ["lr=1e-3"], steps=100)`.
     """
@@ -86,12 +91,17 @@ def plan_run(
     model = recipe.model.replace(vocab_size=tok.vocab_size, mixer=mixer or "kla")
     train_config = recipe.train
     if steps is not None:
-        try:
-            warmup = min(train_config.warmup_steps, steps)
-            train_config = dataclasses.replace(train_config, steps=steps, warmup_steps=warmup)
-        except ValueError as e:
-            raise ValueError(f"steps: {e}") from None
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"--steps: expected a positive int, got {steps!r}")
+        train_config = dataclasses.replace(train_config, steps=steps, warmup_steps=warmup_steps(steps))
+    if mixer is not None and any(s.partition("=")[0].strip() in ("mixer", "model.mixer") for s in settings):
+        raise ValueError(f"--set mixer=…: the mixer is --mixer's ({mixer!r}); name it once")
     model, train_config, data_config = apply_settings((model, train_config, recipe.data), list(settings))
+    if train_config.early_stop_metric is not None:  # it stops at a high value; val_loss and val_ppl fall
+        raise ValueError(
+            f"--set early_stop_metric={train_config.early_stop_metric}: a text run's evals (val_loss, val_ppl) are "
+            "lower-is-better and it trains all its steps; leave it unset"
+        )
     if model.vocab_size < tok.vocab_size:
         raise ValueError(f"vocab_size: expected at least the tokenizer's {tok.vocab_size} ids, got {model.vocab_size}")
     if model.positions == "learned" and model.max_seq_len < data_config.seq_len:
@@ -237,6 +247,14 @@ def _prepare(run: TextRun, out_dir: Path, cache_dir: Path, *, progress: bool, wr
     tok = run_tokenizer(run, out_dir)
     corpus = read_corpus(run.data, run.data_config, progress=progress)
     documents = corpus.split(run.data_config)
+    described = {split: [d.describe() for d in documents[split]] for split in TRAINED_SPLITS}
+    fingerprint = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+    if run.corpus_fingerprint not in (None, fingerprint):
+        raise ValueError(
+            f"data: {run.data} changed since the run in {out_dir} began (its train / val documents differ): "
+            "resumed, it would go on training on other text; restore the corpus, or train into another --out"
+        )
+    run = dataclasses.replace(run, corpus_fingerprint=fingerprint)
     for split in TRAINED_SPLITS:
         tokens = cached_split(cache_dir, split, documents[split], tok, progress=progress).tokens
         if split == "train" and len(tokens) <= run.data_config.seq_len:

@@ -81,8 +81,10 @@ def test_bad_tokenizers_are_named(trained, tmp_path):
         load_tokenizer(tmp_path / "bad.json")
     with pytest.raises(ValueError, match="^vocab_size: expected an int >= 257"):
         train_tokenizer(corpus, tmp_path / "small.json", 100)
-    with pytest.raises(ValueError, match="exists; pass overwrite"):
+    with pytest.raises(ValueError, match=r"exists \(overwrite=True, --force on the command line, replaces it\)"):
         train_tokenizer(corpus, tok.path, 300)
+    with pytest.raises(ValueError, match="bad.json exists and is not a tokenizers JSON file: not replaced"):
+        train_tokenizer(corpus, tmp_path / "bad.json", 300, overwrite=True)  # --force replaces a tokenizer only
 
 
 def test_a_large_vocabulary_is_cached_as_uint32():

@@ -150,8 +150,10 @@ def test_build_layer_errors():
         build_layer("fast", 32, 4)
     with pytest.raises(ValueError, match="^ccq: not available for 'softmax'"):
         build_layer("softmax", 32, 4, ccq=True)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match=r"^mixer_options: \['lambda0'\] not options of 'vla'; expected some of"):
         build_layer("vla", 32, 4, lambda0=0.1)  # misspelt option: never silently swallowed
+    with pytest.raises(ValueError, match="^mixer_options: 'ccq' of 'gated_deltanet' expected a bool, got str 'false'"):
+        build_layer("gated_deltanet", 32, 4, ccq="false")  # a string from a config file would switch it on
     with pytest.raises(ValueError, match="^n_heads"):
         build_layer("vla", 32, 5)
     with pytest.raises(ValueError, match="^normalizer"):
@@ -283,7 +285,7 @@ def test_the_precision_level_reaches_the_op(name, module, op, monkeypatch):
     assert seen == ["fast"]
     with pytest.raises(ValueError, match="precision: expected one of"):
         make(name, {"precision": "quick"})
-    with pytest.raises(TypeError, match="precision"):
+    with pytest.raises(ValueError, match=r"^mixer_options: \['precision'\] not options of 'gla'"):
         make("gla", {"precision": "fast"})
     config = ModelConfig(vocab_size=16, d_model=D, n_heads=H, mixer=name, mixer_options={"precision": "fast"})
     assert {m.precision for m in DecoderLM(config).modules() if isinstance(m, Mixer)} == {"fast"}

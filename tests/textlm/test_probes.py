@@ -100,7 +100,10 @@ def test_loss_at_lengths_is_the_cross_entropy_of_the_full_logits(monkeypatch):
     assert got[150]["loss"] == pytest.approx(want.mean().item(), rel=1e-5)
     assert got[150]["tail_loss"] == pytest.approx(want[-37:].mean().item(), rel=1e-5)
     assert got[64]["loss"] == pytest.approx(want[:64].mean().item(), rel=1e-5)  # causal: the same first 64
-    with pytest.raises(ValueError, match=r"^lengths: no document of the val split has 1001 tokens \(the longest has"):
+    with pytest.raises(
+        ValueError,
+        match=r"^lengths: no document of the val split is longer than 1000 tokens \(a loss at length L reads",
+    ):
         probes.loss_at_lengths(model, split, [1000])
     with pytest.raises(ValueError, match=r"^windows: expected at least 1, got 0"):
         probes.loss_at_lengths(model, split, [64], windows=0)

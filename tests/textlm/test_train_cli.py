@@ -5,6 +5,8 @@ run folder, an interrupted run resumes to the same weights, `linattn tokenizer t
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import pytest
 import torch
@@ -13,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import linattn.models.hf  # noqa: F401  (registers the linattn model type with the Auto classes)
 from linattn.cli import main
 from linattn.data.packing import PackedText
-from linattn.textlm.run import load_run, read_run
+from linattn.textlm.run import load_run, plan_run, read_run
 from tests.data.corpus import write_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -67,6 +69,12 @@ def _interrupt():
     raise KeyboardInterrupt
 
 
+def _umask():
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
 def test_a_bpe_run_exported_opens_with_the_auto_classes(corpus, tmp_path):
     tokenizer = tmp_path / "tokenizer.json"
     assert main(["tokenizer", "train", "--data", str(corpus), "--vocab-size", "400", "--out", str(tokenizer)]) == 0
@@ -83,15 +91,25 @@ def test_a_bpe_run_exported_opens_with_the_auto_classes(corpus, tmp_path):
     ids = hf_tokenizer(text)["input_ids"]
     assert ids == tok.encode(text) and hf_tokenizer.decode(ids) == text
     assert hf_tokenizer.eos_token == "<|endoftext|>" and hf_model.config.eos_token_id == tok.eod_id == 0
+    padded = hf_tokenizer([text[:5], text[:40]], padding=True, return_tensors="pt")  # a batch of prompts as is
+    assert hf_tokenizer.padding_side == "left" and padded["input_ids"][0, 0] == hf_model.config.pad_token_id == 0
+    greedy = {"max_new_tokens": 4, "do_sample": False}
+    batch = hf_model.generate(**padded, **greedy)[0, -4:]
+    alone = hf_model.generate(**hf_tokenizer([text[:5]], return_tensors="pt"), **greedy)[0, -4:]
+    assert torch.equal(batch, alone)
     with torch.no_grad():
         assert torch.equal(hf_model(torch.tensor([ids])).logits, model(torch.tensor([ids]))[0])
     assert main(["export-hf", str(run_dir), str(out)]) == 2  # no silent overwrite
     assert main(["export-hf", str(run_dir), str(out), "--force"]) == 0
+    assert {oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == {oct(0o666 & ~_umask())}  # others may read it
+    assert main(["export-hf", str(run_dir), str(corpus), "--force"]) == 2  # --force replaces an export only
+    assert (corpus / "part0" / "assert.txt").exists()
 
 
 def test_a_bytes_run_exports_a_byte_tokenizer(corpus, tmp_path):
     run_dir, out = tmp_path / "run", tmp_path / "hf"
     assert main(["train", "--data", str(corpus / "part1"), *SMALL, "--steps", "1", "--out", str(run_dir)]) == 0
+    assert main(["export-hf", str(run_dir), "/proc/linattn-export"]) == 2  # a folder the system refuses: one line
     assert main(["export-hf", str(run_dir), str(out)]) == 0
     hf_tokenizer = AutoTokenizer.from_pretrained(out)
     text = "héllo wörld\n"
@@ -114,6 +132,30 @@ def test_a_bytes_run_exports_a_byte_tokenizer(corpus, tmp_path):
         (["train", "--data", "{corpus}", "--device", "tpu", "--out", "{tmp}/r"], "--device: expected 'cpu'"),
         (["export-hf", "{tmp}", "{tmp}/hf"], "not a run folder of `linattn train` (no run.json)"),
         (["tokenizer", "train", "--data", "{corpus}", "--vocab-size", "9", "--out", "{tmp}/t"], "vocab_size: expected"),
+        (
+            ["train", "--data", "{corpus}", "--set", 'mixer_options={{"bogus": 1}}', "--out", "{tmp}/r"],
+            "mixer_options: ['bogus'] not options of 'kla'",
+        ),
+        (
+            ["train", "--data", "{corpus}", "--set", 'mixer_options={{"ccq": "false"}}', "--out", "{tmp}/r"],
+            "'ccq' of 'kla' expected a bool, got str 'false'",
+        ),
+        (
+            ["train", "--data", "{corpus}", "--mixer", "gla", "--set", "mixer=kla", "--out", "{tmp}/r"],
+            "--set mixer=…: the mixer is --mixer's ('gla'); name it once",
+        ),
+        (
+            ["train", "--data", "{corpus}", "--set", "early_stop_metric=val_acc", "--out", "{tmp}/r"],
+            "--set early_stop_metric=val_acc: a text run's evals (val_loss, val_ppl) are lower-is-better",
+        ),
+        (
+            ["train", "--data", "{corpus}", "--set", "positions=rope", "--out", "{tmp}/r"],
+            "mixer_options={{'rope': True}}",
+        ),
+        (
+            ["train", "--data", "{corpus}", "--steps", "0", "--out", "{tmp}/r"],
+            "--steps: expected a positive int, got 0",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, message, corpus, tmp_path, capsys):
@@ -135,6 +177,20 @@ def test_resume_refuses_other_settings(corpus, tmp_path, capsys):
         assert main(["train", "--out", run_dir, "--resume", *option]) == 2
         assert message in capsys.readouterr().err
     assert main(["train", "--data", str(corpus), *SMALL, "--steps", "1", "--out", run_dir, "--resume"]) == 0
+
+
+def test_resume_refuses_a_changed_corpus(corpus, tmp_path, capsys):
+    data, run_dir = tmp_path / "corpus", str(tmp_path / "run")
+    shutil.copytree(corpus, data)
+    assert main(["train", "--data", str(data), *SMALL, "--steps", "1", "--out", run_dir]) == 0
+    (data / "part1" / "added.txt").write_text("text the run did not begin on\n" * 50)
+    assert main(["train", "--out", run_dir, "--resume"]) == 2  # it would go on training on other text
+    assert f"data: {data} changed since the run in {run_dir} began" in capsys.readouterr().err
+
+
+def test_steps_bring_their_own_warmup(corpus):
+    """`--steps N` warms up over 5% of N, as every preset does, so that a short run also decays."""
+    assert [plan_run(corpus, steps=n).train.warmup_steps for n in (10, 20, 400)] == [1, 1, 20]
 
 
 def test_prepare_only_tokenises_and_trains_nothing(corpus, tmp_path, capsys):
