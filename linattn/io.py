@@ -7,7 +7,7 @@ import contextlib
 import io
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -63,6 +63,19 @@ def _umask() -> int:
     umask = os.umask(0o022)  # reading the umask means setting it: set it back at once
     os.umask(umask)
     return umask
+
+
+def check_replaceable(out: Path, *, force: bool, what: str, is_one: Callable[[Path], bool], name: str = "out") -> None:
+    """`ValueError` unless `out` may be written: it is new or an empty folder, or (with `force`) `what` as `is_one`
+    recognises it, never anything else, and never a folder that holds the current one."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not is_one(out):
+        raise ValueError(f"{name}: {out} exists and is not {what}: not replaced")
+    if not force:
+        raise ValueError(f"{name}: {out} holds {what} already (--force replaces it)")
+    if out.resolve() in (Path.cwd(), *Path.cwd().parents):
+        raise ValueError(f"{name}: {out} holds the current folder: not replaced")
 
 
 def save_figure(fig, path: str | os.PathLike, *, dpi: int = 120) -> Path:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from linattn.data.config import TEXT_EXTENSIONS
 from linattn.extras import tqdm
-from linattn.io import write_atomic
+from linattn.io import check_replaceable, write_atomic
 
 MANIFEST = "MANIFEST.json"
 LICENCES = "LICENCES"  # the sources' licence texts, named `*.licence` so that no corpus reader takes them as text
@@ -85,7 +85,9 @@ def build(
     debian, pins = list(dict.fromkeys(debian)), installed_pins(installed)
     if not debian and not pins:
         raise ValueError("corpus build: expected at least one --debian PKG or --installed DIST")
-    _check_out(out, force)
+    check_replaceable(
+        out, force=force, what=f"a corpus of `linattn corpus build` (its {MANIFEST})", is_one=_is_corpus, name="OUT"
+    )
     downloads = Path(downloads) if downloads else out.parent / ".downloads"
     endings = tuple(e.lower() for e in extensions)
     if "*" in pins:  # every installed distribution, each once, the pinned ones keeping their pins
@@ -120,18 +122,8 @@ def build(
     return manifest
 
 
-def _check_out(out: Path, force: bool) -> None:
-    """`out` may be written: new, or (with `force`) a corpus this command built, never the folder we stand in."""
-    if not out.exists():
-        return
-    if not out.is_dir() or not (out / MANIFEST).is_file():
-        raise ValueError(
-            f"OUT: {out} exists and is not a corpus of `linattn corpus build` (no {MANIFEST}): not replaced"
-        )
-    if not force:
-        raise ValueError(f"OUT: {out} exists (--force replaces it)")
-    if out.resolve() in (Path.cwd(), *Path.cwd().parents):
-        raise ValueError(f"OUT: {out} holds the current folder: not replaced")
+def _is_corpus(folder: Path) -> bool:
+    return folder.is_dir() and (folder / MANIFEST).is_file()
 
 
 def _copy(part: _Files, into: Path, licences: Path, endings: tuple[str, ...], seen: set[str], progress: bool) -> None:

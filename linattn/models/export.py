@@ -12,7 +12,7 @@ from pathlib import Path
 
 from linattn.data.tokenizer import Tokenizer
 from linattn.extras import require
-from linattn.io import give_default_modes
+from linattn.io import check_replaceable, give_default_modes
 from linattn.models.lm import DecoderLM
 
 
@@ -34,7 +34,7 @@ def export_hf(model: DecoderLM, tokenizer: Tokenizer, out: str | os.PathLike, *,
     PreTrainedTokenizerFast = require("transformers", "hf", "export_hf").PreTrainedTokenizerFast
 
     out = Path(out)
-    _check_out(out, overwrite)
+    check_replaceable(out, force=overwrite, what="an export of a linattn model", is_one=_is_export)
     if model.config.vocab_size < tokenizer.vocab_size:
         raise ValueError(
             f"tokenizer: {tokenizer.vocab_size} ids, more than the model's vocab_size = {model.config.vocab_size}"
@@ -71,19 +71,8 @@ def export_hf(model: DecoderLM, tokenizer: Tokenizer, out: str | os.PathLike, *,
     return out
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
-    """`out` may be written: new or an empty folder, or (with `overwrite`) an export, never the folder we stand in."""
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
-        return
+def _is_export(folder: Path) -> bool:
     try:
-        is_export = json.loads((out / "config.json").read_text()).get("model_type") == "linattn"
+        return json.loads((folder / "config.json").read_text()).get("model_type") == "linattn"
     except (OSError, ValueError, AttributeError):
-        is_export = False
-    if not is_export:
-        raise ValueError(
-            f"out: {out} exists and is not an export of a linattn model (no such config.json): not replaced"
-        )
-    if not overwrite:
-        raise ValueError(f"out: {out} holds an export already (--force replaces it)")
-    if out.resolve() in (Path.cwd(), *Path.cwd().parents):
-        raise ValueError(f"out: {out} holds the current folder: not replaced")
+        return False

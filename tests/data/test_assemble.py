@@ -131,7 +131,7 @@ def test_an_existing_corpus_is_not_replaced_without_force(tmp_path):
     out = tmp_path / "corpus"
     build(out, installed=["tqdm"])
     (out / "mine.txt").write_text("kept")
-    with pytest.raises(ValueError, match="^OUT: .* exists \\(--force replaces it\\)"):
+    with pytest.raises(ValueError, match=r"^OUT: .* holds a corpus of .* already \(--force replaces it\)"):
         build(out, installed=["tqdm"])
     assert (out / "mine.txt").read_text() == "kept"
     build(out, installed=["tqdm"], force=True)
