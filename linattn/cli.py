@@ -180,7 +180,9 @@ def _device(asked: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # a reader gone shows here, in the handler below, not in the interpreter's exit
+        return code
     except KeyboardInterrupt:
         print(f"linattn: interrupted{_how_to_go_on(argv)}", file=sys.stderr)
         return 130
@@ -192,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
 def _how_to_go_on(argv: list[str]) -> str:
     """After Ctrl-C: how the interrupted command goes on, for the commands that keep their work."""
     if argv[:1] == ["run"]:
-        return "; the same command resumes (finished runs are kept, the one in progress from its last checkpoint)"
+        diagnostic = DIAGNOSTICS.get(argv[1] if len(argv) > 1 else "")
+        if diagnostic is not None and not diagnostic.resumable:
+            return "; the same command measures it again from the start"
+        same = "the same command without --force" if "--force" in argv else "the same command"
+        return f"; {same} resumes (finished runs are kept, the one in progress from its last checkpoint)"
     if argv[:1] == ["train"]:
         from linattn.textlm.run import RUN_NAME
 

@@ -68,14 +68,16 @@ def _umask() -> int:
 def check_replaceable(out: Path, *, force: bool, what: str, is_one: Callable[[Path], bool], name: str = "out") -> None:
     """`ValueError` unless `out` may be written: it is new or an empty folder, or (with `force`) `what` as `is_one`
     recognises it, never anything else, and never a folder that holds the current one."""
-    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+    if not out.exists():
+        return
+    if out.resolve() in (Path.cwd(), *Path.cwd().parents):  # the current folder, even empty, is never replaced
+        raise ValueError(f"{name}: {out} holds the current folder: not replaced")
+    if out.is_dir() and not any(out.iterdir()):
         return
     if not is_one(out):
         raise ValueError(f"{name}: {out} exists and is not {what}: not replaced")
     if not force:
         raise ValueError(f"{name}: {out} holds {what} already (--force replaces it)")
-    if out.resolve() in (Path.cwd(), *Path.cwd().parents):
-        raise ValueError(f"{name}: {out} holds the current folder: not replaced")
 
 
 def save_figure(fig, path: str | os.PathLike, *, dpi: int = 120) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -78,6 +79,8 @@ def test_an_interrupt_is_one_line_that_says_how_to_go_on(capsys, monkeypatch, tm
     assert main(["run", "vla-copy", "--quick", "--out", str(tmp_path)]) == 130
     err = capsys.readouterr().err
     assert err.startswith("linattn: interrupted; the same command resumes") and err.count("\n") == 1
+    assert main(["run", "vla-copy", "--quick", "--force", "--out", str(tmp_path)]) == 130
+    assert "; the same command without --force resumes" in capsys.readouterr().err  # --force would discard them
     monkeypatch.setattr("linattn.textlm.run.resolve_run", interrupted)  # while the corpus is read
     train = ["train", "--data", str(tmp_path), "--out", str(tmp_path / "run")]
     assert main(train) == 130
@@ -89,10 +92,15 @@ def test_an_interrupt_is_one_line_that_says_how_to_go_on(capsys, monkeypatch, tm
 
 
 def test_python_dash_m_and_a_closed_pipe():
-    """`python -m linattn` is the command; a reader that leaves early (`| head -1`) gets no traceback."""
-    command = f"{sys.executable} -m linattn list | head -1"
-    done = subprocess.run(command, shell=True, capture_output=True, text=True, check=True)
+    """`python -m linattn` is the command; a reader that leaves before it writes (`| true`, gone long before
+    Python has started) gets no traceback, also when the output is buffered until the end."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run(f"{sys.executable} -m linattn list | head -1", shell=True, capture_output=True, text=True,
+                          env=env, check=True)  # fmt: skip
     assert done.stdout.startswith("vla-mqar-capacity") and done.stderr == ""
+    command = f"{sys.executable} -m linattn list; echo $? >&2"
+    done = subprocess.run(f"({command}) | true", shell=True, capture_output=True, text=True, env=env, check=True)
+    assert done.stderr == "1\n"
 
 
 def test_report_of_a_missing_results_folder_warns(tmp_path, capsys):

@@ -86,7 +86,11 @@ def build(
     if not debian and not pins:
         raise ValueError("corpus build: expected at least one --debian PKG or --installed DIST")
     check_replaceable(
-        out, force=force, what=f"a corpus of `linattn corpus build` (its {MANIFEST})", is_one=_is_corpus, name="OUT"
+        out,
+        force=force,
+        what=f"a corpus of `linattn corpus build` (one with a {MANIFEST})",
+        is_one=_is_corpus,
+        name="OUT",
     )
     downloads = Path(downloads) if downloads else out.parent / ".downloads"
     endings = tuple(e.lower() for e in extensions)

@@ -50,9 +50,9 @@ from linattn.train.trainer import METRICS_NAME
 
 VAL_SEED_OFFSET, TEST_SEED_OFFSET = 1_000, 2_000  # eval sets are drawn from their own seeds
 BEST_NAME = "best.pt"  # a run's weights at its best validation (`RunSpec.select_on`)
-# a checkpoint at least this often (besides the recipe's steps, which in a quick run may fall at its end only), so
-# that Ctrl-C or a job's time limit costs at most a minute of a run; the MQAR models save in well under a second,
-# lm-compare's 36M-parameter ones (with AdamW's moments, 0.4 GB) in one or two
+# a checkpoint this often (besides the recipe's steps, which in a quick run may fall at its end only), so that
+# Ctrl-C or a job's time limit costs about a minute of a run; the trainer spaces them further for a model whose
+# save takes longer than a second (lm-compare's 0.1B-parameter one, 1.4 GB with AdamW's moments)
 CHECKPOINT_SECONDS = 60.0
 
 

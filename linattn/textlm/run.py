@@ -249,7 +249,8 @@ def _prepare(run: TextRun, out_dir: Path, cache_dir: Path, *, progress: bool, wr
     documents = corpus.split(run.data_config)
     described = {split: [d.describe() for d in documents[split]] for split in TRAINED_SPLITS}
     fingerprint = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
-    if run.corpus_fingerprint not in (None, fingerprint):
+    began_on = read_run(out_dir).corpus_fingerprint if (out_dir / RUN_NAME).exists() else run.corpus_fingerprint
+    if began_on not in (None, fingerprint):
         raise ValueError(
             f"data: {run.data} changed since the run in {out_dir} began (its train / val documents differ): "
             "resumed, it would go on training on other text; restore the corpus, or train into another --out"

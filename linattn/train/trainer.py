@@ -202,8 +202,10 @@ def train(
       state sharded over the ranks; the model stays sharded after training, so every rank calls it together;
       `linattn.train.distributed`). A checkpoint resumes under the sharding that wrote it.
     - `checkpoint_seconds`: a checkpoint also whenever this much training time has passed since the last one
-      (besides every `config.checkpoint_every` steps and at the end), so that an interrupted run loses at most
-      that much; None: by steps only. Where a checkpoint falls does not change the result (resume is exact).
+      (and 50 times what the last one took to save: at most 2% of the time goes to saving), besides every
+      `config.checkpoint_every` steps and at the end, so that an interrupted run loses about that much (the
+      clock is read at logging steps); None: by steps only. Where a checkpoint falls does not change the result
+      (resume is exact).
     - `on_metrics(record)`: called on rank 0 with each record appended to the metrics log (e.g. a TensorBoard
       writer, `linattn.train.tensorboard`); a resumed run passes the steps after its checkpoint again.
     - `cuda_graph`: replay each batch shape's forward + backward from a CUDA graph (`linattn.train.graph`): for
@@ -310,7 +312,7 @@ def _train(
     autocast = partial(torch.autocast, device.type, dtype=amp, enabled=amp is not None)
     graphed = GraphedStep(model, autocast, device) if cuda_graph else None
     started, wall_before = time.perf_counter(), run.wall_time_s
-    last_saved = started
+    last_saved, save_cost = started, 0.0
     window.start = started
     postfix: dict[str, str] = {}
     model.train()
@@ -374,9 +376,8 @@ def _train(
                 or run.stop_reason is not None
                 or (config.checkpoint_every and run.step % config.checkpoint_every == 0)
                 # the clock is read (one broadcast under DDP) at log steps only, off the hot path
-                or (run.step % config.log_every == 0 and _time_to_save(checkpoint_seconds, last_saved, info))
+                or (run.step % config.log_every == 0 and _time_to_save(checkpoint_seconds, last_saved, save_cost, info))
             ):
-                last_saved = time.perf_counter()
                 paused_at = time.perf_counter()
                 ranks = distributed.gather_objects(_rank_state(data_rng, window, device), info)
                 model_state, optimizer_state = distributed.whole_state_dicts(model, optimizer, info, sharding)
@@ -396,7 +397,9 @@ def _train(
                     }
                     save_checkpoint(checkpoint_path, checkpoint)
                 distributed.barrier(info)  # no rank may go on to read an older checkpoint than this one
-                window.paused += time.perf_counter() - paused_at
+                last_saved = time.perf_counter()
+                save_cost = last_saved - paused_at
+                window.paused += save_cost
     return run.result(metrics_path)
 
 
@@ -414,12 +417,13 @@ def _check_batch_size(batch: Batch, batch_size: int, step: int) -> None:
         )
 
 
-def _time_to_save(seconds: float | None, last_saved: float, info: DistInfo) -> bool:
-    """Whether `seconds` have passed since the last checkpoint, by rank 0's clock (every rank must agree: saving
-    is collective under DDP and FSDP)."""
+def _time_to_save(seconds: float | None, last_saved: float, save_cost: float, info: DistInfo) -> bool:
+    """Whether `seconds` have passed since the last checkpoint, and at least 50 times what that one took (saving a
+    large model then costs at most 2% of the run), by rank 0's clock (every rank must agree: saving is collective
+    under DDP and FSDP)."""
     if seconds is None:
         return False
-    return distributed.broadcast_from_main(time.perf_counter() - last_saved >= seconds, info)
+    return distributed.broadcast_from_main(time.perf_counter() - last_saved >= max(seconds, 50 * save_cost), info)
 
 
 def _rank_state(data_rng: torch.Generator, window: _Window, device: torch.device) -> dict:

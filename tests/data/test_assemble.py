@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -152,6 +153,10 @@ def test_force_replaces_only_a_corpus_and_never_the_current_folder(tmp_path, mon
     monkeypatch.chdir(corpus / "installed-tqdm")
     with pytest.raises(ValueError, match=r"^OUT: .* holds the current folder: not replaced"):
         build(corpus, installed=["tqdm"], force=True)
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    with pytest.raises(ValueError, match=r"^OUT: \. holds the current folder: not replaced"):
+        build(Path("."), installed=["tqdm"])  # even empty: it would be renamed away under the shell
     assert (mine / "precious.txt").read_text() == "kept" and (corpus / MANIFEST).is_file()
 
 

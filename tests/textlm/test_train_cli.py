@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import linattn.models.hf  # noqa: F401  (registers the linattn model type with the Auto classes)
 from linattn.cli import main
 from linattn.data.packing import PackedText
-from linattn.textlm.run import load_run, plan_run, read_run
+from linattn.textlm.run import load_run, plan_run, read_run, train_text
 from tests.data.corpus import write_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -186,6 +186,8 @@ def test_resume_refuses_a_changed_corpus(corpus, tmp_path, capsys):
     (data / "part1" / "added.txt").write_text("text the run did not begin on\n" * 50)
     assert main(["train", "--out", run_dir, "--resume"]) == 2  # it would go on training on other text
     assert f"data: {data} changed since the run in {run_dir} began" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="changed since the run in"):  # the same from Python, with a new plan
+        train_text(plan_run(data, steps=1), run_dir, progress=False, tensorboard=False)
 
 
 def test_steps_bring_their_own_warmup(corpus):
