@@ -20,10 +20,9 @@ def export_hf(model: DecoderLM, tokenizer: Tokenizer, out: str | os.PathLike, *,
     """Write `model` as a `LinAttnForCausalLM` (config and safetensors weights) and `tokenizer` as a
     `PreTrainedTokenizerFast` (`tokenizer.json`; its end-of-document token, where it has one (a trained BPE; bytes
     have none), as `eos_token` and, padding on the left, `pad_token`, also the config's `eos_token_id` and
-    `pad_token_id`) into the folder `out`, all at once: a folder
-    beside it, renamed when complete. An existing non-empty `out` is an error unless `overwrite`, and even then
-    unless it is such an export (its `config.json` of model type `linattn`): a folder of anything else is never
-    replaced.
+    `pad_token_id`) into the folder `out`, all at once: a folder beside it, renamed when complete. An existing
+    non-empty `out` is an error unless `overwrite`, and even then unless it is such an export (its `config.json` of
+    model type `linattn`): a folder of anything else is never replaced.
 
     Example:
         >>> run, model, tokenizer = linattn.textlm.load_run("runs/notes")
