@@ -25,7 +25,8 @@ def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     assert demo.main(argv) == 0
     out = capsys.readouterr().out
     assert "| coherent | linear |" in out
-    assert "beside the fair protocol's committed result" in out and " / 0.875 |" in out and "output gate" in out
+    assert "beside the fair protocol's committed result" in out and " / 0.875 / 1.000 |" in out  # TINY's paper: 1.0
+    assert "output gate" in out
     assert (tmp_path / "state_norm.png").stat().st_size > 10_000
     assert "slope" in (tmp_path / "state_norm.md").read_text()
     assert (tmp_path / "results" / "tiny" / "paper-quick" / "table.md").exists()
