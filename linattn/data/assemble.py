@@ -33,7 +33,7 @@ from pathlib import Path
 
 from linattn.data.config import TEXT_EXTENSIONS
 from linattn.extras import tqdm
-from linattn.io import check_replaceable, write_atomic
+from linattn.io import check_replaceable, give_default_modes, write_atomic
 
 MANIFEST = "MANIFEST.json"
 LICENCES = "LICENCES"  # the sources' licence texts, named `*.licence` so that no corpus reader takes them as text
@@ -103,7 +103,7 @@ def build(
     installed = list(pins)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # beside out: renamed into place
-    staging.chmod(0o755)  # a corpus others may read, not mkdtemp's private folder
+    give_default_modes(staging)  # a corpus others may read, not mkdtemp's private folder
     parts: list[_Files] = []
     seen: set[str] = set()
     try:

@@ -9,7 +9,6 @@ so any file is valid; a JSON tokenizer reads UTF-8 (undecodable bytes become U+F
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -183,8 +182,9 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 def _is_tokenizer_file(path: Path) -> bool:
-    """Whether `path` holds a `tokenizers` JSON (its `model` with a vocabulary): what `--force` may replace."""
+    """Whether `path` holds a file `FileTokenizer` reads: what `--force` may replace."""
     try:
-        return "vocab" in json.loads(path.read_text())["model"]
-    except (OSError, ValueError, KeyError, TypeError):
+        FileTokenizer(path)
+    except ValueError:
         return False
+    return True

@@ -5,7 +5,6 @@ run folder, an interrupted run resumes to the same weights, `linattn tokenizer t
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import pytest
@@ -15,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import linattn.models.hf  # noqa: F401  (registers the linattn model type with the Auto classes)
 from linattn.cli import main
 from linattn.data.packing import PackedText
+from linattn.io import _new_file_mode
 from linattn.textlm.run import load_run, plan_run, read_run, train_text
 from tests.data.corpus import write_corpus
 
@@ -69,12 +69,6 @@ def _interrupt():
     raise KeyboardInterrupt
 
 
-def _umask():
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return umask
-
-
 def test_a_bpe_run_exported_opens_with_the_auto_classes(corpus, tmp_path):
     tokenizer = tmp_path / "tokenizer.json"
     assert main(["tokenizer", "train", "--data", str(corpus), "--vocab-size", "400", "--out", str(tokenizer)]) == 0
@@ -101,7 +95,7 @@ def test_a_bpe_run_exported_opens_with_the_auto_classes(corpus, tmp_path):
         assert torch.equal(hf_model(torch.tensor([ids])).logits, model(torch.tensor([ids]))[0])
     assert main(["export-hf", str(run_dir), str(out)]) == 2  # no silent overwrite
     assert main(["export-hf", str(run_dir), str(out), "--force"]) == 0
-    assert {oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == {oct(0o666 & ~_umask())}  # others may read it
+    assert {oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == {oct(_new_file_mode())}  # others may read it
     assert main(["export-hf", str(run_dir), str(corpus), "--force"]) == 2  # --force replaces an export only
     assert (corpus / "part0" / "assert.txt").exists()
 
